@@ -1,0 +1,305 @@
+//! GGUF reader: validates the whole header and tensor table of untrusted bytes, then gives
+//! borrowed views of tensor data. Rejections carry a reason naming what was wrong and where.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::cursor::Cursor;
+use super::value::{GgufArray, GgufValue, ValueType};
+use super::{DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
+use crate::quant::GgmlType;
+use crate::sys::bytes::FileBytes;
+
+/// Nesting limit for arrays of arrays: deep enough for any real file, shallow enough that a
+/// hostile file cannot exhaust the stack.
+const MAX_ARRAY_DEPTH: usize = 4;
+
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    /// ne[0] is the row length (contiguous), as in ggml.
+    pub dims: Vec<usize>,
+    pub ty: GgmlType,
+    /// Offset of the data from the start of the file.
+    pub file_offset: usize,
+    pub n_bytes: usize,
+}
+
+impl TensorInfo {
+    pub fn n_elements(&self) -> usize {
+        self.dims.iter().product()
+    }
+    /// Dimension `i`, 1 beyond the stored ones (ggml's convention).
+    pub fn ne(&self, i: usize) -> usize {
+        self.dims.get(i).copied().unwrap_or(1)
+    }
+}
+
+pub struct GgufFile {
+    pub version: u32,
+    pub alignment: usize,
+    pub data_offset: usize,
+    kvs: Vec<(String, GgufValue)>,
+    kv_index: HashMap<String, usize>,
+    tensors: Vec<TensorInfo>,
+    tensor_index: HashMap<String, usize>,
+    bytes: FileBytes,
+}
+
+impl GgufFile {
+    /// Opens a file, mapped (`mmap = true`) or read into an owned buffer.
+    pub fn open(path: &Path, mmap: bool) -> Result<GgufFile, String> {
+        let bytes = if mmap { FileBytes::map(path)? } else { FileBytes::read(path)? };
+        Self::parse(bytes)
+    }
+
+    /// Parses bytes already in memory (copied into an owned aligned buffer).
+    pub fn from_slice(data: &[u8]) -> Result<GgufFile, String> {
+        Self::parse(FileBytes::from_slice(data)?)
+    }
+
+    fn parse(bytes: FileBytes) -> Result<GgufFile, String> {
+        let (version, alignment, data_offset, kvs, tensors) = parse_layout(bytes.as_slice())?;
+        let mut kv_index = HashMap::with_capacity(kvs.len());
+        for (i, (k, _)) in kvs.iter().enumerate() {
+            if kv_index.insert(k.clone(), i).is_some() {
+                return Err(format!("duplicate metadata key '{k}'"));
+            }
+        }
+        let mut tensor_index = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if tensor_index.insert(t.name.clone(), i).is_some() {
+                return Err(format!("duplicate tensor name '{}'", t.name));
+            }
+        }
+        Ok(GgufFile { version, alignment, data_offset, kvs, kv_index, tensors, tensor_index, bytes })
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        self.bytes.is_mapped()
+    }
+    pub fn file_len(&self) -> usize {
+        self.bytes.as_slice().len()
+    }
+
+    pub fn kvs(&self) -> &[(String, GgufValue)] {
+        &self.kvs
+    }
+    pub fn get(&self, key: &str) -> Option<&GgufValue> {
+        self.kv_index.get(key).map(|&i| &self.kvs[i].1)
+    }
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        match self.get(key)? {
+            GgufValue::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn get_i64(&self, key: &str) -> Option<i64> {
+        self.get(key)?.as_i64()
+    }
+    /// An integer key that fits u32 (any integer type, as upstream's get_key accepts).
+    pub fn get_u32(&self, key: &str) -> Option<u32> {
+        u32::try_from(self.get_i64(key)?).ok()
+    }
+    pub fn get_f32(&self, key: &str) -> Option<f32> {
+        self.get(key)?.as_f64().map(|v| v as f32)
+    }
+    pub fn get_bool(&self, key: &str) -> Option<bool> {
+        match self.get(key)? {
+            GgufValue::Bool(b) => Some(*b),
+            v => v.as_i64().map(|i| i != 0),
+        }
+    }
+    pub fn get_array(&self, key: &str) -> Option<&GgufArray> {
+        match self.get(key)? {
+            GgufValue::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensor_index.get(name).map(|&i| &self.tensors[i])
+    }
+    /// The bytes of a tensor (validated in bounds at parse time).
+    pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
+        &self.bytes.as_slice()[t.file_offset..t.file_offset + t.n_bytes]
+    }
+    /// The whole file, for code that keeps byte ranges instead of slices.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_slice()
+    }
+}
+
+type Layout = (u32, usize, usize, Vec<(String, GgufValue)>, Vec<TensorInfo>);
+
+fn parse_layout(bytes: &[u8]) -> Result<Layout, String> {
+    let mut c = Cursor::new(bytes);
+    let magic = c.u32("magic")?;
+    if magic != MAGIC {
+        return Err(format!("bad magic 0x{magic:08x}: not a GGUF file"));
+    }
+    let version = c.u32("version")?;
+    if version != 2 && version != 3 {
+        return Err(format!("unsupported GGUF version {version} (2 and 3 are supported)"));
+    }
+    // Minimum encodings: a tensor info is name(8) + n_dims(4) + dims(8) + type(4) + offset(8);
+    // a key-value pair is key(8) + type(4) + value(1).
+    let n_tensors = c.u64("tensor count")?;
+    let n_kv = c.u64("metadata count")?;
+    let max_kv = (c.remaining() / 13) as u64;
+    if n_kv > max_kv {
+        return Err(format!("metadata count {n_kv} exceeds what the file can hold"));
+    }
+    let mut kvs = Vec::with_capacity(n_kv as usize);
+    for i in 0..n_kv {
+        let key = c.string(&format!("key of metadata entry {i}"))?;
+        let ty = read_type(&mut c, &key)?;
+        let value = read_value(&mut c, ty, &key, 0)?;
+        kvs.push((key, value));
+    }
+    let alignment = match kvs.iter().find(|(k, _)| k == "general.alignment") {
+        None => DEFAULT_ALIGNMENT,
+        Some((_, GgufValue::U32(a))) if *a != 0 && a.is_power_of_two() => *a as usize,
+        Some((_, v)) => return Err(format!("general.alignment must be a power-of-two u32, got {v:?}")),
+    };
+    let max_tensors = (c.remaining() / 32) as u64;
+    if n_tensors > max_tensors {
+        return Err(format!("tensor count {n_tensors} exceeds what the file can hold"));
+    }
+    let mut infos = Vec::with_capacity(n_tensors as usize);
+    for i in 0..n_tensors {
+        infos.push(read_tensor_info(&mut c, i)?);
+    }
+    let data_offset = c.pos().checked_next_multiple_of(alignment).ok_or("data offset overflows")?;
+    let mut tensors = Vec::with_capacity(infos.len());
+    let mut expected = 0usize;
+    for (name, dims, ty, offset) in infos {
+        let n_elems = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|&n| n <= i64::MAX as usize);
+        let n_elems = n_elems.ok_or_else(|| format!("tensor '{name}': dimensions {dims:?} overflow"))?;
+        if dims[0] % ty.block_len() != 0 {
+            return Err(format!("tensor '{name}': row length {} is not a multiple of {}'s block of {}", dims[0], ty.name(), ty.block_len()));
+        }
+        let n_bytes = (n_elems / ty.block_len())
+            .checked_mul(ty.block_bytes())
+            .ok_or_else(|| format!("tensor '{name}': byte size overflows"))?;
+        if offset % alignment as u64 != 0 {
+            return Err(format!("tensor '{name}': data offset {offset} is not aligned to {alignment}"));
+        }
+        if offset != expected as u64 {
+            return Err(format!("tensor '{name}': data offset {offset}, expected {expected} (tensors must be packed in order)"));
+        }
+        let file_offset = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(data_offset))
+            .filter(|o| o.checked_add(n_bytes).is_some_and(|end| end <= bytes.len()))
+            .ok_or_else(|| format!("tensor '{name}': data [{offset}, +{n_bytes}) lies beyond the end of the file ({} bytes)", bytes.len()))?;
+        expected = n_bytes
+            .checked_next_multiple_of(alignment)
+            .and_then(|p| expected.checked_add(p))
+            .ok_or_else(|| format!("tensor '{name}': data section size overflows"))?;
+        tensors.push(TensorInfo { name, dims, ty, file_offset, n_bytes });
+    }
+    Ok((version, alignment, data_offset, kvs, tensors))
+}
+
+fn read_type(c: &mut Cursor<'_>, key: &str) -> Result<ValueType, String> {
+    let t = c.u32(&format!("type of '{key}'"))?;
+    ValueType::from_u32(t).ok_or_else(|| format!("metadata '{key}': unknown value type {t}"))
+}
+
+fn read_value(c: &mut Cursor<'_>, ty: ValueType, key: &str, depth: usize) -> Result<GgufValue, String> {
+    Ok(match ty {
+        ValueType::U8 => GgufValue::U8(c.u8(key)?),
+        ValueType::I8 => GgufValue::I8(c.u8(key)? as i8),
+        ValueType::U16 => GgufValue::U16(c.u16(key)?),
+        ValueType::I16 => GgufValue::I16(c.u16(key)? as i16),
+        ValueType::U32 => GgufValue::U32(c.u32(key)?),
+        ValueType::I32 => GgufValue::I32(c.u32(key)? as i32),
+        ValueType::F32 => GgufValue::F32(f32::from_bits(c.u32(key)?)),
+        ValueType::U64 => GgufValue::U64(c.u64(key)?),
+        ValueType::I64 => GgufValue::I64(c.u64(key)? as i64),
+        ValueType::F64 => GgufValue::F64(f64::from_bits(c.u64(key)?)),
+        ValueType::Bool => {
+            let b = c.u8(key)?;
+            if b > 1 {
+                return Err(format!("metadata '{key}': bool value {b} is neither 0 nor 1"));
+            }
+            GgufValue::Bool(b == 1)
+        }
+        ValueType::String => GgufValue::Str(c.string(key)?),
+        ValueType::Array => GgufValue::Array(read_array(c, key, depth)?),
+    })
+}
+
+fn read_array(c: &mut Cursor<'_>, key: &str, depth: usize) -> Result<GgufArray, String> {
+    if depth >= MAX_ARRAY_DEPTH {
+        return Err(format!("metadata '{key}': arrays nested deeper than {MAX_ARRAY_DEPTH}"));
+    }
+    let ty = read_type(c, key)?;
+    let n = c.count(ty.min_encoded_len(), &format!("length of array '{key}'"))?;
+    macro_rules! prim {
+        ($variant:ident, $read:ident, $conv:expr) => {{
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push($conv(c.$read(key)?));
+            }
+            GgufArray::$variant(v)
+        }};
+    }
+    Ok(match ty {
+        ValueType::U8 => GgufArray::U8(c.take(n, key)?.to_vec()),
+        ValueType::I8 => GgufArray::I8(c.take(n, key)?.iter().map(|&b| b as i8).collect()),
+        ValueType::U16 => prim!(U16, u16, |x| x),
+        ValueType::I16 => prim!(I16, u16, |x: u16| x as i16),
+        ValueType::U32 => prim!(U32, u32, |x| x),
+        ValueType::I32 => prim!(I32, u32, |x: u32| x as i32),
+        ValueType::F32 => prim!(F32, u32, f32::from_bits),
+        ValueType::U64 => prim!(U64, u64, |x| x),
+        ValueType::I64 => prim!(I64, u64, |x: u64| x as i64),
+        ValueType::F64 => prim!(F64, u64, f64::from_bits),
+        ValueType::Bool => {
+            let raw = c.take(n, key)?;
+            if let Some(b) = raw.iter().find(|&&b| b > 1) {
+                return Err(format!("metadata '{key}': bool array holds {b}"));
+            }
+            GgufArray::Bool(raw.iter().map(|&b| b == 1).collect())
+        }
+        ValueType::String => {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(c.string(key)?);
+            }
+            GgufArray::Str(v)
+        }
+        ValueType::Array => {
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                v.push(read_array(c, key, depth + 1)?);
+            }
+            GgufArray::Array(v)
+        }
+    })
+}
+
+fn read_tensor_info(c: &mut Cursor<'_>, i: u64) -> Result<(String, Vec<usize>, GgmlType, u64), String> {
+    let name = c.string(&format!("name of tensor {i}"))?;
+    let n_dims = c.u32(&format!("tensor '{name}' dimension count"))? as usize;
+    if n_dims == 0 || n_dims > MAX_DIMS {
+        return Err(format!("tensor '{name}': {n_dims} dimensions (1 to {MAX_DIMS} supported)"));
+    }
+    let mut dims = Vec::with_capacity(n_dims);
+    for d in 0..n_dims {
+        let v = c.u64(&format!("tensor '{name}' dimension {d}"))?;
+        if v == 0 || v > i64::MAX as u64 {
+            return Err(format!("tensor '{name}': dimension {d} = {v} is out of range"));
+        }
+        dims.push(usize::try_from(v).map_err(|_| format!("tensor '{name}': dimension {d} too large"))?);
+    }
+    let t = c.u32(&format!("tensor '{name}' type"))?;
+    let ty = GgmlType::from_u32(t).ok_or_else(|| format!("tensor '{name}': unknown or unsupported tensor type {t}"))?;
+    let offset = c.u64(&format!("tensor '{name}' offset"))?;
+    Ok((name, dims, ty, offset))
+}
