@@ -1,1 +1,315 @@
-//! placeholder
+//! context: one inference session on a shared model: KV cache, scratch, output buffers and
+//! worker threads, all owned here and freed on drop. Used by one thread at a time (llama.h's
+//! contract), so `decode` takes `&mut self` and needs no lock.
+
+use std::sync::Arc;
+
+use crate::batch::{Batch, BatchInput};
+use crate::kernels::rope::RopeParams;
+use crate::kv::{KvCache, KvShape};
+use crate::model::dense::{self, DenseScratch, UBatch};
+use crate::model::hparams::RopeScaling;
+use crate::model::Model;
+use crate::threads::ThreadPool;
+
+/// What a caller may configure (the engine's view of llama_context_params).
+#[derive(Clone, Debug)]
+pub struct ContextParams {
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub n_seq_max: u32,
+    pub n_threads: i32,
+    pub n_threads_batch: i32,
+    pub rope_scaling: Option<RopeScaling>,
+    pub rope_freq_base: f32,
+    pub rope_freq_scale: f32,
+    pub yarn_ext_factor: f32,
+    pub yarn_attn_factor: f32,
+    pub yarn_beta_fast: f32,
+    pub yarn_beta_slow: f32,
+    pub yarn_orig_ctx: u32,
+    pub embeddings: bool,
+    pub kv_unified: bool,
+}
+
+/// Outcome of a decode, with llama_decode's return values.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// -1: the batch is invalid (reason logged).
+    Invalid(String),
+    /// 1: no KV slot for the batch.
+    NoSlot,
+    /// 2: aborted by the abort callback.
+    Aborted,
+}
+
+pub type AbortCheck<'a> = &'a dyn Fn() -> bool;
+
+pub struct Context {
+    pub model: Arc<Model>,
+    pub n_ctx: u32,
+    pub n_ctx_seq: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub n_seq_max: u32,
+    pub n_threads: i32,
+    pub n_threads_batch: i32,
+    pub embeddings: bool,
+    pub kv: KvCache,
+    rope: RopeParams,
+    scratch: DenseScratch,
+    pool: ThreadPool,
+    batch: Batch,
+    /// Logits of the last decode's outputs, row-major n_outputs × n_vocab.
+    logits: Vec<f32>,
+    /// Final hidden states of the last decode's outputs (when embeddings are on).
+    embd: Vec<f32>,
+    /// Batch index → output row, -1 for tokens without output.
+    output_ids: Vec<i32>,
+    n_outputs: usize,
+    /// Cells claimed by the decode in progress (to roll back on failure).
+    claimed: Vec<usize>,
+    ub_cells: Vec<usize>,
+    ub_out: Vec<usize>,
+    pub n_decode_calls: u64,
+    pub n_tokens_processed: u64,
+}
+
+const PAD: u32 = 256;
+
+fn pad(n: u32) -> u32 {
+    n.div_ceil(PAD) * PAD
+}
+
+impl Context {
+    pub fn new(model: Arc<Model>, p: &ContextParams) -> Result<Context, String> {
+        let hp = &model.hp;
+        if p.n_batch == 0 && p.n_ubatch == 0 {
+            return Err("n_batch and n_ubatch cannot both be zero".into());
+        }
+        if p.n_seq_max == 0 || p.n_seq_max as usize > crate::kv::seqset::MAX_SEQ {
+            return Err(format!("n_seq_max = {} must be between 1 and {}", p.n_seq_max, crate::kv::seqset::MAX_SEQ));
+        }
+        let n_ctx_req = if p.n_ctx == 0 { hp.n_ctx_train } else { p.n_ctx };
+        if n_ctx_req == 0 {
+            return Err("n_ctx and the model's context_length cannot both be zero".into());
+        }
+        let n_batch = n_ctx_req.min(p.n_batch);
+        let n_ubatch = n_batch.min(if p.n_ubatch == 0 { p.n_batch } else { p.n_ubatch });
+        let mut n_ctx = pad(n_ctx_req);
+        let (n_ctx_seq, n_stream) = if p.kv_unified {
+            (n_ctx, 1)
+        } else {
+            let per = pad(n_ctx / p.n_seq_max);
+            n_ctx = per.checked_mul(p.n_seq_max).ok_or("n_ctx overflows")?;
+            (per, p.n_seq_max as usize)
+        };
+        let max_threads = p.n_threads.max(p.n_threads_batch).max(1) as usize;
+        if max_threads > 512 {
+            return Err(format!("n_threads = {max_threads} is beyond what this library supports (512)"));
+        }
+        let scaling = p.rope_scaling.unwrap_or(hp.rope_scaling);
+        let rope = RopeParams {
+            n_dims: hp.n_rot,
+            freq_base: if p.rope_freq_base == 0.0 { hp.rope_freq_base } else { p.rope_freq_base },
+            freq_scale: if p.rope_freq_scale == 0.0 { hp.rope_freq_scale } else { p.rope_freq_scale },
+            ext_factor: if p.yarn_ext_factor >= 0.0 {
+                p.yarn_ext_factor
+            } else if scaling == RopeScaling::Yarn {
+                1.0
+            } else {
+                0.0
+            },
+            attn_factor: if p.yarn_attn_factor >= 0.0 { p.yarn_attn_factor } else { hp.yarn_attn_factor },
+            beta_fast: if p.yarn_beta_fast >= 0.0 { p.yarn_beta_fast } else { hp.yarn_beta_fast },
+            beta_slow: if p.yarn_beta_slow >= 0.0 { p.yarn_beta_slow } else { hp.yarn_beta_slow },
+            n_ctx_orig: if p.yarn_orig_ctx != 0 { p.yarn_orig_ctx } else { hp.n_ctx_orig_yarn },
+            mode: hp.arch.rope_mode(),
+        };
+        let shape = KvShape { n_layer: hp.n_layer, n_head_kv: hp.n_head_kv, head_dim: hp.head_dim_k, n_stream, n_cells: n_ctx_seq as usize, n_seq_max: p.n_seq_max as usize };
+        let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
+        let scratch = DenseScratch::new(&model, n_ubatch as usize, max_threads)?;
+        let pool = ThreadPool::new(max_threads)?;
+        crate::sys::stats::contexts_add(1);
+        Ok(Context {
+            n_ctx,
+            n_ctx_seq,
+            n_batch,
+            n_ubatch,
+            n_seq_max: p.n_seq_max,
+            n_threads: p.n_threads.max(1),
+            n_threads_batch: p.n_threads_batch.max(1),
+            embeddings: p.embeddings,
+            kv,
+            rope,
+            scratch,
+            pool,
+            batch: Batch::default(),
+            logits: Vec::new(),
+            embd: Vec::new(),
+            output_ids: Vec::new(),
+            n_outputs: 0,
+            claimed: Vec::new(),
+            ub_cells: Vec::new(),
+            ub_out: Vec::new(),
+            n_decode_calls: 0,
+            n_tokens_processed: 0,
+            model,
+        })
+    }
+
+    pub fn set_n_threads(&mut self, n_threads: i32, n_threads_batch: i32) {
+        let max = self.pool.n_threads() as i32;
+        self.n_threads = n_threads.clamp(1, max);
+        self.n_threads_batch = n_threads_batch.clamp(1, max);
+    }
+
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+
+    /// All logits of the last decode (n_outputs × n_vocab).
+    pub fn logits(&self) -> &[f32] {
+        &self.logits[..self.n_outputs * self.model.hp.n_vocab]
+    }
+
+    pub fn embeddings_all(&self) -> &[f32] {
+        &self.embd[..if self.embeddings { self.n_outputs * self.model.hp.n_embd } else { 0 }]
+    }
+
+    /// The output row of batch index `i` (negative counts from the last output, as upstream).
+    pub fn output_row(&self, i: i32) -> Result<usize, String> {
+        if i < 0 {
+            let j = self.n_outputs as i64 + i as i64;
+            if j < 0 {
+                return Err(format!("negative index out of range [-{}, 0)", self.n_outputs));
+            }
+            return Ok(j as usize);
+        }
+        match self.output_ids.get(i as usize) {
+            None => Err(format!("out of range [0, {})", self.output_ids.len())),
+            Some(&r) if r < 0 => Err(format!("batch.logits[{i}] != true")),
+            Some(&r) => Ok(r as usize),
+        }
+    }
+
+    pub fn logits_row(&self, i: i32) -> Result<&[f32], String> {
+        let r = self.output_row(i)?;
+        let v = self.model.hp.n_vocab;
+        Ok(&self.logits[r * v..(r + 1) * v])
+    }
+
+    pub fn embeddings_row(&self, i: i32) -> Result<&[f32], String> {
+        if !self.embeddings {
+            return Err("embeddings are not enabled for this context".into());
+        }
+        let r = self.output_row(i)?;
+        let e = self.model.hp.n_embd;
+        Ok(&self.embd[r * e..(r + 1) * e])
+    }
+
+    fn reserve_outputs(&mut self, n_outputs: usize) -> Result<(), String> {
+        let hp = &self.model.hp;
+        let need = n_outputs.checked_mul(hp.n_vocab).ok_or("output buffer size overflows")?;
+        if self.logits.len() < need {
+            self.logits.try_reserve_exact(need - self.logits.len()).map_err(|_| format!("cannot allocate logits for {n_outputs} outputs"))?;
+            self.logits.resize(need, 0.0);
+        }
+        if self.embeddings && self.embd.len() < n_outputs * hp.n_embd {
+            let need = n_outputs * hp.n_embd;
+            self.embd.try_reserve_exact(need - self.embd.len()).map_err(|_| "cannot allocate the embeddings buffer".to_string())?;
+            self.embd.resize(need, 0.0);
+        }
+        Ok(())
+    }
+
+    /// llama_decode: validates the batch, places its tokens in the KV cache and runs the model
+    /// over it in micro-batches. On failure the cache is left as it was.
+    pub fn decode(&mut self, input: &BatchInput<'_, '_>, abort: Option<AbortCheck<'_>>) -> Result<(), DecodeError> {
+        let n = input.tokens.len();
+        if n == 0 {
+            return Err(DecodeError::Invalid("n_tokens == 0".into()));
+        }
+        if n > self.n_batch as usize {
+            return Err(DecodeError::Invalid(format!("n_tokens = {n} exceeds n_batch = {}", self.n_batch)));
+        }
+        let hp = &self.model.hp;
+        self.batch
+            .load(input, hp.n_vocab, self.n_seq_max as usize, self.kv.shape.n_stream == 1 && self.n_seq_max > 1, &self.kv, self.embeddings)
+            .map_err(DecodeError::Invalid)?;
+        let n_outputs = self.batch.output.iter().filter(|&&o| o).count();
+        self.reserve_outputs(n_outputs).map_err(DecodeError::Invalid)?;
+        self.output_ids.clear();
+        let mut row = 0;
+        for &o in &self.batch.output {
+            self.output_ids.push(if o { row } else { -1 });
+            row += o as i32;
+        }
+        self.n_outputs = 0;
+        self.n_decode_calls += 1;
+        self.claimed.clear();
+        let threads = if n == 1 { self.n_threads } else { self.n_threads_batch };
+        self.pool.set_active(threads as usize);
+
+        let ub_size = self.n_ubatch as usize;
+        let mut out_row = 0usize;
+        for start in (0..n).step_by(ub_size) {
+            let end = (start + ub_size).min(n);
+            if let Some(check) = abort {
+                if check() {
+                    self.rollback();
+                    return Err(DecodeError::Aborted);
+                }
+            }
+            // Place the micro-batch in the cache.
+            self.ub_cells.clear();
+            for t in start..end {
+                let stream = self.kv.stream_of(self.batch.seq[t]);
+                match self.kv.find_free(stream, &self.ub_cells) {
+                    Some(c) => self.ub_cells.push(c),
+                    None => {
+                        self.rollback();
+                        return Err(DecodeError::NoSlot);
+                    }
+                }
+            }
+            for (i, t) in (start..end).enumerate() {
+                self.kv.occupy(self.ub_cells[i], self.batch.pos[t], self.batch.seqs[t]);
+                self.claimed.push(self.ub_cells[i]);
+            }
+            self.ub_out.clear();
+            self.ub_out.extend((start..end).filter(|&t| self.batch.output[t]).map(|t| t - start));
+            let n_out = self.ub_out.len();
+            let v = self.model.hp.n_vocab;
+            let e = self.model.hp.n_embd;
+            let ub = UBatch {
+                tokens: &self.batch.tokens[start..end],
+                pos: &self.batch.pos[start..end],
+                cells: &self.ub_cells,
+                seq: &self.batch.seq[start..end],
+                out_rows: &self.ub_out,
+            };
+            let logits = &mut self.logits[out_row * v..(out_row + n_out) * v];
+            let embd = if self.embeddings { Some(&mut self.embd[out_row * e..(out_row + n_out) * e]) } else { None };
+            dense::forward(&self.model, &ub, &mut self.kv, &mut self.scratch, &self.pool, &self.rope, logits, embd);
+            out_row += n_out;
+            self.n_outputs = out_row;
+            self.n_tokens_processed += (end - start) as u64;
+        }
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        for &c in &self.claimed {
+            self.kv.free(c);
+        }
+        self.claimed.clear();
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        crate::sys::stats::contexts_add(-1);
+    }
+}

@@ -1,1 +1,12 @@
-//! placeholder
+//! api: the only `extern "C"` code. Each function checks its arguments, converts handles,
+//! calls the engine and converts back, all inside `boundary::guard`. No engine logic here.
+
+pub mod boundary;
+pub mod handles;
+pub mod types;
+
+pub mod backend;
+pub mod batch;
+pub mod context;
+pub mod memory;
+pub mod model;

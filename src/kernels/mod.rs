@@ -1,1 +1,61 @@
-//! placeholder
+//! kernels: the arithmetic of a forward pass, knowing nothing about models. Each function works
+//! on caller-provided buffers and allocates nothing. Rounding points follow ggml's CPU backend.
+
+pub mod attention;
+pub mod matmul;
+pub mod norm;
+pub mod rope;
+
+/// SiLU-gated unit in place: gate[i] = silu(gate[i]) * up[i], as ggml_swiglu computes it (f32).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// a[i] += b[i]
+pub fn add_assign(a: &mut [f32], b: &[f32]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// The CPU features the kernels can use, detected once.
+pub struct CpuFeatures {
+    pub avx2: bool,
+    pub fma: bool,
+    pub avx512f: bool,
+    pub avx512vnni: bool,
+    pub f16c: bool,
+}
+
+pub fn cpu_features() -> &'static CpuFeatures {
+    static FEATURES: once_cell::sync::OnceCell<CpuFeatures> = once_cell::sync::OnceCell::new();
+    FEATURES.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            CpuFeatures {
+                avx2: is_x86_feature_detected!("avx2"),
+                fma: is_x86_feature_detected!("fma"),
+                avx512f: is_x86_feature_detected!("avx512f"),
+                avx512vnni: is_x86_feature_detected!("avx512vnni"),
+                f16c: is_x86_feature_detected!("f16c"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            CpuFeatures { avx2: false, fma: false, avx512f: false, avx512vnni: false, f16c: false }
+        }
+    })
+}
+
+/// A one-line description of the CPU features, NUL-terminated (llama_print_system_info).
+pub fn system_info() -> &'static std::ffi::CStr {
+    static INFO: once_cell::sync::OnceCell<std::ffi::CString> = once_cell::sync::OnceCell::new();
+    INFO.get_or_init(|| {
+        let f = cpu_features();
+        let b = |x: bool| x as u8;
+        let s = format!("CPU : AVX2 = {} | FMA = {} | F16C = {} | AVX512 = {} | AVX512_VNNI = {} | deepseek scalar kernels | ", b(f.avx2), b(f.fma), b(f.f16c), b(f.avx512f), b(f.avx512vnni));
+        std::ffi::CString::new(s).expect("no NUL")
+    })
+}

@@ -1,1 +1,303 @@
-//! placeholder
+//! kv: the context's KV cache. F16 keys and values per layer, cells that carry a position and a
+//! set of sequence ids, and the memory operations of llama.h. With `kv_unified = false` (the
+//! default) every sequence owns a stream of `n_cells` cells; unified means one shared stream.
+//! All buffers are allocated once at creation (fallibly); nothing grows afterwards.
+
+pub mod seqset;
+
+use crate::kernels::rope::{self, RopeParams};
+use crate::quant::{f16_to_f32, f32_to_f16};
+pub use seqset::SeqSet;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cell {
+    /// -1 when the cell is empty.
+    pub pos: i32,
+    pub seqs: SeqSet,
+}
+
+impl Cell {
+    const EMPTY: Cell = Cell { pos: -1, seqs: SeqSet::EMPTY };
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+}
+
+pub struct KvShape {
+    pub n_layer: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub n_stream: usize,
+    pub n_cells: usize,
+    pub n_seq_max: usize,
+}
+
+pub struct KvCache {
+    pub shape: KvShape,
+    kv_dim: usize,
+    cells: Vec<Cell>,
+    /// Per layer: n_stream * n_cells rows of kv_dim F16 values.
+    k: Vec<Vec<u16>>,
+    v: Vec<Vec<u16>>,
+    /// Where the next slot search in each stream starts.
+    head: Vec<usize>,
+    rope: RopeParams,
+    rope_freq_factors: Option<Vec<f32>>,
+}
+
+fn try_zeroed(n: usize) -> Result<Vec<u16>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate {} bytes for the KV cache", n * 2))?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
+impl KvCache {
+    pub fn new(shape: KvShape, rope: RopeParams, rope_freq_factors: Option<Vec<f32>>) -> Result<KvCache, String> {
+        let kv_dim = shape.n_head_kv * shape.head_dim;
+        let total_cells = shape.n_stream.checked_mul(shape.n_cells).ok_or("KV cache size overflows")?;
+        let per_layer = total_cells.checked_mul(kv_dim).ok_or("KV cache size overflows")?;
+        let mut k = Vec::with_capacity(shape.n_layer);
+        let mut v = Vec::with_capacity(shape.n_layer);
+        for _ in 0..shape.n_layer {
+            k.push(try_zeroed(per_layer)?);
+            v.push(try_zeroed(per_layer)?);
+        }
+        let mut cells = Vec::new();
+        cells.try_reserve_exact(total_cells).map_err(|_| "cannot allocate KV cell metadata".to_string())?;
+        cells.resize(total_cells, Cell::EMPTY);
+        let head = vec![0; shape.n_stream];
+        let kv = KvCache { kv_dim, cells, k, v, head, rope, rope_freq_factors, shape };
+        crate::sys::stats::kv_bytes_add(kv.bytes() as i64);
+        Ok(kv)
+    }
+
+    /// Bytes of K and V data.
+    pub fn bytes(&self) -> usize {
+        self.k.iter().chain(&self.v).map(|b| b.len() * 2).sum()
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.kv_dim
+    }
+
+    /// The stream that holds sequence `seq` (caller has checked seq < n_seq_max).
+    pub fn stream_of(&self, seq: usize) -> usize {
+        if self.shape.n_stream == 1 {
+            0
+        } else {
+            seq
+        }
+    }
+
+    fn stream_cells(&self, stream: usize) -> std::ops::Range<usize> {
+        stream * self.shape.n_cells..(stream + 1) * self.shape.n_cells
+    }
+
+    pub fn cell(&self, idx: usize) -> &Cell {
+        &self.cells[idx]
+    }
+
+    /// Cells of a stream: (global index, cell).
+    pub fn cells_of_stream(&self, stream: usize) -> impl Iterator<Item = (usize, &Cell)> {
+        let r = self.stream_cells(stream);
+        self.cells[r.clone()].iter().enumerate().map(move |(i, c)| (r.start + i, c))
+    }
+
+    pub fn k_row(&self, layer: usize, cell: usize) -> &[u16] {
+        &self.k[layer][cell * self.kv_dim..(cell + 1) * self.kv_dim]
+    }
+    pub fn v_row(&self, layer: usize, cell: usize) -> &[u16] {
+        &self.v[layer][cell * self.kv_dim..(cell + 1) * self.kv_dim]
+    }
+
+    /// Stores one token's K and V (f32, rounded to F16) into `cell` of `layer`.
+    pub fn store(&mut self, layer: usize, cell: usize, k: &[f32], v: &[f32]) {
+        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
+        for (d, &x) in self.k[layer][r.clone()].iter_mut().zip(k) {
+            *d = f32_to_f16(x);
+        }
+        for (d, &x) in self.v[layer][r].iter_mut().zip(v) {
+            *d = f32_to_f16(x);
+        }
+    }
+
+    /// Finds a free cell in `stream` that is not in `taken`, starting at the stream's head.
+    pub fn find_free(&self, stream: usize, taken: &[usize]) -> Option<usize> {
+        let r = self.stream_cells(stream);
+        let n = r.len();
+        (0..n)
+            .map(|i| r.start + (self.head[stream] + i) % n)
+            .find(|&c| self.cells[c].is_empty() && !taken.contains(&c))
+    }
+
+    /// Claims `cell` for a token at `pos` belonging to `seqs`.
+    pub fn occupy(&mut self, cell: usize, pos: i32, seqs: SeqSet) {
+        self.cells[cell] = Cell { pos, seqs };
+        let stream = cell / self.shape.n_cells;
+        self.head[stream] = (cell - stream * self.shape.n_cells + 1) % self.shape.n_cells;
+    }
+
+    /// Empties one cell.
+    pub fn free(&mut self, cell: usize) {
+        self.cells[cell] = Cell::EMPTY;
+    }
+
+    pub fn clear(&mut self, data: bool) {
+        self.cells.iter_mut().for_each(|c| *c = Cell::EMPTY);
+        self.head.iter_mut().for_each(|h| *h = 0);
+        if data {
+            self.k.iter_mut().chain(self.v.iter_mut()).for_each(|b| b.iter_mut().for_each(|x| *x = 0));
+        }
+    }
+
+    /// The streams an operation on `seq` touches (all for seq < 0).
+    fn streams_for(&self, seq: i32) -> std::ops::Range<usize> {
+        if seq < 0 {
+            0..self.shape.n_stream
+        } else {
+            let s = self.stream_of(seq as usize);
+            s..s + 1
+        }
+    }
+
+    fn pos_range(p0: i32, p1: i32) -> (i32, i32) {
+        (p0.max(0), if p1 < 0 { i32::MAX } else { p1 })
+    }
+
+    /// Removes `seq` (every sequence when < 0) from cells with pos in [p0, p1).
+    pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) {
+        let (p0, p1) = Self::pos_range(p0, p1);
+        for s in self.streams_for(seq) {
+            for c in self.stream_cells(s) {
+                let cell = &mut self.cells[c];
+                if cell.is_empty() || cell.pos < p0 || cell.pos >= p1 {
+                    continue;
+                }
+                if seq < 0 {
+                    cell.seqs = SeqSet::EMPTY;
+                } else {
+                    cell.seqs.remove(seq as usize);
+                }
+                if cell.seqs.is_empty() {
+                    cell.pos = -1;
+                }
+            }
+        }
+    }
+
+    /// Makes `dst` share `src`'s cells with pos in [p0, p1). Across streams the whole stream's
+    /// data is copied, as upstream does.
+    pub fn seq_cp(&mut self, src: usize, dst: usize, p0: i32, p1: i32) {
+        if src == dst {
+            return;
+        }
+        let (s0, s1) = (self.stream_of(src), self.stream_of(dst));
+        let (p0, p1) = Self::pos_range(p0, p1);
+        if s0 == s1 {
+            for c in self.stream_cells(s0) {
+                let cell = &mut self.cells[c];
+                if !cell.is_empty() && cell.pos >= p0 && cell.pos < p1 && cell.seqs.contains(src) {
+                    cell.seqs.insert(dst);
+                }
+            }
+            return;
+        }
+        let (r0, r1) = (self.stream_cells(s0), self.stream_cells(s1));
+        for i in 0..self.shape.n_cells {
+            let from = self.cells[r0.start + i];
+            self.cells[r1.start + i] = if from.seqs.contains(src) { Cell { pos: from.pos, seqs: SeqSet::single(dst) } } else { Cell::EMPTY };
+        }
+        let d = self.kv_dim;
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+            buf.copy_within(r0.start * d..r0.end * d, r1.start * d);
+        }
+        self.head[s1] = self.head[s0];
+    }
+
+    /// Removes every sequence but `seq` from the cells of `seq`'s stream.
+    pub fn seq_keep(&mut self, seq: usize) {
+        let s = self.stream_of(seq);
+        for c in self.stream_cells(s) {
+            let cell = &mut self.cells[c];
+            if cell.seqs.contains(seq) {
+                cell.seqs = SeqSet::single(seq);
+            } else {
+                *cell = Cell::EMPTY;
+            }
+        }
+    }
+
+    /// Applies `f(old_pos) -> new_pos` to the cells of `seq` in [p0, p1), re-rotating their keys
+    /// by the position change; cells whose position becomes negative are freed.
+    fn seq_move(&mut self, seq: usize, p0: i32, p1: i32, f: impl Fn(i32) -> i32) {
+        let (p0, p1) = Self::pos_range(p0, p1);
+        let s = self.stream_of(seq);
+        let hd = self.shape.head_dim;
+        let mut cache = vec![0.0f32; self.rope.n_dims];
+        let mut row = vec![0.0f32; hd];
+        for c in self.stream_cells(s) {
+            let cell = self.cells[c];
+            if cell.is_empty() || !cell.seqs.contains(seq) || cell.pos < p0 || cell.pos >= p1 {
+                continue;
+            }
+            let new_pos = f(cell.pos);
+            if new_pos < 0 {
+                self.cells[c] = Cell::EMPTY;
+                continue;
+            }
+            let delta = new_pos - cell.pos;
+            self.cells[c].pos = new_pos;
+            if delta == 0 {
+                continue;
+            }
+            rope::fill_cache(&self.rope, delta as f32, self.rope_freq_factors.as_deref(), &mut cache);
+            for layer in 0..self.shape.n_layer {
+                for h in 0..self.shape.n_head_kv {
+                    let base = c * self.kv_dim + h * hd;
+                    let k = &mut self.k[layer][base..base + hd];
+                    for (r, &x) in row.iter_mut().zip(k.iter()) {
+                        *r = f16_to_f32(x);
+                    }
+                    rope::apply(self.rope.mode, self.rope.n_dims, &cache, &mut row);
+                    for (d, &x) in k.iter_mut().zip(&row) {
+                        *d = f32_to_f16(x);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn seq_add(&mut self, seq: usize, p0: i32, p1: i32, shift: i32) {
+        if shift != 0 {
+            self.seq_move(seq, p0, p1, |p| p.saturating_add(shift));
+        }
+    }
+
+    pub fn seq_div(&mut self, seq: usize, p0: i32, p1: i32, d: i32) {
+        if d > 1 {
+            self.seq_move(seq, p0, p1, |p| p / d);
+        }
+    }
+
+    pub fn seq_pos_min(&self, seq: usize) -> i32 {
+        let s = self.stream_of(seq);
+        self.cells_of_stream(s).filter(|(_, c)| c.seqs.contains(seq)).map(|(_, c)| c.pos).min().unwrap_or(-1)
+    }
+
+    pub fn seq_pos_max(&self, seq: usize) -> i32 {
+        let s = self.stream_of(seq);
+        self.cells_of_stream(s).filter(|(_, c)| c.seqs.contains(seq)).map(|(_, c)| c.pos).max().unwrap_or(-1)
+    }
+
+    /// Cells in use across all streams.
+    pub fn used_cells(&self) -> usize {
+        self.cells.iter().filter(|c| !c.is_empty()).count()
+    }
+}
+
+impl Drop for KvCache {
+    fn drop(&mut self) {
+        crate::sys::stats::kv_bytes_add(-(self.bytes() as i64));
+    }
+}

@@ -1,1 +1,59 @@
-//! placeholder
+//! model: an immutable loaded model: the file (mapped or owned), hyper-parameters and views of
+//! every weight. Shared by any number of contexts on any threads (`Send + Sync`, no locks).
+//! Weight matrices are byte ranges into the file; they are never copied or dequantized whole.
+
+pub mod dense;
+pub mod hparams;
+pub mod weights;
+
+use std::path::Path;
+
+use crate::gguf::GgufFile;
+pub use hparams::{Arch, HParams};
+pub use weights::{Mat, Weights};
+
+pub struct Model {
+    pub file: GgufFile,
+    pub hp: HParams,
+    pub weights: Weights,
+    /// Total parameter count (all tensors).
+    pub n_params: u64,
+    /// Bytes of tensor data.
+    pub size_bytes: u64,
+}
+
+impl Model {
+    pub fn load(path: &Path, mmap: bool) -> Result<Model, String> {
+        Self::from_file(GgufFile::open(path, mmap)?)
+    }
+
+    pub fn from_file(file: GgufFile) -> Result<Model, String> {
+        let embd = file.tensor("token_embd.weight").ok_or("missing required tensor 'token_embd.weight'")?;
+        if embd.dims.len() != 2 {
+            return Err(format!("token_embd.weight has {} dimensions, expected 2", embd.dims.len()));
+        }
+        let n_vocab = embd.dims[1];
+        if let Some(tokens) = file.get_array("tokenizer.ggml.tokens") {
+            if tokens.len() != n_vocab {
+                return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", tokens.len()));
+            }
+        }
+        let hp = HParams::from_gguf(&file, n_vocab)?;
+        let weights = Weights::from_file(&file, &hp)?;
+        let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
+        let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
+        crate::sys::stats::models_add(1);
+        Ok(Model { file, hp, weights, n_params, size_bytes })
+    }
+
+    /// A weight matrix view.
+    pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
+        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.bytes()[m.offset..m.offset + m.n_bytes] }
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        crate::sys::stats::models_add(-1);
+    }
+}

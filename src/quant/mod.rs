@@ -1,39 +1,442 @@
-//! quant: GGML block formats. (Temporary: type table only; the full module lands from branch `quant`.)
+//! GGML tensor formats: block layouts, (de)quantization and dot products.
+//!
+//! This is the scalar reference implementation. Its numerics follow what
+//! llama.cpp's CPU backend computes on x86-64 (AVX2 / AVX-512 builds):
+//!
+//! * `dequantize_row` and `quantize_row_ref` follow ggml-base's scalar
+//!   `dequantize_row_*` / `quantize_row_*_ref` (compiled for baseline x86-64,
+//!   so no fused multiply-add).
+//! * `quantize_row` follows the activation quantizers ggml-cpu uses on x86
+//!   (`quantize_row_q8_0/q8_1` AVX path: `127/amax` multiplier and
+//!   round-half-to-even; `quantize_row_q8_K`: `nearest_int`).
+//! * `vec_dot` follows the x86 kernels' accumulation order: the integer sums
+//!   land in the same 8 lanes as the AVX2 code, each lane is accumulated with
+//!   a fused multiply-add and the lanes are reduced in `hsum_float_8` order.
+//!   F32/F16/BF16 follow the AVX-512F `ggml_vec_dot_{f32,f16,bf16}` layout
+//!   (4x16 FMA accumulators, `_mm512_reduce_add_ps` tree).
+//!
+//! All functions read raw little-endian bytes, so blocks may sit at any
+//! alignment inside a memory-mapped file. Nothing here allocates.
 
+mod half;
+mod common;
+mod lanes;
+mod q2_k;
+mod q3_k;
+mod q4_0;
+mod q4_1;
+mod q4_k;
+mod q5_0;
+mod q5_1;
+mod q5_k;
+mod q6_k;
+mod q8_0;
+mod q8_1;
+mod q8_k;
+#[cfg(test)]
+mod test_util;
+
+pub use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+
+/// Elements per K-quant super-block.
+pub(crate) const QK_K: usize = 256;
+
+/// GGML tensor types, discriminants = ggml's enum ggml_type values.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum GgmlType {
-    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2K = 10, Q3K = 11,
-    Q4K = 12, Q5K = 13, Q6K = 14, Q8K = 15, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2K = 10,
+    Q3K = 11,
+    Q4K = 12,
+    Q5K = 13,
+    Q6K = 14,
+    Q8K = 15,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    BF16 = 30,
 }
 
 impl GgmlType {
+    /// All supported types, in discriminant order.
+    pub const ALL: [GgmlType; 20] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q8_1,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::Q8K,
+        GgmlType::I8,
+        GgmlType::I16,
+        GgmlType::I32,
+        GgmlType::I64,
+        GgmlType::F64,
+        GgmlType::BF16,
+    ];
+
+    /// The type with ggml id `v`; None for unknown or unsupported ids.
     pub fn from_u32(v: u32) -> Option<GgmlType> {
-        use GgmlType::*;
-        Some(match v {
-            0 => F32, 1 => F16, 2 => Q4_0, 3 => Q4_1, 6 => Q5_0, 7 => Q5_1, 8 => Q8_0, 9 => Q8_1, 10 => Q2K,
-            11 => Q3K, 12 => Q4K, 13 => Q5K, 14 => Q6K, 15 => Q8K, 24 => I8, 25 => I16, 26 => I32, 27 => I64,
-            28 => F64, 30 => BF16, _ => return None,
-        })
+        GgmlType::ALL.iter().copied().find(|t| *t as u32 == v)
     }
-    pub fn name(self) -> &'static str { "?" }
-    pub fn block_len(self) -> usize {
-        use GgmlType::*;
-        match self { F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 => 32, _ => 256 }
-    }
-    pub fn block_bytes(self) -> usize {
-        use GgmlType::*;
+
+    /// ggml's type name ("f32", "q4_0", "q4_K", "bf16", ...).
+    pub fn name(self) -> &'static str {
         match self {
-            F32 => 4, F16 | BF16 => 2, I8 => 1, I16 => 2, I32 => 4, I64 | F64 => 8, Q4_0 => 18, Q4_1 => 20, Q5_0 => 22,
-            Q5_1 => 24, Q8_0 => 34, Q8_1 => 36, Q2K => 84, Q3K => 110, Q4K => 144, Q5K => 176, Q6K => 210, Q8K => 292,
+            GgmlType::F32 => "f32",
+            GgmlType::F16 => "f16",
+            GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q4_1 => "q4_1",
+            GgmlType::Q5_0 => "q5_0",
+            GgmlType::Q5_1 => "q5_1",
+            GgmlType::Q8_0 => "q8_0",
+            GgmlType::Q8_1 => "q8_1",
+            GgmlType::Q2K => "q2_K",
+            GgmlType::Q3K => "q3_K",
+            GgmlType::Q4K => "q4_K",
+            GgmlType::Q5K => "q5_K",
+            GgmlType::Q6K => "q6_K",
+            GgmlType::Q8K => "q8_K",
+            GgmlType::I8 => "i8",
+            GgmlType::I16 => "i16",
+            GgmlType::I32 => "i32",
+            GgmlType::I64 => "i64",
+            GgmlType::F64 => "f64",
+            GgmlType::BF16 => "bf16",
         }
     }
-    pub fn row_bytes(self, n: usize) -> Option<usize> {
-        if n % self.block_len() != 0 { return None; }
-        (n / self.block_len()).checked_mul(self.block_bytes())
+
+    /// Elements per block.
+    pub fn block_len(self) -> usize {
+        match self {
+            GgmlType::F32
+            | GgmlType::F16
+            | GgmlType::BF16
+            | GgmlType::I8
+            | GgmlType::I16
+            | GgmlType::I32
+            | GgmlType::I64
+            | GgmlType::F64 => 1,
+            GgmlType::Q4_0 => q4_0::QK,
+            GgmlType::Q4_1 => q4_1::QK,
+            GgmlType::Q5_0 => q5_0::QK,
+            GgmlType::Q5_1 => q5_1::QK,
+            GgmlType::Q8_0 => q8_0::QK,
+            GgmlType::Q8_1 => q8_1::QK,
+            GgmlType::Q2K
+            | GgmlType::Q3K
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+            | GgmlType::Q8K => QK_K,
+        }
     }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::I8 => 1,
+            GgmlType::I16 => 2,
+            GgmlType::I32 => 4,
+            GgmlType::I64 | GgmlType::F64 => 8,
+            GgmlType::Q4_0 => q4_0::BYTES,
+            GgmlType::Q4_1 => q4_1::BYTES,
+            GgmlType::Q5_0 => q5_0::BYTES,
+            GgmlType::Q5_1 => q5_1::BYTES,
+            GgmlType::Q8_0 => q8_0::BYTES,
+            GgmlType::Q8_1 => q8_1::BYTES,
+            GgmlType::Q2K => q2_k::BYTES,
+            GgmlType::Q3K => q3_k::BYTES,
+            GgmlType::Q4K => q4_k::BYTES,
+            GgmlType::Q5K => q5_k::BYTES,
+            GgmlType::Q6K => q6_k::BYTES,
+            GgmlType::Q8K => q8_k::BYTES,
+        }
+    }
+
+    /// Bytes of a row of `n` elements; None if `n` is not a multiple of
+    /// `block_len` or on overflow.
+    pub fn row_bytes(self, n: usize) -> Option<usize> {
+        let bl = self.block_len();
+        if n % bl != 0 {
+            return None;
+        }
+        (n / bl).checked_mul(self.block_bytes())
+    }
+
+    /// The activation format a weight row of this type is multiplied with
+    /// (ggml-cpu's `vec_dot_type` on x86-64). Types without a dot product
+    /// map to themselves.
+    pub fn vec_dot_type(self) -> GgmlType {
+        match self {
+            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
+            GgmlType::Q4_1 | GgmlType::Q5_1 => GgmlType::Q8_1,
+            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => {
+                GgmlType::Q8K
+            }
+            other => other,
+        }
+    }
+
+    /// True for the types a weight matrix may have.
     pub fn is_weight_type(self) -> bool {
+        matches!(
+            self,
+            GgmlType::F32
+                | GgmlType::F16
+                | GgmlType::BF16
+                | GgmlType::Q4_0
+                | GgmlType::Q4_1
+                | GgmlType::Q5_0
+                | GgmlType::Q5_1
+                | GgmlType::Q8_0
+                | GgmlType::Q2K
+                | GgmlType::Q3K
+                | GgmlType::Q4K
+                | GgmlType::Q5K
+                | GgmlType::Q6K
+        )
+    }
+}
+
+fn expect_row_bytes(ty: GgmlType, n: usize, bytes: usize, what: &str) {
+    match ty.row_bytes(n) {
+        Some(b) if b == bytes => {}
+        Some(b) => panic!("{what}: {} row of {n} elements needs {b} bytes, got {bytes}", ty.name()),
+        None => panic!("{what}: {n} is not a multiple of the {} block size {}", ty.name(), ty.block_len()),
+    }
+}
+
+/// Convert one row of `dst.len()` elements stored in `src` (exactly
+/// `row_bytes(dst.len())` bytes) to f32.
+///
+/// Panics if the sizes do not match.
+pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) {
+    expect_row_bytes(ty, dst.len(), src.len(), "dequantize_row");
+    match ty {
+        GgmlType::F32 => half::dequantize_f32(src, dst),
+        GgmlType::F16 => half::dequantize_f16(src, dst),
+        GgmlType::BF16 => half::dequantize_bf16(src, dst),
+        GgmlType::I8 => half::dequantize_i8(src, dst),
+        GgmlType::I16 => half::dequantize_i16(src, dst),
+        GgmlType::I32 => half::dequantize_i32(src, dst),
+        GgmlType::I64 => half::dequantize_i64(src, dst),
+        GgmlType::F64 => half::dequantize_f64(src, dst),
+        GgmlType::Q4_0 => q4_0::dequantize(src, dst),
+        GgmlType::Q4_1 => q4_1::dequantize(src, dst),
+        GgmlType::Q5_0 => q5_0::dequantize(src, dst),
+        GgmlType::Q5_1 => q5_1::dequantize(src, dst),
+        GgmlType::Q8_0 => q8_0::dequantize(src, dst),
+        GgmlType::Q8_1 => q8_1::dequantize(src, dst),
+        GgmlType::Q2K => q2_k::dequantize(src, dst),
+        GgmlType::Q3K => q3_k::dequantize(src, dst),
+        GgmlType::Q4K => q4_k::dequantize(src, dst),
+        GgmlType::Q5K => q5_k::dequantize(src, dst),
+        GgmlType::Q6K => q6_k::dequantize(src, dst),
+        GgmlType::Q8K => q8_k::dequantize(src, dst),
+    }
+}
+
+/// Quantize an activation row to `ty` (F32, F16, BF16, Q8_0, Q8_1, Q8K),
+/// exactly as ggml-cpu does for vec_dot on x86.
+/// `dst.len()` must be `ty.row_bytes(src.len())`.
+///
+/// Panics for other types or mismatched sizes.
+pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
+    expect_row_bytes(ty, src.len(), dst.len(), "quantize_row");
+    match ty {
+        GgmlType::F32 => half::quantize_f32(src, dst),
+        GgmlType::F16 => half::quantize_f16(src, dst),
+        GgmlType::BF16 => half::quantize_bf16(src, dst),
+        GgmlType::Q8_0 => q8_0::quantize_x86(src, dst),
+        GgmlType::Q8_1 => q8_1::quantize_x86(src, dst),
+        GgmlType::Q8K => q8_k::quantize(src, dst),
+        other => panic!("quantize_row: {} is not an activation format", other.name()),
+    }
+}
+
+/// Dot product of a weight row (type `ty`, `n` elements, bytes `w`) with an
+/// activation row already quantized to `ty.vec_dot_type()` (bytes `a`).
+///
+/// Panics if `ty` is not a weight type or the sizes do not match.
+pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    expect_row_bytes(ty, n, w.len(), "vec_dot (weights)");
+    expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot (activations)");
+    match ty {
+        GgmlType::F32 => half::vec_dot_f32(w, a),
+        GgmlType::F16 => half::vec_dot_f16(w, a),
+        GgmlType::BF16 => half::vec_dot_bf16(w, a),
+        GgmlType::Q4_0 => q4_0::vec_dot(w, a),
+        GgmlType::Q4_1 => q4_1::vec_dot(w, a),
+        GgmlType::Q5_0 => q5_0::vec_dot(w, a),
+        GgmlType::Q5_1 => q5_1::vec_dot(w, a),
+        GgmlType::Q8_0 => q8_0::vec_dot(w, a),
+        GgmlType::Q2K => q2_k::vec_dot(w, a),
+        GgmlType::Q3K => q3_k::vec_dot(w, a),
+        GgmlType::Q4K => q4_k::vec_dot(w, a),
+        GgmlType::Q5K => q5_k::vec_dot(w, a),
+        GgmlType::Q6K => q6_k::vec_dot(w, a),
+        other => panic!("vec_dot: {} is not a weight type", other.name()),
+    }
+}
+
+/// Quantize a row into `ty` with ggml's reference quantizers
+/// (`quantize_row_*_ref`, i.e. what `llama-quantize` writes without an
+/// importance matrix). Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+/// Q8_1, Q2K..Q6K and Q8K.
+///
+/// Panics for other types or mismatched sizes.
+pub fn quantize_row_ref(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
+    expect_row_bytes(ty, src.len(), dst.len(), "quantize_row_ref");
+    match ty {
+        GgmlType::F32 => half::quantize_f32(src, dst),
+        GgmlType::F16 => half::quantize_f16(src, dst),
+        GgmlType::BF16 => half::quantize_bf16(src, dst),
+        GgmlType::Q4_0 => q4_0::quantize_ref(src, dst),
+        GgmlType::Q4_1 => q4_1::quantize_ref(src, dst),
+        GgmlType::Q5_0 => q5_0::quantize_ref(src, dst),
+        GgmlType::Q5_1 => q5_1::quantize_ref(src, dst),
+        GgmlType::Q8_0 => q8_0::quantize_ref(src, dst),
+        GgmlType::Q8_1 => q8_1::quantize_ref(src, dst),
+        GgmlType::Q2K => q2_k::quantize_ref(src, dst),
+        GgmlType::Q3K => q3_k::quantize_ref(src, dst),
+        GgmlType::Q4K => q4_k::quantize_ref(src, dst),
+        GgmlType::Q5K => q5_k::quantize_ref(src, dst),
+        GgmlType::Q6K => q6_k::quantize_ref(src, dst),
+        GgmlType::Q8K => q8_k::quantize(src, dst),
+        other => panic!("quantize_row_ref: cannot quantize to {}", other.name()),
+    }
+}
+
+/// Read the little-endian f16 at `off` as f32.
+#[inline(always)]
+pub(crate) fn f16_at(b: &[u8], off: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[off], b[off + 1]]))
+}
+
+/// Write `x` as a little-endian f16 (round to nearest even) at `off`.
+#[inline(always)]
+pub(crate) fn put_f16(b: &mut [u8], off: usize, x: f32) {
+    b[off..off + 2].copy_from_slice(&f32_to_f16(x).to_le_bytes());
+}
+
+/// The `N` bytes at `off` as an array reference.
+#[inline(always)]
+pub(crate) fn arr<const N: usize>(b: &[u8], off: usize) -> &[u8; N] {
+    b[off..off + N].try_into().expect("slice of length N")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_table() {
+        let expect: [(GgmlType, u32, &str, usize, usize); 20] = [
+            (GgmlType::F32, 0, "f32", 1, 4),
+            (GgmlType::F16, 1, "f16", 1, 2),
+            (GgmlType::Q4_0, 2, "q4_0", 32, 18),
+            (GgmlType::Q4_1, 3, "q4_1", 32, 20),
+            (GgmlType::Q5_0, 6, "q5_0", 32, 22),
+            (GgmlType::Q5_1, 7, "q5_1", 32, 24),
+            (GgmlType::Q8_0, 8, "q8_0", 32, 34),
+            (GgmlType::Q8_1, 9, "q8_1", 32, 36),
+            (GgmlType::Q2K, 10, "q2_K", 256, 84),
+            (GgmlType::Q3K, 11, "q3_K", 256, 110),
+            (GgmlType::Q4K, 12, "q4_K", 256, 144),
+            (GgmlType::Q5K, 13, "q5_K", 256, 176),
+            (GgmlType::Q6K, 14, "q6_K", 256, 210),
+            (GgmlType::Q8K, 15, "q8_K", 256, 292),
+            (GgmlType::I8, 24, "i8", 1, 1),
+            (GgmlType::I16, 25, "i16", 1, 2),
+            (GgmlType::I32, 26, "i32", 1, 4),
+            (GgmlType::I64, 27, "i64", 1, 8),
+            (GgmlType::F64, 28, "f64", 1, 8),
+            (GgmlType::BF16, 30, "bf16", 1, 2),
+        ];
+        for (t, id, name, bl, bb) in expect {
+            assert_eq!(t as u32, id);
+            assert_eq!(GgmlType::from_u32(id), Some(t));
+            assert_eq!(t.name(), name);
+            assert_eq!(t.block_len(), bl, "{name}");
+            assert_eq!(t.block_bytes(), bb, "{name}");
+        }
+        for id in [4u32, 5, 16, 23, 29, 31, 39, 42, 43, 1000, u32::MAX] {
+            assert_eq!(GgmlType::from_u32(id), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn row_bytes_rules() {
+        assert_eq!(GgmlType::Q4_0.row_bytes(64), Some(36));
+        assert_eq!(GgmlType::Q4_0.row_bytes(0), Some(0));
+        assert_eq!(GgmlType::Q4_0.row_bytes(33), None);
+        assert_eq!(GgmlType::Q6K.row_bytes(4096), Some(16 * 210));
+        assert_eq!(GgmlType::Q6K.row_bytes(128), None);
+        assert_eq!(GgmlType::F32.row_bytes(7), Some(28));
+        assert_eq!(GgmlType::F32.row_bytes(usize::MAX), None);
+        assert_eq!(GgmlType::Q8_0.row_bytes(usize::MAX / 32 * 32), None);
+    }
+
+    #[test]
+    fn vec_dot_types() {
         use GgmlType::*;
-        matches!(self, F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2K | Q3K | Q4K | Q5K | Q6K)
+        let pairs = [
+            (F32, F32),
+            (F16, F16),
+            (BF16, BF16),
+            (Q4_0, Q8_0),
+            (Q5_0, Q8_0),
+            (Q8_0, Q8_0),
+            (Q4_1, Q8_1),
+            (Q5_1, Q8_1),
+            (Q2K, Q8K),
+            (Q3K, Q8K),
+            (Q4K, Q8K),
+            (Q5K, Q8K),
+            (Q6K, Q8K),
+        ];
+        for (w, a) in pairs {
+            assert!(w.is_weight_type());
+            assert_eq!(w.vec_dot_type(), a);
+        }
+        for t in [Q8_1, Q8K, I8, I16, I32, I64, F64] {
+            assert!(!t.is_weight_type(), "{}", t.name());
+        }
+    }
+
+    #[test]
+    #[should_panic]
+    fn dequantize_wrong_size_panics() {
+        let src = [0u8; 17];
+        let mut dst = [0f32; 32];
+        dequantize_row(GgmlType::Q4_0, &src, &mut dst);
+    }
+
+    #[test]
+    #[should_panic]
+    fn vec_dot_non_weight_panics() {
+        let w = [0u8; 36];
+        vec_dot(GgmlType::Q8_1, 32, &w, &w);
     }
 }

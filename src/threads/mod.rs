@@ -1,1 +1,233 @@
-//! placeholder
+//! threads: a context's worker pool. `run` hands one job to every thread and returns when all
+//! are done. Workers spin briefly on a generation counter, then park; no mutex, no allocation
+//! per job. The pool knows nothing about models or kernels. Dropping it joins the workers.
+
+use std::cell::UnsafeCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle, Thread};
+
+/// Spins before parking: long enough to cover the gap between two matmuls of one decode.
+const SPIN_ITERS: u32 = 20_000;
+
+type Job = *const (dyn Fn(usize, usize) + Sync);
+
+struct Shared {
+    /// The current job; written by the owner before `generation` is bumped, read by workers after.
+    job: UnsafeCell<Option<Job>>,
+    generation: AtomicU64,
+    pending: AtomicUsize,
+    stop: AtomicBool,
+    panicked: AtomicBool,
+    n_threads: usize,
+    /// Threads that take part in jobs (≤ n_threads); the others skip them.
+    active: AtomicUsize,
+}
+
+// SAFETY: `job` is only written by the owner while no worker reads it (between jobs: all workers
+// have decremented `pending` and wait on `generation`), published with Release/Acquire.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the raw job pointer is only dereferenced during `run`, which outlives its use.
+unsafe impl Send for Shared {}
+
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<(JoinHandle<()>, Thread)>,
+}
+
+impl ThreadPool {
+    /// A pool of `n_threads` (the caller's thread counts as one). Returns an error when the OS
+    /// refuses to create a thread.
+    pub fn new(n_threads: usize) -> Result<ThreadPool, String> {
+        let n_threads = n_threads.max(1);
+        let shared = Arc::new(Shared {
+            job: UnsafeCell::new(None),
+            generation: AtomicU64::new(0),
+            pending: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
+            n_threads,
+            active: AtomicUsize::new(n_threads),
+        });
+        let mut pool = ThreadPool { shared: shared.clone(), workers: Vec::with_capacity(n_threads - 1) };
+        for ith in 1..n_threads {
+            let s = shared.clone();
+            let handle = thread::Builder::new()
+                .name(format!("deepseek-worker-{ith}"))
+                .spawn(move || worker_loop(&s, ith))
+                .map_err(|e| format!("cannot start worker thread: {e}"))?;
+            let t = handle.thread().clone();
+            pool.workers.push((handle, t));
+        }
+        Ok(pool)
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.shared.n_threads
+    }
+
+    /// Sets how many of the pool's threads take part in the next jobs (clamped to 1..=n_threads).
+    pub fn set_active(&self, n: usize) {
+        self.shared.active.store(n.clamp(1, self.shared.n_threads), Ordering::Relaxed);
+    }
+
+    /// Runs `f(ith, nth)` on every thread of the pool (ith 0 on the caller) and waits for all.
+    /// A panic in any thread is re-raised here after all threads finished.
+    pub fn run(&self, f: &(dyn Fn(usize, usize) + Sync)) {
+        let nth = self.shared.active.load(Ordering::Relaxed);
+        if nth == 1 {
+            f(0, 1);
+            return;
+        }
+        // SAFETY: workers are idle (pending == 0 after the previous run), so nobody reads `job`.
+        // The pointer's lifetime is erased; it is only used until `pending` returns to 0 below.
+        unsafe {
+            let job: Job = std::mem::transmute::<&(dyn Fn(usize, usize) + Sync), Job>(f);
+            *self.shared.job.get() = Some(job);
+        }
+        self.shared.pending.store(self.shared.n_threads - 1, Ordering::Relaxed);
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        for (_, t) in &self.workers {
+            t.unpark();
+        }
+        let mine = catch_unwind(AssertUnwindSafe(|| f(0, nth)));
+        let mut spins = 0u32;
+        while self.shared.pending.load(Ordering::Acquire) != 0 {
+            spins += 1;
+            if spins < SPIN_ITERS {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+        if let Err(p) = mine {
+            std::panic::resume_unwind(p);
+        }
+        if self.shared.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a worker thread panicked");
+        }
+    }
+}
+
+fn worker_loop(s: &Shared, ith: usize) {
+    let mut seen = 0u64;
+    loop {
+        let mut spins = 0u32;
+        let gen = loop {
+            let g = s.generation.load(Ordering::Acquire);
+            if g != seen || s.stop.load(Ordering::Acquire) {
+                break g;
+            }
+            spins += 1;
+            if spins < SPIN_ITERS {
+                std::hint::spin_loop();
+            } else {
+                thread::park();
+            }
+        };
+        if s.stop.load(Ordering::Acquire) {
+            return;
+        }
+        seen = gen;
+        // SAFETY: the owner wrote `job` before the Release bump we observed with Acquire, and
+        // keeps the closure alive until `pending` reaches 0.
+        let job = unsafe { (*s.job.get()).expect("job published") };
+        // SAFETY: see above.
+        let f = unsafe { &*job };
+        let nth = s.active.load(Ordering::Relaxed);
+        if ith < nth && catch_unwind(AssertUnwindSafe(|| f(ith, nth))).is_err() {
+            s.panicked.store(true, Ordering::Relaxed);
+        }
+        s.pending.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for (handle, t) in self.workers.drain(..) {
+            t.unpark();
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The half-open range of `n` items that thread `ith` of `nth` handles.
+pub fn split_range(n: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
+    let per = n.div_ceil(nth);
+    let start = (ith * per).min(n);
+    start..(start + per).min(n)
+}
+
+/// A raw pointer to an output buffer that several threads write at disjoint indices.
+#[derive(Clone, Copy)]
+pub struct SharedOut<T> {
+    ptr: *mut T,
+    len: usize,
+}
+// SAFETY: callers guarantee disjoint writes (each index written by one thread) during a `run`.
+unsafe impl<T: Send> Send for SharedOut<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for SharedOut<T> {}
+
+impl<T> SharedOut<T> {
+    pub fn new(s: &mut [T]) -> Self {
+        SharedOut { ptr: s.as_mut_ptr(), len: s.len() }
+    }
+    /// # Safety
+    /// No other thread may access `range` while the returned slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice(&self, range: std::ops::Range<usize>) -> &mut [T] {
+        assert!(range.start <= range.end && range.end <= self.len);
+        // SAFETY: in bounds (checked above); exclusivity is the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(range.start), range.end - range.start) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_runs_each_job_once() {
+        let pool = ThreadPool::new(3).unwrap();
+        for round in 0..200 {
+            let hits = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+            pool.run(&|ith, nth| {
+                assert_eq!(nth, 3);
+                hits[ith].fetch_add(round + 1, Ordering::Relaxed);
+            });
+            for h in &hits {
+                assert_eq!(h.load(Ordering::Relaxed), round + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn worker_panic_is_reported_to_the_caller() {
+        let pool = ThreadPool::new(2).unwrap();
+        let r = catch_unwind(AssertUnwindSafe(|| pool.run(&|ith, _| assert!(ith == 0, "boom"))));
+        assert!(r.is_err());
+        let ok = AtomicUsize::new(0);
+        pool.run(&|_, _| {
+            ok.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(ok.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn split_range_covers_everything_once() {
+        for n in 0..50 {
+            for nth in 1..6 {
+                let mut seen = vec![0; n];
+                for ith in 0..nth {
+                    for i in split_range(n, ith, nth) {
+                        seen[i] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1));
+            }
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Context creation and freeing, llama_decode, logits and embeddings, context getters.
+
+use std::ptr;
+use std::sync::Arc;
+
+use super::boundary::{as_mut, as_ref, guard, guard_or};
+use super::handles::{llama_context, llama_memory_i, llama_model};
+use super::types::*;
+use crate::batch::BatchInput;
+use crate::context::{Context, ContextParams, DecodeError};
+use crate::model::hparams::RopeScaling;
+
+#[no_mangle]
+pub extern "C" fn llama_context_default_params() -> llama_context_params {
+    llama_context_params {
+        n_ctx: 512,
+        n_batch: 2048,
+        n_ubatch: 512,
+        n_seq_max: 1,
+        n_rs_seq: 0,
+        n_outputs_max: 0,
+        n_outputs_max_per_seq: 1,
+        n_threads: 4,
+        n_threads_batch: 4,
+        ctx_type: llama_context_type::LLAMA_CONTEXT_TYPE_DEFAULT,
+        rope_scaling_type: llama_rope_scaling_type::LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED,
+        pooling_type: llama_pooling_type::LLAMA_POOLING_TYPE_UNSPECIFIED,
+        attention_type: llama_attention_type::LLAMA_ATTENTION_TYPE_UNSPECIFIED,
+        flash_attn_type: llama_flash_attn_type::LLAMA_FLASH_ATTN_TYPE_AUTO,
+        rope_freq_base: 0.0,
+        rope_freq_scale: 0.0,
+        yarn_ext_factor: -1.0,
+        yarn_attn_factor: -1.0,
+        yarn_beta_fast: -1.0,
+        yarn_beta_slow: -1.0,
+        yarn_orig_ctx: 0,
+        defrag_thold: -1.0,
+        cb_eval: None,
+        cb_eval_user_data: ptr::null_mut(),
+        type_k: ggml_type::GGML_TYPE_F16,
+        type_v: ggml_type::GGML_TYPE_F16,
+        abort_callback: None,
+        abort_callback_data: ptr::null_mut(),
+        embeddings: false,
+        offload_kqv: true,
+        no_perf: true,
+        op_offload: true,
+        swa_full: true,
+        kv_unified: false,
+        samplers: ptr::null_mut(),
+        n_samplers: 0,
+        ctx_other: ptr::null_mut(),
+    }
+}
+
+/// The engine's parameters from the C struct, rejecting what we do not support (with why).
+fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
+    let rope_scaling = match raw_enum(&p.rope_scaling_type) {
+        -1 => None,
+        0 => Some(RopeScaling::None),
+        1 => Some(RopeScaling::Linear),
+        2 => Some(RopeScaling::Yarn),
+        v => return Err(format!("rope_scaling_type {v} is not supported")),
+    };
+    match raw_enum(&p.pooling_type) {
+        -1 | 0 => {}
+        v => return Err(format!("pooling_type {v} is not supported yet (only NONE)")),
+    }
+    match raw_enum(&p.attention_type) {
+        -1 | 0 => {}
+        v => return Err(format!("attention_type {v} is not supported (only causal)")),
+    }
+    match raw_enum(&p.ctx_type) {
+        0 => {}
+        v => return Err(format!("ctx_type {v} is not supported (only DEFAULT)")),
+    }
+    if !(-1..=1).contains(&raw_enum(&p.flash_attn_type)) {
+        return Err(format!("invalid flash_attn_type {}", raw_enum(&p.flash_attn_type)));
+    }
+    for (name, t) in [("type_k", raw_enum(&p.type_k)), ("type_v", raw_enum(&p.type_v))] {
+        if t != ggml_type::GGML_TYPE_F16 as i32 {
+            return Err(format!("{name} = {t} is not supported yet (only F16 KV cache)"));
+        }
+    }
+    if p.n_samplers != 0 {
+        return Err("backend samplers (llama_context_params.samplers) are not supported".into());
+    }
+    Ok(ContextParams {
+        n_ctx: p.n_ctx,
+        n_batch: p.n_batch,
+        n_ubatch: p.n_ubatch,
+        n_seq_max: p.n_seq_max,
+        n_threads: p.n_threads,
+        n_threads_batch: p.n_threads_batch,
+        rope_scaling,
+        rope_freq_base: p.rope_freq_base,
+        rope_freq_scale: p.rope_freq_scale,
+        yarn_ext_factor: p.yarn_ext_factor,
+        yarn_attn_factor: p.yarn_attn_factor,
+        yarn_beta_fast: p.yarn_beta_fast,
+        yarn_beta_slow: p.yarn_beta_slow,
+        yarn_orig_ctx: p.yarn_orig_ctx,
+        embeddings: p.embeddings,
+        kv_unified: p.kv_unified,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_init_from_model(model: *mut llama_model, params: llama_context_params) -> *mut llama_context {
+    guard("llama_init_from_model", || {
+        // SAFETY: llama.h requires a live model handle (NULL is caught).
+        let m = unsafe { as_ref(model, "model") }?;
+        let p = engine_params(&params)?;
+        let ctx = Context::new(Arc::clone(&m.model), &p)?;
+        let handle = Box::into_raw(Box::new(llama_context {
+            ctx,
+            model,
+            memory: llama_memory_i { ctx: ptr::null_mut() },
+            abort_callback: params.abort_callback,
+            abort_callback_data: params.abort_callback_data,
+        }));
+        // SAFETY: handle was just created and is uniquely ours.
+        unsafe { (*handle).memory.ctx = handle };
+        Ok(handle)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_new_context_with_model(model: *mut llama_model, params: llama_context_params) -> *mut llama_context {
+    llama_init_from_model(model, params)
+}
+
+/// # Safety
+/// `ctx` must be NULL or a context from llama_init_from_model, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn llama_free(ctx: *mut llama_context) {
+    guard("llama_free", || {
+        if !ctx.is_null() {
+            // SAFETY: ownership returns to us; the caller will not use the pointer again.
+            drop(unsafe { Box::from_raw(ctx) });
+        }
+        Ok(())
+    })
+}
+
+fn with_ctx<R: super::boundary::Fallback>(name: &str, ctx: *const llama_context, f: impl FnOnce(&llama_context) -> Result<R, String>) -> R {
+    guard(name, || {
+        // SAFETY: llama.h requires a live context handle (NULL is caught).
+        f(unsafe { as_ref(ctx, "ctx") }?)
+    })
+}
+
+fn with_ctx_mut<R: super::boundary::Fallback>(name: &str, ctx: *mut llama_context, f: impl FnOnce(&mut llama_context) -> Result<R, String>) -> R {
+    guard(name, || {
+        // SAFETY: llama.h requires a live context handle used by one thread at a time.
+        f(unsafe { as_mut(ctx, "ctx") }?)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_n_ctx(ctx: *const llama_context) -> u32 {
+    with_ctx("llama_n_ctx", ctx, |c| Ok(c.ctx.n_ctx))
+}
+#[no_mangle]
+pub extern "C" fn llama_n_ctx_seq(ctx: *const llama_context) -> u32 {
+    with_ctx("llama_n_ctx_seq", ctx, |c| Ok(c.ctx.n_ctx_seq))
+}
+#[no_mangle]
+pub extern "C" fn llama_n_batch(ctx: *const llama_context) -> u32 {
+    with_ctx("llama_n_batch", ctx, |c| Ok(c.ctx.n_batch))
+}
+#[no_mangle]
+pub extern "C" fn llama_n_ubatch(ctx: *const llama_context) -> u32 {
+    with_ctx("llama_n_ubatch", ctx, |c| Ok(c.ctx.n_ubatch))
+}
+#[no_mangle]
+pub extern "C" fn llama_n_seq_max(ctx: *const llama_context) -> u32 {
+    with_ctx("llama_n_seq_max", ctx, |c| Ok(c.ctx.n_seq_max))
+}
+#[no_mangle]
+pub extern "C" fn llama_get_model(ctx: *const llama_context) -> *const llama_model {
+    with_ctx("llama_get_model", ctx, |c| Ok(c.model))
+}
+#[no_mangle]
+pub extern "C" fn llama_get_memory(ctx: *const llama_context) -> *mut llama_memory_i {
+    with_ctx("llama_get_memory", ctx, |c| Ok(&c.memory as *const llama_memory_i as *mut llama_memory_i))
+}
+#[no_mangle]
+pub extern "C" fn llama_pooling_type(ctx: *const llama_context) -> llama_pooling_type {
+    guard_or("llama_pooling_type", llama_pooling_type::LLAMA_POOLING_TYPE_UNSPECIFIED, || {
+        // SAFETY: live context handle required by llama.h.
+        unsafe { as_ref(ctx, "ctx") }?;
+        Ok(llama_pooling_type::LLAMA_POOLING_TYPE_NONE)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_set_n_threads(ctx: *mut llama_context, n_threads: i32, n_threads_batch: i32) {
+    with_ctx_mut("llama_set_n_threads", ctx, |c| {
+        c.ctx.set_n_threads(n_threads, n_threads_batch);
+        Ok(())
+    })
+}
+#[no_mangle]
+pub extern "C" fn llama_n_threads(ctx: *mut llama_context) -> i32 {
+    with_ctx("llama_n_threads", ctx, |c| Ok(c.ctx.n_threads))
+}
+#[no_mangle]
+pub extern "C" fn llama_n_threads_batch(ctx: *mut llama_context) -> i32 {
+    with_ctx("llama_n_threads_batch", ctx, |c| Ok(c.ctx.n_threads_batch))
+}
+#[no_mangle]
+pub extern "C" fn llama_set_embeddings(ctx: *mut llama_context, embeddings: bool) {
+    with_ctx_mut("llama_set_embeddings", ctx, |c| {
+        c.ctx.embeddings = embeddings;
+        Ok(())
+    })
+}
+#[no_mangle]
+pub extern "C" fn llama_set_causal_attn(ctx: *mut llama_context, causal_attn: bool) {
+    with_ctx_mut("llama_set_causal_attn", ctx, |_| if causal_attn { Ok(()) } else { Err("non-causal attention is not supported".into()) })
+}
+#[no_mangle]
+pub extern "C" fn llama_set_warmup(ctx: *mut llama_context, _warmup: bool) {
+    with_ctx_mut("llama_set_warmup", ctx, |_| Ok(()))
+}
+#[no_mangle]
+pub extern "C" fn llama_set_abort_callback(ctx: *mut llama_context, abort_callback: ggml_abort_callback, abort_callback_data: *mut std::ffi::c_void) {
+    with_ctx_mut("llama_set_abort_callback", ctx, |c| {
+        c.abort_callback = abort_callback;
+        c.abort_callback_data = abort_callback_data;
+        Ok(())
+    })
+}
+#[no_mangle]
+pub extern "C" fn llama_synchronize(ctx: *mut llama_context) {
+    with_ctx_mut("llama_synchronize", ctx, |_| Ok(()))
+}
+
+/// # Safety
+/// `batch`'s arrays must hold `n_tokens` entries each (or be NULL where llama.h allows).
+#[no_mangle]
+pub unsafe extern "C" fn llama_decode(ctx: *mut llama_context, batch: llama_batch) -> i32 {
+    guard_or("llama_decode", -1, || {
+        // SAFETY: live context handle used by one thread at a time (llama.h's contract).
+        let c = unsafe { as_mut(ctx, "ctx") }?;
+        if batch.n_tokens <= 0 {
+            return Err(format!("n_tokens = {} (must be positive)", batch.n_tokens));
+        }
+        if batch.token.is_null() {
+            return Err(if batch.embd.is_null() { "batch has neither token ids nor embeddings".into() } else { "embedding input (batch.embd) is not supported yet".into() });
+        }
+        let n = batch.n_tokens as usize;
+        if n > c.ctx.n_batch as usize {
+            return Err(format!("n_tokens = {n} exceeds n_batch = {}", c.ctx.n_batch));
+        }
+        // SAFETY: the caller's arrays hold n_tokens entries (llama.h's contract for llama_batch).
+        let tokens = unsafe { std::slice::from_raw_parts(batch.token, n) };
+        // SAFETY: as above.
+        let pos = (!batch.pos.is_null()).then(|| unsafe { std::slice::from_raw_parts(batch.pos as *const i32, n) });
+        // SAFETY: as above.
+        let logits = (!batch.logits.is_null()).then(|| unsafe { std::slice::from_raw_parts(batch.logits as *const i8, n) });
+        if batch.seq_id.is_null() != batch.n_seq_id.is_null() {
+            return Err("seq_id and n_seq_id must both be set or both be NULL".into());
+        }
+        let lookup = seq_lookup(&batch);
+        let input = BatchInput { tokens, pos, seq_ids: if batch.seq_id.is_null() { None } else { Some(&lookup) }, logits };
+        let (cb, data) = (c.abort_callback, c.abort_callback_data);
+        // SAFETY: the caller's abort callback with its own data pointer.
+        let abort = move || cb.is_some_and(|f| unsafe { f(data) });
+        let check: Option<&dyn Fn() -> bool> = if cb.is_some() { Some(&abort) } else { None };
+        match c.ctx.decode(&input, check) {
+            Ok(()) => Ok(0),
+            Err(DecodeError::NoSlot) => {
+                crate::log_warn!("llama_decode: failed to find a KV cache slot for the batch (n_tokens = {n})");
+                Ok(1)
+            }
+            Err(DecodeError::Aborted) => Ok(2),
+            Err(DecodeError::Invalid(reason)) => Err(reason),
+        }
+    })
+}
+
+/// The sequence ids of token i of a caller's batch.
+fn seq_lookup<'a>(batch: &'a llama_batch) -> impl Fn(usize) -> &'a [i32] + 'a {
+    move |i| {
+        // SAFETY: for i < n_tokens, n_seq_id[i] entries of seq_id[i] are readable (llama.h).
+        unsafe {
+            let cnt = (*batch.n_seq_id.add(i)).max(0) as usize;
+            let p = *batch.seq_id.add(i);
+            if p.is_null() || cnt == 0 {
+                &[]
+            } else {
+                std::slice::from_raw_parts(p as *const i32, cnt)
+            }
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn llama_encode(ctx: *mut llama_context, _batch: llama_batch) -> i32 {
+    with_ctx_mut("llama_encode", ctx, |_| Err::<i32, _>("encoder models are not supported".into()))
+}
+
+#[no_mangle]
+pub extern "C" fn llama_get_logits(ctx: *mut llama_context) -> *mut f32 {
+    with_ctx_mut("llama_get_logits", ctx, |c| Ok(c.ctx.logits().as_ptr() as *mut f32))
+}
+
+#[no_mangle]
+pub extern "C" fn llama_get_logits_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
+    with_ctx_mut("llama_get_logits_ith", ctx, |c| c.ctx.logits_row(i).map(|r| r.as_ptr() as *mut f32).map_err(|e| format!("invalid logits id {i}, reason: {e}")))
+}
+
+#[no_mangle]
+pub extern "C" fn llama_get_embeddings(ctx: *mut llama_context) -> *mut f32 {
+    with_ctx_mut("llama_get_embeddings", ctx, |c| {
+        let e = c.ctx.embeddings_all();
+        Ok(if e.is_empty() { ptr::null_mut() } else { e.as_ptr() as *mut f32 })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_get_embeddings_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
+    with_ctx_mut("llama_get_embeddings_ith", ctx, |c| c.ctx.embeddings_row(i).map(|r| r.as_ptr() as *mut f32).map_err(|e| format!("invalid embeddings id {i}, reason: {e}")))
+}
+
+#[no_mangle]
+pub extern "C" fn llama_get_embeddings_seq(ctx: *mut llama_context, _seq_id: llama_seq_id) -> *mut f32 {
+    with_ctx_mut("llama_get_embeddings_seq", ctx, |_| Err::<*mut f32, _>("sequence embeddings need a pooling type other than NONE, which is not supported yet".into()))
+}

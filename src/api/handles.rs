@@ -1,0 +1,40 @@
+//! The opaque handles llama.h hands out. Each is a Box owned by the caller between its
+//! create and free call; what it points to is owned as described on each type.
+
+#![allow(non_camel_case_types)]
+
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::model::Model;
+
+/// `struct llama_model`: shares the immutable model with every context made from it, so a
+/// context keeps working (and the file mapped) until the last of them is freed.
+pub struct llama_model {
+    pub model: Arc<Model>,
+    pub vocab: llama_vocab,
+    pub desc: std::ffi::CString,
+    /// Chat templates from the GGUF metadata as C strings (key, template), valid while the model lives.
+    pub templates: Vec<(String, std::ffi::CString)>,
+}
+
+/// `struct llama_vocab`: lives inside its llama_model.
+pub struct llama_vocab {
+    pub n_tokens: usize,
+}
+
+/// `struct llama_memory_i`: the context's memory, addressed through the context that owns it.
+pub struct llama_memory_i {
+    pub ctx: *mut llama_context,
+}
+
+pub type llama_memory_t = *mut llama_memory_i;
+
+/// `struct llama_context`.
+pub struct llama_context {
+    pub ctx: Context,
+    pub model: *const llama_model,
+    pub memory: llama_memory_i,
+    pub abort_callback: crate::api::types::ggml_abort_callback,
+    pub abort_callback_data: *mut std::ffi::c_void,
+}

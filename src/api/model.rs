@@ -1,0 +1,318 @@
+//! Model loading, freeing and the llama_model_* getters.
+
+use std::ffi::{c_char, CString};
+use std::ptr;
+use std::sync::Arc;
+
+use super::boundary::{as_ref, as_str, guard, guard_or, write_c_string};
+use super::handles::{llama_model, llama_vocab};
+use super::types::*;
+use crate::model::{Arch, Model};
+
+#[no_mangle]
+pub extern "C" fn llama_model_default_params() -> llama_model_params {
+    llama_model_params {
+        devices: ptr::null_mut(),
+        tensor_buft_overrides: ptr::null(),
+        n_gpu_layers: -1,
+        split_mode: llama_split_mode::LLAMA_SPLIT_MODE_LAYER,
+        load_mode: llama_load_mode::LLAMA_LOAD_MODE_AUTO,
+        lazy_mode: llama_lazy_mode::LLAMA_LAZY_MODE_AUTO,
+        main_gpu: 0,
+        tensor_split: ptr::null(),
+        progress_callback: None,
+        progress_callback_user_data: ptr::null_mut(),
+        kv_overrides: ptr::null(),
+        vocab_only: false,
+        check_tensors: false,
+        use_extra_bufts: true,
+        no_host: false,
+        no_alloc: false,
+        load_mtp: false,
+    }
+}
+
+fn describe(m: &Model) -> String {
+    let hp = &m.hp;
+    let size = if m.n_params >= 1_000_000_000 { format!("{:.1}B", m.n_params as f64 / 1e9) } else { format!("{}M", m.n_params / 1_000_000) };
+    let ftype = m.file.get_u32("general.file_type").map(ftype_name).unwrap_or("unknown");
+    format!("{} {} {}", hp.arch.name(), size, ftype)
+}
+
+fn ftype_name(ft: u32) -> &'static str {
+    match ft {
+        0 => "all F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K - Medium",
+        11 => "Q3_K - Small",
+        12 => "Q3_K - Medium",
+        13 => "Q3_K - Large",
+        14 => "Q4_K - Small",
+        15 => "Q4_K - Medium",
+        16 => "Q5_K - Small",
+        17 => "Q5_K - Medium",
+        18 => "Q6_K",
+        32 => "BF16",
+        _ => "unknown",
+    }
+}
+
+/// # Safety
+/// `path_model` must be a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, params: llama_model_params) -> *mut llama_model {
+    guard("llama_model_load_from_file", || {
+        // SAFETY: the caller passes a NUL-terminated path.
+        let path = unsafe { as_str(path_model, "path_model") }?;
+        let mmap = match raw_enum(&params.load_mode) {
+            -1 | 1 | 3 => true,
+            0 | 2 | 4 => false,
+            other => return Err(format!("invalid load_mode {other}")),
+        };
+        if !params.kv_overrides.is_null() {
+            // SAFETY: a non-NULL kv_overrides points to an array ended by an entry with an empty key.
+            let first_key = unsafe { (*params.kv_overrides).key[0] };
+            if first_key != 0 {
+                return Err("kv_overrides are not supported yet".into());
+            }
+        }
+        if params.vocab_only {
+            return Err("vocab_only loading is not supported yet".into());
+        }
+        let model = Model::load(std::path::Path::new(path), mmap).map_err(|e| format!("{path}: {e}"))?;
+        if let Some(cb) = params.progress_callback {
+            // SAFETY: the caller's callback with its own user data, as llama.h documents.
+            if !unsafe { cb(1.0, params.progress_callback_user_data) } {
+                return Err("loading cancelled by the progress callback".into());
+            }
+        }
+        let desc = CString::new(describe(&model)).expect("no NUL in description");
+        let n_tokens = model.hp.n_vocab;
+        let templates = model
+            .file
+            .kvs()
+            .iter()
+            .filter(|(k, _)| k.starts_with("tokenizer.chat_template"))
+            .filter_map(|(k, v)| match v {
+                crate::gguf::GgufValue::Str(s) => CString::new(s.as_str()).ok().map(|c| (k.clone(), c)),
+                _ => None,
+            })
+            .collect();
+        Ok(Box::into_raw(Box::new(llama_model { model: Arc::new(model), vocab: llama_vocab { n_tokens }, desc, templates })))
+    })
+}
+
+/// # Safety
+/// As llama_model_load_from_file.
+#[no_mangle]
+pub unsafe extern "C" fn llama_load_model_from_file(path_model: *const c_char, params: llama_model_params) -> *mut llama_model {
+    // SAFETY: same contract.
+    unsafe { llama_model_load_from_file(path_model, params) }
+}
+
+/// # Safety
+/// `model` must be NULL or a model from llama_model_load_from_file, not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_free(model: *mut llama_model) {
+    guard("llama_model_free", || {
+        if !model.is_null() {
+            // SAFETY: ownership returns to us; the caller will not use the pointer again.
+            drop(unsafe { Box::from_raw(model) });
+        }
+        Ok(())
+    })
+}
+
+/// # Safety
+/// As llama_model_free.
+#[no_mangle]
+pub unsafe extern "C" fn llama_free_model(model: *mut llama_model) {
+    // SAFETY: same contract.
+    unsafe { llama_model_free(model) }
+}
+
+/// Runs `f` on a model handle; NULL logs and returns the fallback.
+fn with_model<R: super::boundary::Fallback>(name: &str, model: *const llama_model, f: impl FnOnce(&llama_model) -> R) -> R {
+    guard(name, || {
+        // SAFETY: llama.h requires a live model handle (NULL is caught).
+        let m = unsafe { as_ref(model, "model") }?;
+        Ok(f(m))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_model_get_vocab(model: *const llama_model) -> *const llama_vocab {
+    with_model("llama_model_get_vocab", model, |m| &m.vocab as *const llama_vocab)
+}
+
+#[no_mangle]
+pub extern "C" fn llama_vocab_n_tokens(vocab: *const llama_vocab) -> i32 {
+    guard("llama_vocab_n_tokens", || {
+        // SAFETY: a live vocab handle from llama_model_get_vocab.
+        Ok(unsafe { as_ref(vocab, "vocab") }?.n_tokens as i32)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_model_n_ctx_train(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_ctx_train", model, |m| m.model.hp.n_ctx_train as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_embd(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_embd", model, |m| m.model.hp.n_embd as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_embd_inp(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_embd_inp", model, |m| m.model.hp.n_embd as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_embd_out(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_embd_out", model, |m| m.model.hp.n_embd as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_layer(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_layer", model, |m| m.model.hp.n_layer as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_head(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_head", model, |m| m.model.hp.n_head as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_head_kv(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_head_kv", model, |m| m.model.hp.n_head_kv as i32)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_swa(model: *const llama_model) -> i32 {
+    with_model("llama_model_n_swa", model, |_| 0)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_rope_freq_scale_train(model: *const llama_model) -> f32 {
+    with_model("llama_model_rope_freq_scale_train", model, |m| m.model.hp.rope_freq_scale)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_cls_out(model: *const llama_model) -> u32 {
+    with_model("llama_model_n_cls_out", model, |_| 0)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_rope_type(model: *const llama_model) -> llama_rope_type {
+    guard_or("llama_model_rope_type", llama_rope_type::LLAMA_ROPE_TYPE_NONE, || {
+        // SAFETY: llama.h requires a live model handle (NULL is caught).
+        let m = unsafe { as_ref(model, "model") }?;
+        Ok(match m.model.hp.arch {
+            Arch::Llama => llama_rope_type::LLAMA_ROPE_TYPE_NORM,
+            Arch::Qwen2 => llama_rope_type::LLAMA_ROPE_TYPE_NEOX,
+        })
+    })
+}
+#[no_mangle]
+pub extern "C" fn llama_model_size(model: *const llama_model) -> u64 {
+    with_model("llama_model_size", model, |m| m.model.size_bytes)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_n_params(model: *const llama_model) -> u64 {
+    with_model("llama_model_n_params", model, |m| m.model.n_params)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_has_encoder(model: *const llama_model) -> bool {
+    with_model("llama_model_has_encoder", model, |_| false)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_has_decoder(model: *const llama_model) -> bool {
+    with_model("llama_model_has_decoder", model, |_| true)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_is_recurrent(model: *const llama_model) -> bool {
+    with_model("llama_model_is_recurrent", model, |_| false)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_is_hybrid(model: *const llama_model) -> bool {
+    with_model("llama_model_is_hybrid", model, |_| false)
+}
+#[no_mangle]
+pub extern "C" fn llama_model_is_diffusion(model: *const llama_model) -> bool {
+    with_model("llama_model_is_diffusion", model, |_| false)
+}
+
+/// # Safety
+/// `buf` must be NULL or writable for `buf_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_desc(model: *const llama_model, buf: *mut c_char, buf_size: usize) -> i32 {
+    // SAFETY: buf contract forwarded from the caller.
+    with_model("llama_model_desc", model, |m| unsafe { write_c_string(m.desc.to_str().unwrap_or(""), buf, buf_size) })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_model_meta_count(model: *const llama_model) -> i32 {
+    with_model("llama_model_meta_count", model, |m| m.model.file.kvs().len() as i32)
+}
+
+fn meta_index<'a>(m: &'a llama_model, i: i32) -> Result<&'a (String, crate::gguf::GgufValue), String> {
+    usize::try_from(i).ok().and_then(|i| m.model.file.kvs().get(i)).ok_or_else(|| format!("metadata index {i} out of range"))
+}
+
+/// # Safety
+/// `buf` must be NULL or writable for `buf_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_meta_key_by_index(model: *const llama_model, i: i32, buf: *mut c_char, buf_size: usize) -> i32 {
+    guard("llama_model_meta_key_by_index", || {
+        // SAFETY: live model handle required by llama.h.
+        let m = unsafe { as_ref(model, "model") }?;
+        let (k, _) = meta_index(m, i)?;
+        // SAFETY: buf contract forwarded from the caller.
+        Ok(unsafe { write_c_string(k, buf, buf_size) })
+    })
+}
+
+/// # Safety
+/// `buf` must be NULL or writable for `buf_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_meta_val_str_by_index(model: *const llama_model, i: i32, buf: *mut c_char, buf_size: usize) -> i32 {
+    guard("llama_model_meta_val_str_by_index", || {
+        // SAFETY: live model handle required by llama.h.
+        let m = unsafe { as_ref(model, "model") }?;
+        let (_, v) = meta_index(m, i)?;
+        // SAFETY: buf contract forwarded from the caller.
+        Ok(unsafe { write_c_string(&v.render(), buf, buf_size) })
+    })
+}
+
+/// # Safety
+/// `key` must be NUL-terminated; `buf` NULL or writable for `buf_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_meta_val_str(model: *const llama_model, key: *const c_char, buf: *mut c_char, buf_size: usize) -> i32 {
+    guard_or("llama_model_meta_val_str", -1, || {
+        // SAFETY: live model handle and NUL-terminated key required by llama.h.
+        let m = unsafe { as_ref(model, "model") }?;
+        // SAFETY: as above.
+        let key = unsafe { as_str(key, "key") }?;
+        match m.model.file.get(key) {
+            None => {
+                // SAFETY: buf contract forwarded from the caller.
+                unsafe { write_c_string("", buf, buf_size) };
+                Ok(-1)
+            }
+            // SAFETY: buf contract forwarded from the caller.
+            Some(v) => Ok(unsafe { write_c_string(&v.render(), buf, buf_size) }),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn llama_model_chat_template(model: *const llama_model, name: *const c_char) -> *const c_char {
+    guard("llama_model_chat_template", || {
+        // SAFETY: live model handle required by llama.h.
+        let m = unsafe { as_ref(model, "model") }?;
+        let key = if name.is_null() {
+            "tokenizer.chat_template".to_string()
+        } else {
+            // SAFETY: a non-NULL name is NUL-terminated.
+            format!("tokenizer.chat_template.{}", unsafe { as_str(name, "name") }?)
+        };
+        Ok(m.templates.iter().find(|(k, _)| *k == key).map_or(ptr::null(), |(_, c)| c.as_ptr()))
+    })
+}

@@ -1,0 +1,323 @@
+//! The C types of llama.h b11312: names, field order, enum values and sizes exactly as upstream
+//! (x86-64 layouts are asserted in c_tests/abi.c). cbindgen writes include/deepseek.h from here.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_void};
+
+pub type llama_pos = i32;
+pub type llama_token = i32;
+pub type llama_seq_id = i32;
+
+pub use crate::sys::log::{ggml_log_callback, ggml_log_level};
+
+/// Opaque ggml objects that appear in llama.h signatures; we never dereference them.
+pub struct ggml_backend_device;
+pub struct ggml_backend_buffer_type;
+pub struct ggml_tensor;
+pub struct ggml_threadpool;
+pub struct gguf_context;
+pub type ggml_backend_dev_t = *mut ggml_backend_device;
+pub type ggml_backend_buffer_type_t = *mut ggml_backend_buffer_type;
+pub type ggml_threadpool_t = *mut ggml_threadpool;
+pub type ggml_abort_callback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
+pub type ggml_backend_sched_eval_callback = Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
+pub type llama_progress_callback = Option<unsafe extern "C" fn(progress: f32, user_data: *mut c_void) -> bool>;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ggml_type {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6,
+    GGML_TYPE_Q5_1 = 7,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10,
+    GGML_TYPE_Q3_K = 11,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_Q8_K = 15,
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S = 19,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_IQ3_S = 21,
+    GGML_TYPE_IQ2_S = 22,
+    GGML_TYPE_IQ4_XS = 23,
+    GGML_TYPE_I8 = 24,
+    GGML_TYPE_I16 = 25,
+    GGML_TYPE_I32 = 26,
+    GGML_TYPE_I64 = 27,
+    GGML_TYPE_F64 = 28,
+    GGML_TYPE_IQ1_M = 29,
+    GGML_TYPE_BF16 = 30,
+    GGML_TYPE_TQ1_0 = 34,
+    GGML_TYPE_TQ2_0 = 35,
+    GGML_TYPE_MXFP4 = 39,
+    GGML_TYPE_NVFP4 = 40,
+    GGML_TYPE_Q1_0 = 41,
+    GGML_TYPE_Q2_0 = 42,
+    GGML_TYPE_COUNT = 43,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_vocab_type {
+    LLAMA_VOCAB_TYPE_NONE = 0,
+    LLAMA_VOCAB_TYPE_SPM = 1,
+    LLAMA_VOCAB_TYPE_BPE = 2,
+    LLAMA_VOCAB_TYPE_WPM = 3,
+    LLAMA_VOCAB_TYPE_UGM = 4,
+    LLAMA_VOCAB_TYPE_RWKV = 5,
+    LLAMA_VOCAB_TYPE_PLAMO2 = 6,
+    LLAMA_VOCAB_TYPE_TEST = 7,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_rope_type {
+    LLAMA_ROPE_TYPE_NONE = -1,
+    LLAMA_ROPE_TYPE_NORM = 0,
+    LLAMA_ROPE_TYPE_NEOX = 2,
+    LLAMA_ROPE_TYPE_MROPE = 8,
+    LLAMA_ROPE_TYPE_IMROPE = 40,
+    LLAMA_ROPE_TYPE_VISION = 24,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_rope_scaling_type {
+    LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
+    LLAMA_ROPE_SCALING_TYPE_NONE = 0,
+    LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
+    LLAMA_ROPE_SCALING_TYPE_YARN = 2,
+    LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_pooling_type {
+    LLAMA_POOLING_TYPE_UNSPECIFIED = -1,
+    LLAMA_POOLING_TYPE_NONE = 0,
+    LLAMA_POOLING_TYPE_MEAN = 1,
+    LLAMA_POOLING_TYPE_CLS = 2,
+    LLAMA_POOLING_TYPE_LAST = 3,
+    LLAMA_POOLING_TYPE_RANK = 4,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_attention_type {
+    LLAMA_ATTENTION_TYPE_UNSPECIFIED = -1,
+    LLAMA_ATTENTION_TYPE_CAUSAL = 0,
+    LLAMA_ATTENTION_TYPE_NON_CAUSAL = 1,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_flash_attn_type {
+    LLAMA_FLASH_ATTN_TYPE_AUTO = -1,
+    LLAMA_FLASH_ATTN_TYPE_DISABLED = 0,
+    LLAMA_FLASH_ATTN_TYPE_ENABLED = 1,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_split_mode {
+    LLAMA_SPLIT_MODE_NONE = 0,
+    LLAMA_SPLIT_MODE_LAYER = 1,
+    LLAMA_SPLIT_MODE_ROW = 2,
+    LLAMA_SPLIT_MODE_TENSOR = 3,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_load_mode {
+    LLAMA_LOAD_MODE_AUTO = -1,
+    LLAMA_LOAD_MODE_NONE = 0,
+    LLAMA_LOAD_MODE_MMAP = 1,
+    LLAMA_LOAD_MODE_MLOCK = 2,
+    LLAMA_LOAD_MODE_MMAP_MLOCK = 3,
+    LLAMA_LOAD_MODE_DIRECT_IO = 4,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_lazy_mode {
+    LLAMA_LAZY_MODE_OFF = 0,
+    LLAMA_LAZY_MODE_AUTO = 1,
+    LLAMA_LAZY_MODE_ON = 2,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_context_type {
+    LLAMA_CONTEXT_TYPE_DEFAULT = 0,
+    LLAMA_CONTEXT_TYPE_MTP = 1,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_model_kv_override_type {
+    LLAMA_KV_OVERRIDE_TYPE_INT,
+    LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+    LLAMA_KV_OVERRIDE_TYPE_BOOL,
+    LLAMA_KV_OVERRIDE_TYPE_STR,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union llama_model_kv_override_value {
+    pub val_i64: i64,
+    pub val_f64: f64,
+    pub val_bool: bool,
+    pub val_str: [c_char; 128],
+}
+
+#[repr(C)]
+pub struct llama_model_kv_override {
+    pub tag: llama_model_kv_override_type,
+    pub key: [c_char; 128],
+    pub value: llama_model_kv_override_value,
+}
+
+#[repr(C)]
+pub struct llama_model_tensor_buft_override {
+    pub pattern: *const c_char,
+    pub buft: ggml_backend_buffer_type_t,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct llama_token_data {
+    pub id: llama_token,
+    pub logit: f32,
+    pub p: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct llama_token_data_array {
+    pub data: *mut llama_token_data,
+    pub size: usize,
+    pub selected: i64,
+    pub sorted: bool,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct llama_batch {
+    pub n_tokens: i32,
+    pub token: *mut llama_token,
+    pub embd: *mut f32,
+    pub pos: *mut llama_pos,
+    pub n_seq_id: *mut i32,
+    pub seq_id: *mut *mut llama_seq_id,
+    pub logits: *mut i8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct llama_model_params {
+    pub devices: *mut ggml_backend_dev_t,
+    pub tensor_buft_overrides: *const llama_model_tensor_buft_override,
+    pub n_gpu_layers: i32,
+    pub split_mode: llama_split_mode,
+    pub load_mode: llama_load_mode,
+    pub lazy_mode: llama_lazy_mode,
+    pub main_gpu: i32,
+    pub tensor_split: *const f32,
+    pub progress_callback: llama_progress_callback,
+    pub progress_callback_user_data: *mut c_void,
+    pub kv_overrides: *const llama_model_kv_override,
+    pub vocab_only: bool,
+    pub check_tensors: bool,
+    pub use_extra_bufts: bool,
+    pub no_host: bool,
+    pub no_alloc: bool,
+    pub load_mtp: bool,
+}
+
+/// Opaque sampler handle (the sampler API lands with the sampling issue).
+pub struct llama_sampler;
+
+#[repr(C)]
+pub struct llama_sampler_seq_config {
+    pub seq_id: llama_seq_id,
+    pub sampler: *mut llama_sampler,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct llama_context_params {
+    pub n_ctx: u32,
+    pub n_batch: u32,
+    pub n_ubatch: u32,
+    pub n_seq_max: u32,
+    pub n_rs_seq: u32,
+    pub n_outputs_max: u32,
+    pub n_outputs_max_per_seq: u32,
+    pub n_threads: i32,
+    pub n_threads_batch: i32,
+    pub ctx_type: llama_context_type,
+    pub rope_scaling_type: llama_rope_scaling_type,
+    pub pooling_type: llama_pooling_type,
+    pub attention_type: llama_attention_type,
+    pub flash_attn_type: llama_flash_attn_type,
+    pub rope_freq_base: f32,
+    pub rope_freq_scale: f32,
+    pub yarn_ext_factor: f32,
+    pub yarn_attn_factor: f32,
+    pub yarn_beta_fast: f32,
+    pub yarn_beta_slow: f32,
+    pub yarn_orig_ctx: u32,
+    pub defrag_thold: f32,
+    pub cb_eval: ggml_backend_sched_eval_callback,
+    pub cb_eval_user_data: *mut c_void,
+    pub type_k: ggml_type,
+    pub type_v: ggml_type,
+    pub abort_callback: ggml_abort_callback,
+    pub abort_callback_data: *mut c_void,
+    pub embeddings: bool,
+    pub offload_kqv: bool,
+    pub no_perf: bool,
+    pub op_offload: bool,
+    pub swa_full: bool,
+    pub kv_unified: bool,
+    pub samplers: *mut llama_sampler_seq_config,
+    pub n_samplers: usize,
+    pub ctx_other: *mut crate::api::handles::llama_context,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct llama_sampler_chain_params {
+    pub no_perf: bool,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct llama_chat_message {
+    pub role: *const c_char,
+    pub content: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct llama_logit_bias {
+    pub token: llama_token,
+    pub bias: f32,
+}
+
+/// Reads an enum-typed field as the raw int the caller stored, so that an out-of-range value
+/// from C is seen as a number (and rejected) instead of being matched as a Rust enum.
+pub fn raw_enum<T: Copy>(field: &T) -> i32 {
+    assert_eq!(std::mem::size_of::<T>(), 4);
+    // SAFETY: T is a 4-byte C enum; reading its bytes as i32 is always defined.
+    unsafe { std::ptr::read(field as *const T as *const i32) }
+}

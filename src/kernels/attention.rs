@@ -1,0 +1,84 @@
+//! Causal attention of one query head over the cached keys and values (F16), with an online
+//! softmax as ggml's flash-attention kernel does: Q is rounded to F16 for the K dot product,
+//! scores and the running V sum are f32.
+
+use crate::quant::{f16_to_f32, f32_to_f16};
+
+/// Scratch for one head: the query in F16 and the f32 accumulator.
+pub struct HeadScratch {
+    pub q16: Vec<u16>,
+    pub acc: Vec<f32>,
+}
+
+impl HeadScratch {
+    pub fn new(head_dim: usize) -> Self {
+        HeadScratch { q16: vec![0; head_dim], acc: vec![0.0; head_dim] }
+    }
+}
+
+fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
+    a.iter().zip(b).map(|(&x, &y)| f16_to_f32(x) * f16_to_f32(y)).sum()
+}
+
+/// out = softmax(scale · q·Kᵀ) V over the key/value rows `cells` yields (each a slice of
+/// head_dim F16 values).
+pub fn attend<'a>(
+    q: &[f32],
+    scale: f32,
+    cells: impl Iterator<Item = (&'a [u16], &'a [u16])>,
+    s: &mut HeadScratch,
+    out: &mut [f32],
+) {
+    for (d, &x) in s.q16.iter_mut().zip(q) {
+        *d = f32_to_f16(x);
+    }
+    s.acc.iter_mut().for_each(|a| *a = 0.0);
+    let mut m = f32::NEG_INFINITY;
+    let mut sum = 0.0f32;
+    for (k, v) in cells {
+        let score = dot_f16(k, &s.q16) * scale;
+        let (ms, vs);
+        if score > m {
+            ms = (m - score).exp();
+            vs = 1.0;
+            m = score;
+            s.acc.iter_mut().for_each(|a| *a *= ms);
+        } else {
+            ms = 1.0;
+            vs = (score - m).exp();
+        }
+        for (a, &x) in s.acc.iter_mut().zip(v) {
+            *a += f16_to_f32(x) * vs;
+        }
+        sum = sum * ms + vs;
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for (o, &a) in out.iter_mut().zip(&s.acc) {
+        *o = a * inv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_two_pass_softmax_in_f64() {
+        let hd = 16;
+        let q: Vec<f32> = (0..hd).map(|i| (i as f32 * 0.7).sin()).collect();
+        let keys: Vec<Vec<u16>> = (0..9).map(|j| (0..hd).map(|i| f32_to_f16(((i * j) as f32 * 0.3).cos())).collect()).collect();
+        let vals: Vec<Vec<u16>> = (0..9).map(|j| (0..hd).map(|i| f32_to_f16((i + j) as f32 * 0.1 - 0.5)).collect()).collect();
+        let mut s = HeadScratch::new(hd);
+        let mut out = vec![0.0; hd];
+        attend(&q, 0.25, keys.iter().zip(&vals).map(|(k, v)| (k.as_slice(), v.as_slice())), &mut s, &mut out);
+        let qh: Vec<f64> = q.iter().map(|&x| f16_to_f32(f32_to_f16(x)) as f64).collect();
+        let scores: Vec<f64> = keys.iter().map(|k| k.iter().zip(&qh).map(|(&a, b)| f16_to_f32(a) as f64 * b).sum::<f64>() * 0.25).collect();
+        let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+        let z: f64 = w.iter().sum();
+        for d in 0..hd {
+            let r: f64 = (0..9).map(|j| w[j] * f16_to_f32(vals[j][d]) as f64).sum::<f64>() / z;
+            assert!((out[d] as f64 - r).abs() < 1e-5, "{d}: {} vs {r}", out[d]);
+        }
+    }
+}

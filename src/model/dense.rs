@@ -1,0 +1,196 @@
+//! The dense decoder's forward pass (llama and qwen2; they differ in RoPE mode and Q/K/V
+//! biases). It reads top to bottom as the architecture's recipe; all buffers come from one
+//! `DenseScratch` sized at context creation, so a forward pass allocates nothing.
+
+use super::weights::Mat;
+use super::Model;
+use crate::kernels::attention::{attend, HeadScratch};
+use crate::kernels::matmul::{activation_bytes, matmul, quantize_activations};
+use crate::kernels::norm::rms_norm;
+use crate::kernels::rope::{self, RopeParams};
+use crate::kernels::{add_assign, swiglu};
+use crate::kv::KvCache;
+use crate::quant::{self, GgmlType};
+use crate::threads::{split_range, SharedOut, ThreadPool};
+
+/// One micro-batch as the forward pass sees it: per token its id, position, KV cell and the
+/// (first) sequence whose cells it attends to; `out_rows` are the tokens that produce outputs.
+pub struct UBatch<'a> {
+    pub tokens: &'a [i32],
+    pub pos: &'a [i32],
+    pub cells: &'a [usize],
+    pub seq: &'a [usize],
+    pub out_rows: &'a [usize],
+}
+
+pub struct DenseScratch {
+    n_ubatch: usize,
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    act: Vec<u8>,
+    act_ty: Option<GgmlType>,
+    rope_cache: Vec<f32>,
+    heads: Vec<HeadScratch>,
+}
+
+fn try_vec<T: Clone>(n: usize, fill: T) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate scratch of {n} elements"))?;
+    v.resize(n, fill);
+    Ok(v)
+}
+
+impl DenseScratch {
+    pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<DenseScratch, String> {
+        let hp = &model.hp;
+        let w = &model.weights;
+        let widest = hp.n_embd.max(hp.n_ff).max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
+        let mats = w.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down]).chain([&w.output]);
+        let act_bytes = mats.map(|m| activation_bytes(m.ty, m.cols, n_ubatch)).max().unwrap_or(0);
+        Ok(DenseScratch {
+            n_ubatch,
+            x: try_vec(n_ubatch * hp.n_embd, 0.0)?,
+            xn: try_vec(n_ubatch * widest, 0.0)?,
+            q: try_vec(n_ubatch * hp.q_dim(), 0.0)?,
+            k: try_vec(n_ubatch * hp.kv_dim_k(), 0.0)?,
+            v: try_vec(n_ubatch * hp.kv_dim_v(), 0.0)?,
+            att: try_vec(n_ubatch * hp.n_head * hp.head_dim_v, 0.0)?,
+            proj: try_vec(n_ubatch * hp.n_embd, 0.0)?,
+            gate: try_vec(n_ubatch * hp.n_ff, 0.0)?,
+            up: try_vec(n_ubatch * hp.n_ff, 0.0)?,
+            act: try_vec(act_bytes, 0u8)?,
+            act_ty: None,
+            rope_cache: try_vec(hp.n_rot.max(2), 0.0)?,
+            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
+        })
+    }
+
+    /// Bytes held by this scratch.
+    pub fn bytes(&self) -> usize {
+        4 * (self.x.len() + self.xn.len() + self.q.len() + self.k.len() + self.v.len() + self.att.len() + self.proj.len() + self.gate.len() + self.up.len())
+            + self.act.len()
+    }
+}
+
+/// out[n × m.rows] = input[n × m.cols] · mᵀ, quantizing the input unless the scratch already
+/// holds it in the right format (`same_input` says the input is what was quantized last).
+fn project(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Option<GgmlType>, same_input: bool, m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
+    let vt = m.ty.vec_dot_type();
+    if !same_input || *act_ty != Some(vt) {
+        quantize_activations(m.ty, &input[..n * m.cols], m.cols, n, act);
+        *act_ty = Some(vt);
+    }
+    matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
+}
+
+fn add_bias(rows: &mut [f32], bias: &Option<Vec<f32>>) {
+    if let Some(b) = bias {
+        for row in rows.chunks_exact_mut(b.len()) {
+            add_assign(row, b);
+        }
+    }
+}
+
+/// Runs the micro-batch through the model: writes K/V of its tokens into their cells, and the
+/// logits (and, if asked, the final hidden states) of `ub.out_rows` into `logits`/`embd`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseScratch, pool: &ThreadPool, rope: &RopeParams, logits: &mut [f32], embd: Option<&mut [f32]>) {
+    let hp = &model.hp;
+    let w = &model.weights;
+    let n = ub.tokens.len();
+    assert!(n <= s.n_ubatch);
+    let (e, hd_k) = (hp.n_embd, hp.head_dim_k);
+
+    // Token embeddings.
+    let emb = model.mat(&w.token_embd);
+    for (t, &tok) in ub.tokens.iter().enumerate() {
+        quant::dequantize_row(emb.ty, emb.row(tok as usize), &mut s.x[t * e..(t + 1) * e]);
+    }
+
+    for (il, layer) in w.layers.iter().enumerate() {
+        // Attention block.
+        for t in 0..n {
+            rms_norm(&s.x[t * e..(t + 1) * e], &layer.attn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
+        }
+        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.wq, &s.xn, n, &mut s.q);
+        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wk, &s.xn, n, &mut s.k);
+        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wv, &s.xn, n, &mut s.v);
+        add_bias(&mut s.q[..n * hp.q_dim()], &layer.bq);
+        add_bias(&mut s.k[..n * hp.kv_dim_k()], &layer.bk);
+        add_bias(&mut s.v[..n * hp.kv_dim_v()], &layer.bv);
+
+        for t in 0..n {
+            rope::fill_cache(rope, ub.pos[t] as f32, w.rope_freqs.as_deref(), &mut s.rope_cache);
+            for head in s.q[t * hp.q_dim()..(t + 1) * hp.q_dim()].chunks_exact_mut(hd_k) {
+                rope::apply(rope.mode, hp.n_rot, &s.rope_cache, head);
+            }
+            for head in s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()].chunks_exact_mut(hd_k) {
+                rope::apply(rope.mode, hp.n_rot, &s.rope_cache, head);
+            }
+            kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
+        }
+
+        attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.heads, pool, n);
+
+        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.wo, &s.att, n, &mut s.proj);
+        add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
+
+        // Feed-forward block.
+        for t in 0..n {
+            rms_norm(&s.x[t * e..(t + 1) * e], &layer.ffn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
+        }
+        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_gate, &s.xn, n, &mut s.gate);
+        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.ffn_up, &s.xn, n, &mut s.up);
+        swiglu(&mut s.gate[..n * hp.n_ff], &s.up[..n * hp.n_ff]);
+        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_down, &s.gate, n, &mut s.proj);
+        add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
+    }
+
+    // Output head, for the rows that asked for it.
+    let n_out = ub.out_rows.len();
+    if n_out == 0 {
+        return;
+    }
+    for (o, &t) in ub.out_rows.iter().enumerate() {
+        rms_norm(&s.x[t * e..(t + 1) * e], &w.output_norm, hp.rms_eps, &mut s.xn[o * e..(o + 1) * e]);
+    }
+    if let Some(embd) = embd {
+        embd[..n_out * e].copy_from_slice(&s.xn[..n_out * e]);
+    }
+    project(model, pool, &mut s.act, &mut s.act_ty, false, &w.output, &s.xn, n_out, logits);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], heads: &mut [HeadScratch], pool: &ThreadPool, n: usize) {
+    let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
+    let group = hp.n_head / hp.n_head_kv;
+    let scale = 1.0 / (hd_k as f32).sqrt();
+    let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
+    let scratch = SharedOut::new(heads);
+    let items = n * hp.n_head;
+    pool.run(&|ith, nth| {
+        // SAFETY: each thread uses only its own scratch slot.
+        let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+        for item in split_range(items, ith, nth) {
+            let (t, h) = (item / hp.n_head, item % hp.n_head);
+            let (seq, pos) = (ub.seq[t], ub.pos[t]);
+            let kvh = h / group;
+            let stream = kv.stream_of(seq);
+            let cells = kv
+                .cells_of_stream(stream)
+                .filter(|(_, c)| c.pos >= 0 && c.pos <= pos && c.seqs.contains(seq))
+                .map(|(i, _)| (&kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]));
+            let qh = &q[t * hp.q_dim() + h * hd_k..t * hp.q_dim() + (h + 1) * hd_k];
+            // SAFETY: item (t, h) is handled by exactly one thread.
+            let o = unsafe { out.slice(item * hd_v..(item + 1) * hd_v) };
+            attend(qh, scale, cells, hs, o);
+        }
+    });
+}

@@ -1,0 +1,222 @@
+//! Q4_K: super-blocks of 256 weights in 8 sub-blocks of 32,
+//! `x = d * sc * q - dmin * m` with 4-bit `q` and 6-bit `sc`, `m`.
+//!
+//! Layout (144 bytes): `d: f16` | `dmin: f16` | `scales: [u8; 12]` (see
+//! `scale_min_k4`) | `qs: [u8; 128]`. Element `e = 64*c + 32*h + l` is the
+//! low (h = 0) or high (h = 1) nibble of `qs[32*c + l]`.
+
+use super::common::{make_qkx2_quants, nearest_int, pack_scale_min_k4, scale_min_k4, Qkx2};
+use super::lanes::{dot32, Acc8};
+use super::{arr, f16_at, put_f16, q8_k, QK_K};
+
+pub(crate) const BYTES: usize = 4 + 12 + QK_K / 2;
+const SCALES: usize = 4;
+const QS: usize = 16;
+
+/// All 256 quants, 0..=15, in element order.
+#[inline(always)]
+fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
+    let qs: &[u8; 128] = arr(b, QS);
+    let mut q = [0i8; QK_K];
+    for (chunk, src) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)) {
+        let (lo, hi) = chunk.split_at_mut(32);
+        for ((l, h), &byte) in lo.iter_mut().zip(hi).zip(src) {
+            *l = (byte & 0x0f) as i8;
+            *h = (byte >> 4) as i8;
+        }
+    }
+    q
+}
+
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+        let d = f16_at(b, 0);
+        let min = f16_at(b, 2);
+        let sm: &[u8; 12] = arr(b, SCALES);
+        let q = quants(b);
+        for (j, (ys, qs)) in y.chunks_exact_mut(32).zip(q.chunks_exact(32)).enumerate() {
+            let (sc, m) = scale_min_k4(j, sm);
+            let d1 = d * sc as f32;
+            let m1 = min * m as f32;
+            for (y, &q) in ys.iter_mut().zip(qs) {
+                *y = d1 * q as f32 - m1;
+            }
+        }
+    }
+}
+
+/// The shared part of `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref`:
+/// per-32 (scale, min) by `make_qkx2_quants` with weights `av_x + |x|`,
+/// then 6-bit scales, then requantization. Returns (d, dmin, packed scales,
+/// quants in `0..=nmax`).
+pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2) -> (f32, f32, [u8; 12], [u8; QK_K]) {
+    let mut l = [0u8; QK_K];
+    let mut laux = [0u8; 32];
+    let mut scales = [0f32; 8];
+    let mut mins = [0f32; 8];
+    let (mut max_scale, mut max_min) = (0f32, 0f32);
+    for j in 0..8 {
+        let xs = &x[32 * j..32 * j + 32];
+        let mut sum_x2 = 0f32;
+        for &v in xs {
+            sum_x2 += v * v;
+        }
+        let av_x = (sum_x2 / 32.0).sqrt();
+        let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
+        let (scale, min) = make_qkx2_quants(params, xs, &weights, &mut l[32 * j..32 * j + 32], &mut laux);
+        scales[j] = scale;
+        mins[j] = min;
+        if scale > max_scale {
+            max_scale = scale;
+        }
+        if min > max_min {
+            max_min = min;
+        }
+    }
+
+    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let ls: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
+    let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
+    let packed = pack_scale_min_k4(&ls, &lm);
+    let d_h = super::f32_to_f16(max_scale / 63.0);
+    let dmin_h = super::f32_to_f16(max_min / 63.0);
+    let (d_all, dmin_all) = (super::f16_to_f32(d_h), super::f16_to_f32(dmin_h));
+
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, &packed);
+        let d = d_all * sc as f32;
+        if d == 0.0 {
+            continue;
+        }
+        let dm = dmin_all * m as f32;
+        for ii in 0..32 {
+            let q = nearest_int((x[32 * j + ii] + dm) / d);
+            l[32 * j + ii] = q.clamp(0, params.nmax) as u8;
+        }
+    }
+    (d_all, dmin_all, packed, l)
+}
+
+/// `quantize_row_q4_K_ref`.
+pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
+    let params = Qkx2 { nmax: 15, rmin: -1.0, rdelta: 0.1, nstep: 20, use_mad: false };
+    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+        let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
+        put_f16(b, 0, d);
+        put_f16(b, 2, dmin);
+        b[SCALES..SCALES + 12].copy_from_slice(&packed);
+        for (c, out) in b[QS..].chunks_exact_mut(32).enumerate() {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = l[64 * c + i] | (l[64 * c + 32 + i] << 4);
+            }
+        }
+    }
+}
+
+/// The min correction of Q4_K / Q5_K: `mins[j] * (sum of the 32 activation
+/// quants of sub-block j)`, paired as `_mm_madd_epi16` does (4 lanes).
+#[inline(always)]
+pub(crate) fn min_products(sm: &[u8; 12], bsums: &[i16; 16]) -> [i32; 4] {
+    std::array::from_fn(|k| {
+        let term = |j: usize| scale_min_k4(j, sm).1 as i32 * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32);
+        term(2 * k) + term(2 * k + 1)
+    })
+}
+
+/// `ggml_vec_dot_q4_K_q8_K`, AVX2 order: 8-lane FMA accumulator for the
+/// quants, a separate 4-lane one for the mins, added at the end.
+pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = Acc8::new();
+    let mut acc_m = [0f32; 4];
+    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+        let yd = q8_k::d(ab);
+        let d = yd * f16_at(wb, 0);
+        let dmin = -yd * f16_at(wb, 2);
+        let sm: &[u8; 12] = arr(wb, SCALES);
+
+        let prod = min_products(sm, &q8_k::bsums(ab));
+        for (m, &p) in acc_m.iter_mut().zip(&prod) {
+            *m = dmin.mul_add(p as f32, *m);
+        }
+
+        let q = quants(wb);
+        let aq = q8_k::qs(ab);
+        let mut sumi = [0i32; 8];
+        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+            let sc = scale_min_k4(g, sm).0 as i32;
+            for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
+                *s += sc * l;
+            }
+        }
+        acc.fma(d, &sumi);
+    }
+    acc.hsum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
+    use crate::quant::GgmlType;
+
+    fn randomize(rng: &mut Rng, b: &mut [u8]) {
+        let d = rng.f16_bits(-12, -4, false);
+        let dmin = rng.f16_bits(-12, -4, false);
+        set_f16_field(b, 0, d);
+        set_f16_field(b, 2, dmin);
+    }
+
+    /// Independent decoding of the 12 scale bytes, the way the x86 kernels
+    /// do it (three little-endian u32 words and kmask shuffles):
+    /// returns (scales, mins).
+    pub(crate) fn unpack_scales(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+        let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+        let (k1, k2, k3) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+        let (u0, u1, u2) = (w(0), w(1), w(2));
+        let scales = [u0 & k1, (u2 & k2) | (((u0 >> 6) & k3) << 4)];
+        let mins = [u1 & k1, ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)];
+        let bytes = |v: [u32; 2]| {
+            let mut o = [0u8; 8];
+            o[..4].copy_from_slice(&v[0].to_le_bytes());
+            o[4..].copy_from_slice(&v[1].to_le_bytes());
+            o
+        };
+        (bytes(scales), bytes(mins))
+    }
+
+    fn decode(b: &[u8]) -> Vec<(f64, f64)> {
+        let d = f16_field(b, 0);
+        let dmin = f16_field(b, 2);
+        let (sc, mn) = unpack_scales(&b[4..16]);
+        (0..256)
+            .map(|e| {
+                let byte = b[16 + 32 * (e / 64) + e % 32];
+                let q = if e % 64 < 32 { byte & 15 } else { byte >> 4 };
+                let a = d * sc[e / 32] as f64 * q as f64;
+                let m = dmin * mn[e / 32] as f64;
+                (a - m, (a.abs() + m.abs()) * F32_REL)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dequantize_matches_layout() {
+        weight::check_dequantize(GgmlType::Q4K, 91, randomize, decode);
+    }
+
+    #[test]
+    fn vec_dot_matches_f64() {
+        weight::check_vec_dot(GgmlType::Q4K, 92, randomize, decode);
+    }
+
+    #[test]
+    fn roundtrip_error() {
+        weight::check_roundtrip(GgmlType::Q4K, 93, |x| {
+            let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+            ((mx - mn) / 15.0) as f64
+        });
+        let e = weight::rms_rel_error(GgmlType::Q4K, 94);
+        assert!(e < 0.12, "rms rel error {e}");
+    }
+}

@@ -1,0 +1,166 @@
+//! Q5_K: super-blocks of 256 weights in 8 sub-blocks of 32,
+//! `x = d * sc * q - dmin * m` with 5-bit `q` and 6-bit `sc`, `m`.
+//!
+//! Layout (176 bytes): `d: f16` | `dmin: f16` | `scales: [u8; 12]` (as Q4_K)
+//! | `qh: [u8; 32]` | `qs: [u8; 128]`. Element `e = 64*c + 32*h + l` has its
+//! low 4 bits in the low (h = 0) or high (h = 1) nibble of `qs[32*c + l]`
+//! and its 5th bit at bit `e / 32` of `qh[l]`.
+
+use super::common::{scale_min_k4, Qkx2};
+use super::lanes::{dot32, Acc8};
+use super::q4_k::{min_products, quantize_scales_ref};
+use super::{arr, f16_at, put_f16, q8_k, QK_K};
+
+pub(crate) const BYTES: usize = 4 + 12 + QK_K / 8 + QK_K / 2;
+const SCALES: usize = 4;
+const QH: usize = 16;
+const QS: usize = 48;
+
+/// All 256 quants, 0..=31, in element order.
+#[inline(always)]
+fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
+    let qh: &[u8; 32] = arr(b, QH);
+    let qs: &[u8; 128] = arr(b, QS);
+    let mut q = [0i8; QK_K];
+    for (c, (chunk, src)) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)).enumerate() {
+        let (lo, hi) = chunk.split_at_mut(32);
+        for (l, ((vl, vh), &byte)) in lo.iter_mut().zip(hi).zip(src).enumerate() {
+            let h = qh[l] >> (2 * c);
+            *vl = ((byte & 0x0f) | ((h & 1) << 4)) as i8;
+            *vh = ((byte >> 4) | (((h >> 1) & 1) << 4)) as i8;
+        }
+    }
+    q
+}
+
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+        let d = f16_at(b, 0);
+        let min = f16_at(b, 2);
+        let sm: &[u8; 12] = arr(b, SCALES);
+        let q = quants(b);
+        for (j, (ys, qs)) in y.chunks_exact_mut(32).zip(q.chunks_exact(32)).enumerate() {
+            let (sc, m) = scale_min_k4(j, sm);
+            let d1 = d * sc as f32;
+            let m1 = min * m as f32;
+            for (y, &q) in ys.iter_mut().zip(qs) {
+                *y = d1 * q as f32 - m1;
+            }
+        }
+    }
+}
+
+/// `quantize_row_q5_K_ref`.
+pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
+    let params = Qkx2 { nmax: 31, rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: false };
+    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+        let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
+        put_f16(b, 0, d);
+        put_f16(b, 2, dmin);
+        b[SCALES..SCALES + 12].copy_from_slice(&packed);
+        let mut qh = [0u8; 32];
+        for c in 0..4 {
+            for j in 0..32 {
+                let (mut l1, mut l2) = (l[64 * c + j], l[64 * c + 32 + j]);
+                if l1 > 15 {
+                    l1 -= 16;
+                    qh[j] |= 1 << (2 * c);
+                }
+                if l2 > 15 {
+                    l2 -= 16;
+                    qh[j] |= 2 << (2 * c);
+                }
+                b[QS + 32 * c + j] = l1 | (l2 << 4);
+            }
+        }
+        b[QH..QH + 32].copy_from_slice(&qh);
+    }
+}
+
+/// `ggml_vec_dot_q5_K_q8_K`, AVX2 order: lane FMAs for the quants; the
+/// min term is one integer per block added to a scalar `summs` with an FMA.
+pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = Acc8::new();
+    let mut summs = 0f32;
+    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+        let yd = q8_k::d(ab);
+        let d = yd * f16_at(wb, 0);
+        let dmin = -yd * f16_at(wb, 2);
+        let sm: &[u8; 12] = arr(wb, SCALES);
+
+        let mins: i32 = min_products(sm, &q8_k::bsums(ab)).iter().sum();
+        summs = dmin.mul_add(mins as f32, summs);
+
+        let q = quants(wb);
+        let aq = q8_k::qs(ab);
+        let mut sumi = [0i32; 8];
+        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+            let sc = scale_min_k4(g, sm).0 as i32;
+            for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
+                *s += sc * l;
+            }
+        }
+        acc.fma(d, &sumi);
+    }
+    acc.hsum() + summs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::q4_k::tests::unpack_scales;
+    use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
+    use crate::quant::GgmlType;
+
+    fn randomize(rng: &mut Rng, b: &mut [u8]) {
+        let d = rng.f16_bits(-12, -4, false);
+        let dmin = rng.f16_bits(-12, -4, false);
+        set_f16_field(b, 0, d);
+        set_f16_field(b, 2, dmin);
+    }
+
+    /// Independent decoding following dequantize_row_q5_K (u1/u2 masks).
+    fn decode(b: &[u8]) -> Vec<(f64, f64)> {
+        let d = f16_field(b, 0);
+        let dmin = f16_field(b, 2);
+        let (sc, mn) = unpack_scales(&b[4..16]);
+        let mut out = vec![(0.0, 0.0); 256];
+        let (mut u1, mut u2) = (1u8, 2u8);
+        for c in 0..4 {
+            for l in 0..32 {
+                let ql = b[48 + 32 * c + l];
+                let qh = b[16 + l];
+                let q1 = (ql & 15) as f64 + if qh & u1 != 0 { 16.0 } else { 0.0 };
+                let q2 = (ql >> 4) as f64 + if qh & u2 != 0 { 16.0 } else { 0.0 };
+                for (e, q, j) in [(64 * c + l, q1, 2 * c), (64 * c + 32 + l, q2, 2 * c + 1)] {
+                    let a = d * sc[j] as f64 * q;
+                    let m = dmin * mn[j] as f64;
+                    out[e] = (a - m, (a.abs() + m.abs()) * F32_REL);
+                }
+            }
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+        out
+    }
+
+    #[test]
+    fn dequantize_matches_layout() {
+        weight::check_dequantize(GgmlType::Q5K, 101, randomize, decode);
+    }
+
+    #[test]
+    fn vec_dot_matches_f64() {
+        weight::check_vec_dot(GgmlType::Q5K, 102, randomize, decode);
+    }
+
+    #[test]
+    fn roundtrip_error() {
+        weight::check_roundtrip(GgmlType::Q5K, 103, |x| {
+            let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+            ((mx - mn) / 31.0) as f64
+        });
+        let e = weight::rms_rel_error(GgmlType::Q5K, 104);
+        assert!(e < 0.06, "rms rel error {e}");
+    }
+}

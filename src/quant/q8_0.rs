@@ -1,0 +1,168 @@
+//! Q8_0: blocks of 32 values, `x = d * q` with int8 `q`. Weight format and
+//! the activation format paired with Q4_0 / Q5_0 / Q8_0 weights.
+//!
+//! Layout (34 bytes): `d: f16` | `qs: [i8; 32]`.
+
+use super::lanes::{dot32, Acc8};
+use super::{arr, f16_at, put_f16};
+
+pub(crate) const QK: usize = 32;
+pub(crate) const BYTES: usize = 2 + QK;
+
+#[inline(always)]
+fn quants(b: &[u8; BYTES]) -> [i8; QK] {
+    arr::<QK>(b, 2).map(|v| v as i8)
+}
+
+pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
+    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+        let d = f16_at(b, 0);
+        for (y, q) in y.iter_mut().zip(quants(b)) {
+            *y = q as f32 * d;
+        }
+    }
+}
+
+/// Largest |x| of a group (`_mm256_max_ps` over `andnot(-0.0, x)`).
+#[inline(always)]
+pub(crate) fn absmax(x: &[f32]) -> f32 {
+    x.iter().fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m })
+}
+
+/// `_mm256_round_ps(v, _MM_ROUND_NEAREST)` + `cvtps_epi32` + the saturating
+/// packs down to int8.
+#[inline(always)]
+pub(crate) fn round_pack_i8(v: f32) -> i8 {
+    let r = v.round_ties_even();
+    // cvtps_epi32 yields i32::MIN for NaN and out-of-range values
+    let i = if (-2_147_483_648.0..2_147_483_648.0).contains(&r) { r as i32 } else { i32::MIN };
+    i.clamp(-128, 127) as i8
+}
+
+/// x86 `quantize_row_q8_0` (AVX path): multiplier `127 / amax`, round half
+/// to even. Returns nothing; also used by Q8_1.
+pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+        let amax = absmax(x);
+        let d = amax / 127.0;
+        put_f16(b, 0, d);
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        for (q, &v) in b[2..].iter_mut().zip(x) {
+            *q = round_pack_i8(v * id) as u8;
+        }
+    }
+}
+
+/// `quantize_row_q8_0_ref`: multiplier `1 / d`, `roundf` (half away from 0).
+pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+        let amax = x.iter().fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        put_f16(b, 0, d);
+        for (q, &v) in b[2..].iter_mut().zip(x) {
+            *q = (v * id).round() as i8 as u8;
+        }
+    }
+}
+
+/// `ggml_vec_dot_q8_0_q8_0`, AVX2 order.
+pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = Acc8::new();
+    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<BYTES>().0) {
+        let d = f16_at(wb, 0) * f16_at(ab, 0);
+        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
+    }
+    acc.hsum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::test_util::{act, f16_bits_to_f64, f16_field, set_f16_field, weight, Rng, F32_REL};
+    use crate::quant::{f32_to_f16, quantize_row, GgmlType};
+
+    fn randomize(rng: &mut Rng, b: &mut [u8]) {
+        let h = rng.f16_bits(-14, 0, true);
+        set_f16_field(b, 0, h);
+    }
+
+    /// Independent decoding from ggml-common.h's block_q8_0.
+    fn decode(b: &[u8]) -> Vec<(f64, f64)> {
+        let d = f16_field(b, 0);
+        (0..32)
+            .map(|i| {
+                let v = d * (b[2 + i] as i8) as f64;
+                (v, v.abs() * F32_REL)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dequantize_matches_layout() {
+        weight::check_dequantize(GgmlType::Q8_0, 41, randomize, decode);
+    }
+
+    #[test]
+    fn vec_dot_matches_f64() {
+        weight::check_vec_dot(GgmlType::Q8_0, 42, randomize, decode);
+    }
+
+    #[test]
+    fn roundtrip_within_step() {
+        weight::check_roundtrip(GgmlType::Q8_0, 43, |x| {
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+            amax / 127.0 * 0.5 + amax * 2f64.powi(-11)
+        });
+    }
+
+    /// Activation quantization: scale from an f64 model, quants = nearest
+    /// (ties to even) of x * 127/amax.
+    #[test]
+    fn activation_quantizer() {
+        let mut rng = Rng::new(44);
+        for _ in 0..50 {
+            let x = rng.row(256);
+            let mut b = vec![0u8; 8 * BYTES];
+            quantize_row(GgmlType::Q8_0, &x, &mut b);
+            for (xb, bb) in x.chunks(32).zip(b.chunks(BYTES)) {
+                let amax = xb.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+                let d = (amax / 127.0) as f32; // f64 quotient rounded once == f32 division
+                assert_eq!(u16::from_le_bytes([bb[0], bb[1]]), f32_to_f16(d));
+                assert!((f16_bits_to_f64(f32_to_f16(d)) - amax / 127.0).abs() <= amax / 127.0 * 2f64.powi(-11));
+                let id = if amax != 0.0 { (127.0 / amax) as f32 } else { 0.0 };
+                for (i, &v) in xb.iter().enumerate() {
+                    let p = (v * id) as f64; // the f32 product, as the SIMD code forms it
+                    let q = bb[2 + i] as i8 as f64;
+                    assert!((q - p).abs() <= 0.5, "{v} -> {q}");
+                    if (q - p).abs() == 0.5 {
+                        assert_eq!(q % 2.0, 0.0, "tie must go to even: {p} -> {q}");
+                    }
+                    assert!(q.abs() <= 127.0);
+                }
+            }
+        }
+        // ties: amax = 127 makes id = 1, so x.5 values are exact ties
+        let mut x = [0f32; 32];
+        x[0] = 127.0;
+        x[1] = 0.5;
+        x[2] = 1.5;
+        x[3] = 2.5;
+        x[4] = -0.5;
+        x[5] = -1.5;
+        x[6] = -2.5;
+        x[7] = 126.5;
+        let mut b = [0u8; BYTES];
+        quantize_x86(&x, &mut b);
+        let q: Vec<i8> = b[2..10].iter().map(|&v| v as i8).collect();
+        assert_eq!(q, [127, 0, 2, 2, 0, -2, -2, 126]);
+        // the reference quantizer rounds ties away from zero
+        quantize_ref(&x, &mut b);
+        let q: Vec<i8> = b[2..10].iter().map(|&v| v as i8).collect();
+        assert_eq!(q, [127, 1, 2, 3, -1, -2, -3, 127]);
+        // all-zero block: d = 0, quants 0
+        quantize_x86(&[0.0; 32], &mut b);
+        assert!(b.iter().all(|&v| v == 0));
+        assert_eq!(act::q8_0(&b), vec![0.0; 32]);
+    }
+}

@@ -1,0 +1,133 @@
+//! Golden logits: every tiny model of tests/data/tiny runs llama.cpp's scenarios A–D through the
+//! C API and must reproduce llama.cpp b11312's logits within DESIGN.md §5's tolerances.
+
+mod common;
+
+use common::json::Json;
+use common::*;
+use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
+use deepseek::api::memory::*;
+use deepseek::api::model::{llama_model_free, llama_model_get_vocab, llama_vocab_n_tokens};
+
+/// Runs scenarios A–D and returns the produced rows in the reference's order.
+fn run_scenarios(model: &str, g: &Json) -> Vec<Vec<f32>> {
+    let m = load_model(&data(&format!("tiny/{model}.gguf")));
+    let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize;
+    assert_eq!(n_vocab, g.get("n_vocab").num() as usize);
+    let c = new_context(m, 256, 4, 2);
+    let mem = llama_get_memory(c);
+    let mut rows = Vec::new();
+    let mut b = Batch::new(64, 4);
+
+    // A: 40 tokens of sequence 0 in one batch, logits everywhere.
+    for (i, &t) in g.get("A_tokens").i32s().iter().enumerate() {
+        b.add(t, i as i32, 0, true);
+    }
+    // SAFETY: b is a valid batch from llama_batch_init.
+    assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    for i in 0..40 {
+        rows.push(logits_row(c, i, n_vocab));
+    }
+    // B: the reference's greedy continuation, one token at a time.
+    for (s, &t) in g.get("B_tokens").i32s().iter().enumerate() {
+        b.clear();
+        b.add(t, 40 + s as i32, 0, true);
+        // SAFETY: as above.
+        assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+        rows.push(logits_row(c, 0, n_vocab));
+    }
+    // C: three interleaved sequences, logits at the last token of each.
+    llama_memory_clear(mem, true);
+    let seqs: Vec<Vec<i32>> = (0..3).map(|s| g.get(&format!("C_seq{s}_tokens")).i32s()).collect();
+    b.clear();
+    let mut last = [0i32; 3];
+    for i in 0..20 {
+        for s in 0..3 {
+            if i < seqs[s].len() {
+                last[s] = b.0.n_tokens;
+                b.add(seqs[s][i], i as i32, s as i32, i == seqs[s].len() - 1);
+            }
+        }
+    }
+    // SAFETY: as above.
+    assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    for s in 0..3 {
+        rows.push(logits_row(c, last[s], n_vocab));
+    }
+    // D: copy seq 0 to 3, cut seq 1 at pos 3, then one token each for seqs 1 and 3.
+    llama_memory_seq_cp(mem, 0, 3, -1, -1);
+    assert!(llama_memory_seq_rm(mem, 1, 3, -1));
+    assert_eq!(llama_memory_seq_pos_max(mem, 1), 2);
+    assert_eq!(llama_memory_seq_pos_max(mem, 3), 11);
+    let d = g.get("D_tokens");
+    b.clear();
+    b.add(d.get("seq1_pos3").num() as i32, 3, 1, true);
+    b.add(d.get("seq3_pos12").num() as i32, 12, 3, true);
+    // SAFETY: as above.
+    assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    rows.push(logits_row(c, 0, n_vocab));
+    rows.push(logits_row(c, 1, n_vocab));
+    drop(b);
+    // SAFETY: handles from this test, freed once.
+    unsafe {
+        llama_free(c);
+        llama_model_free(m);
+    }
+    rows
+}
+
+fn check(model: &str) {
+    let g = Json::parse(&std::fs::read_to_string(data(&format!("golden/{model}.json"))).unwrap());
+    let n_vocab = g.get("n_vocab").num() as usize;
+    let reference = read_f32s(&data(&format!("golden/{model}.f32")));
+    let rows = run_scenarios(model, &g);
+    assert_eq!(rows.len() * n_vocab, reference.len());
+    let float = model.ends_with("f32") || model.ends_with("f16") || model.ends_with("bf16");
+    let (min_cos, gap) = if float { (0.9999, 0.005) } else { (0.998, 0.02) };
+    let mut cosines = Vec::new();
+    let mut failures = Vec::new();
+    for (r, ours) in rows.iter().enumerate() {
+        let want = &reference[r * n_vocab..(r + 1) * n_vocab];
+        let cos = cosine(ours, want);
+        cosines.push(cos);
+        if cos < min_cos {
+            failures.push(format!("row {r}: cosine {cos:.6} < {min_cos}"));
+        }
+        if top2_gap_fraction(want) > gap && argmax(ours) != argmax(want) {
+            failures.push(format!("row {r}: argmax {} != reference {}", argmax(ours), argmax(want)));
+        }
+    }
+    cosines.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = cosines[cosines.len() / 2];
+    if !float && median < 0.9995 {
+        failures.push(format!("median cosine {median:.6} < 0.9995"));
+    }
+    eprintln!("{model}: min cosine {:.6}, median {median:.6}", cosines[0]);
+    assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
+}
+
+macro_rules! golden {
+    ($($name:ident => $file:expr),* $(,)?) => { $(#[test] fn $name() { check($file); })* };
+}
+
+golden! {
+    qwen2_f32 => "tiny-qwen2-f32",
+    qwen2_f16 => "tiny-qwen2-f16",
+    qwen2_bf16 => "tiny-qwen2-bf16",
+    qwen2_q8_0 => "tiny-qwen2-q8_0",
+    qwen2_q4_0 => "tiny-qwen2-q4_0",
+    qwen2_q4_1 => "tiny-qwen2-q4_1",
+    qwen2_q5_0 => "tiny-qwen2-q5_0",
+    qwen2_q5_1 => "tiny-qwen2-q5_1",
+    qwen2_q2_k => "tiny-qwen2-q2_k",
+    qwen2_q3_k_m => "tiny-qwen2-q3_k_m",
+    qwen2_q4_k_m => "tiny-qwen2-q4_k_m",
+    qwen2_q5_k_m => "tiny-qwen2-q5_k_m",
+    qwen2_q6_k => "tiny-qwen2-q6_k",
+    llama_f32 => "tiny-llama-f32",
+    llama_f16 => "tiny-llama-f16",
+    llama_q8_0 => "tiny-llama-q8_0",
+    llama_q4_0 => "tiny-llama-q4_0",
+    llama_q4_k_m => "tiny-llama-q4_k_m",
+    llama_q6_k => "tiny-llama-q6_k",
+}
