@@ -14,6 +14,14 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
+/* llama.h declares these structs with typedef names as well. */
+typedef struct llama_token_data llama_token_data;
+typedef struct llama_token_data_array llama_token_data_array;
+typedef struct llama_batch llama_batch;
+typedef struct llama_logit_bias llama_logit_bias;
+typedef struct llama_sampler_chain_params llama_sampler_chain_params;
+typedef struct llama_chat_message llama_chat_message;
+
 
 /**
  * "GGUF" read as a little-endian u32.
@@ -26,53 +34,71 @@
 
 #define MAX_SEQ 256
 
+#define LLAMA_DEFAULT_SEED 4294967295
+
+#define LLAMA_TOKEN_NULL -1
+
+#define LLAMA_FILE_MAGIC_GGLA 1734831201
+
+#define LLAMA_FILE_MAGIC_GGSN 1734833006
+
+#define LLAMA_FILE_MAGIC_GGSQ 1734833009
+
+#define LLAMA_SESSION_MAGIC LLAMA_FILE_MAGIC_GGSN
+
+#define LLAMA_SESSION_VERSION 10
+
+#define LLAMA_STATE_SEQ_MAGIC LLAMA_FILE_MAGIC_GGSQ
+
+#define LLAMA_STATE_SEQ_VERSION 3
+
 /**
  * ggml's log levels (values match `enum ggml_log_level`).
  */
-typedef enum ggml_log_level {
+enum ggml_log_level {
   GGML_LOG_LEVEL_NONE = 0,
   GGML_LOG_LEVEL_DEBUG = 1,
   GGML_LOG_LEVEL_INFO = 2,
   GGML_LOG_LEVEL_WARN = 3,
   GGML_LOG_LEVEL_ERROR = 4,
   GGML_LOG_LEVEL_CONT = 5,
-} ggml_log_level;
+};
 
-typedef enum llama_context_type {
+enum llama_context_type {
   LLAMA_CONTEXT_TYPE_DEFAULT = 0,
   LLAMA_CONTEXT_TYPE_MTP = 1,
-} llama_context_type;
+};
 
-typedef enum llama_rope_scaling_type {
+enum llama_rope_scaling_type {
   LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
   LLAMA_ROPE_SCALING_TYPE_NONE = 0,
   LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
   LLAMA_ROPE_SCALING_TYPE_YARN = 2,
   LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
-} llama_rope_scaling_type;
+};
 
-typedef enum llama_pooling_type {
+enum llama_pooling_type {
   LLAMA_POOLING_TYPE_UNSPECIFIED = -1,
   LLAMA_POOLING_TYPE_NONE = 0,
   LLAMA_POOLING_TYPE_MEAN = 1,
   LLAMA_POOLING_TYPE_CLS = 2,
   LLAMA_POOLING_TYPE_LAST = 3,
   LLAMA_POOLING_TYPE_RANK = 4,
-} llama_pooling_type;
+};
 
-typedef enum llama_attention_type {
+enum llama_attention_type {
   LLAMA_ATTENTION_TYPE_UNSPECIFIED = -1,
   LLAMA_ATTENTION_TYPE_CAUSAL = 0,
   LLAMA_ATTENTION_TYPE_NON_CAUSAL = 1,
-} llama_attention_type;
+};
 
-typedef enum llama_flash_attn_type {
+enum llama_flash_attn_type {
   LLAMA_FLASH_ATTN_TYPE_AUTO = -1,
   LLAMA_FLASH_ATTN_TYPE_DISABLED = 0,
   LLAMA_FLASH_ATTN_TYPE_ENABLED = 1,
-} llama_flash_attn_type;
+};
 
-typedef enum ggml_type {
+enum ggml_type {
   GGML_TYPE_F32 = 0,
   GGML_TYPE_F16 = 1,
   GGML_TYPE_Q4_0 = 2,
@@ -109,45 +135,45 @@ typedef enum ggml_type {
   GGML_TYPE_Q1_0 = 41,
   GGML_TYPE_Q2_0 = 42,
   GGML_TYPE_COUNT = 43,
-} ggml_type;
+};
 
-typedef enum llama_split_mode {
+enum llama_split_mode {
   LLAMA_SPLIT_MODE_NONE = 0,
   LLAMA_SPLIT_MODE_LAYER = 1,
   LLAMA_SPLIT_MODE_ROW = 2,
   LLAMA_SPLIT_MODE_TENSOR = 3,
-} llama_split_mode;
+};
 
-typedef enum llama_load_mode {
+enum llama_load_mode {
   LLAMA_LOAD_MODE_AUTO = -1,
   LLAMA_LOAD_MODE_NONE = 0,
   LLAMA_LOAD_MODE_MMAP = 1,
   LLAMA_LOAD_MODE_MLOCK = 2,
   LLAMA_LOAD_MODE_MMAP_MLOCK = 3,
   LLAMA_LOAD_MODE_DIRECT_IO = 4,
-} llama_load_mode;
+};
 
-typedef enum llama_lazy_mode {
+enum llama_lazy_mode {
   LLAMA_LAZY_MODE_OFF = 0,
   LLAMA_LAZY_MODE_AUTO = 1,
   LLAMA_LAZY_MODE_ON = 2,
-} llama_lazy_mode;
+};
 
-typedef enum llama_model_kv_override_type {
+enum llama_model_kv_override_type {
   LLAMA_KV_OVERRIDE_TYPE_INT,
   LLAMA_KV_OVERRIDE_TYPE_FLOAT,
   LLAMA_KV_OVERRIDE_TYPE_BOOL,
   LLAMA_KV_OVERRIDE_TYPE_STR,
-} llama_model_kv_override_type;
+};
 
-typedef enum llama_rope_type {
+enum llama_rope_type {
   LLAMA_ROPE_TYPE_NONE = -1,
   LLAMA_ROPE_TYPE_NORM = 0,
   LLAMA_ROPE_TYPE_NEOX = 2,
   LLAMA_ROPE_TYPE_MROPE = 8,
   LLAMA_ROPE_TYPE_IMROPE = 40,
   LLAMA_ROPE_TYPE_VISION = 24,
-} llama_rope_type;
+};
 
 /**
  * GGML tensor types, discriminants = ggml's enum ggml_type values.
@@ -186,7 +212,7 @@ typedef uint32_t GgmlType;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-typedef enum llama_vocab_type {
+enum llama_vocab_type {
   LLAMA_VOCAB_TYPE_NONE = 0,
   LLAMA_VOCAB_TYPE_SPM = 1,
   LLAMA_VOCAB_TYPE_BPE = 2,
@@ -195,42 +221,106 @@ typedef enum llama_vocab_type {
   LLAMA_VOCAB_TYPE_RWKV = 5,
   LLAMA_VOCAB_TYPE_PLAMO2 = 6,
   LLAMA_VOCAB_TYPE_TEST = 7,
-} llama_vocab_type;
+};
 
-typedef struct ggml_backend_buffer_type ggml_backend_buffer_type;
+enum llama_token_type {
+  LLAMA_TOKEN_TYPE_UNDEFINED = 0,
+  LLAMA_TOKEN_TYPE_NORMAL = 1,
+  LLAMA_TOKEN_TYPE_UNKNOWN = 2,
+  LLAMA_TOKEN_TYPE_CONTROL = 3,
+  LLAMA_TOKEN_TYPE_USER_DEFINED = 4,
+  LLAMA_TOKEN_TYPE_UNUSED = 5,
+  LLAMA_TOKEN_TYPE_BYTE = 6,
+};
+
+enum llama_token_attr {
+  LLAMA_TOKEN_ATTR_UNDEFINED = 0,
+  LLAMA_TOKEN_ATTR_UNKNOWN = (1 << 0),
+  LLAMA_TOKEN_ATTR_UNUSED = (1 << 1),
+  LLAMA_TOKEN_ATTR_NORMAL = (1 << 2),
+  LLAMA_TOKEN_ATTR_CONTROL = (1 << 3),
+  LLAMA_TOKEN_ATTR_USER_DEFINED = (1 << 4),
+  LLAMA_TOKEN_ATTR_BYTE = (1 << 5),
+  LLAMA_TOKEN_ATTR_NORMALIZED = (1 << 6),
+  LLAMA_TOKEN_ATTR_LSTRIP = (1 << 7),
+  LLAMA_TOKEN_ATTR_RSTRIP = (1 << 8),
+  LLAMA_TOKEN_ATTR_SINGLE_WORD = (1 << 9),
+};
+
+enum llama_ftype {
+  LLAMA_FTYPE_ALL_F32 = 0,
+  LLAMA_FTYPE_MOSTLY_F16 = 1,
+  LLAMA_FTYPE_MOSTLY_Q4_0 = 2,
+  LLAMA_FTYPE_MOSTLY_Q4_1 = 3,
+  LLAMA_FTYPE_MOSTLY_Q8_0 = 7,
+  LLAMA_FTYPE_MOSTLY_Q5_0 = 8,
+  LLAMA_FTYPE_MOSTLY_Q5_1 = 9,
+  LLAMA_FTYPE_MOSTLY_Q2_K = 10,
+  LLAMA_FTYPE_MOSTLY_Q3_K_S = 11,
+  LLAMA_FTYPE_MOSTLY_Q3_K_M = 12,
+  LLAMA_FTYPE_MOSTLY_Q3_K_L = 13,
+  LLAMA_FTYPE_MOSTLY_Q4_K_S = 14,
+  LLAMA_FTYPE_MOSTLY_Q4_K_M = 15,
+  LLAMA_FTYPE_MOSTLY_Q5_K_S = 16,
+  LLAMA_FTYPE_MOSTLY_Q5_K_M = 17,
+  LLAMA_FTYPE_MOSTLY_Q6_K = 18,
+  LLAMA_FTYPE_MOSTLY_IQ2_XXS = 19,
+  LLAMA_FTYPE_MOSTLY_IQ2_XS = 20,
+  LLAMA_FTYPE_MOSTLY_Q2_K_S = 21,
+  LLAMA_FTYPE_MOSTLY_IQ3_XS = 22,
+  LLAMA_FTYPE_MOSTLY_IQ3_XXS = 23,
+  LLAMA_FTYPE_MOSTLY_IQ1_S = 24,
+  LLAMA_FTYPE_MOSTLY_IQ4_NL = 25,
+  LLAMA_FTYPE_MOSTLY_IQ3_S = 26,
+  LLAMA_FTYPE_MOSTLY_IQ3_M = 27,
+  LLAMA_FTYPE_MOSTLY_IQ2_S = 28,
+  LLAMA_FTYPE_MOSTLY_IQ2_M = 29,
+  LLAMA_FTYPE_MOSTLY_IQ4_XS = 30,
+  LLAMA_FTYPE_MOSTLY_IQ1_M = 31,
+  LLAMA_FTYPE_MOSTLY_BF16 = 32,
+  LLAMA_FTYPE_MOSTLY_TQ1_0 = 36,
+  LLAMA_FTYPE_MOSTLY_TQ2_0 = 37,
+  LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38,
+  LLAMA_FTYPE_MOSTLY_NVFP4 = 39,
+  LLAMA_FTYPE_MOSTLY_Q1_0 = 40,
+  LLAMA_FTYPE_MOSTLY_Q2_0 = 41,
+  LLAMA_FTYPE_GUESSED = 1024,
+};
+
+struct ggml_backend_buffer_type;
 
 /**
  * Opaque ggml objects that appear in llama.h signatures; we never dereference them.
  */
-typedef struct ggml_backend_device ggml_backend_device;
+struct ggml_backend_device;
 
-typedef struct ggml_tensor ggml_tensor;
+struct ggml_tensor;
 
 /**
  * `struct llama_context`.
  */
-typedef struct llama_context llama_context;
+struct llama_context;
 
 /**
  * `struct llama_memory_i`: the context's memory, addressed through the context that owns it.
  */
-typedef struct llama_memory_i llama_memory_i;
+struct llama_memory_i;
 
 /**
  * `struct llama_model`: shares the immutable model with every context made from it, so a
  * context keeps working (and the file mapped) until the last of them is freed.
  */
-typedef struct llama_model llama_model;
+struct llama_model;
 
 /**
  * Opaque sampler handle (the sampler API lands with the sampling issue).
  */
-typedef struct llama_sampler llama_sampler;
+struct llama_sampler;
 
 /**
  * `struct llama_vocab`: lives inside its llama_model.
  */
-typedef struct llama_vocab llama_vocab;
+struct llama_vocab;
 
 typedef void (*ggml_log_callback)(enum ggml_log_level level, const char *text, void *user_data);
 
@@ -240,7 +330,7 @@ typedef int32_t llama_pos;
 
 typedef int32_t llama_seq_id;
 
-typedef struct llama_batch {
+struct llama_batch {
   int32_t n_tokens;
   llama_token *token;
   float *embd;
@@ -248,18 +338,18 @@ typedef struct llama_batch {
   int32_t *n_seq_id;
   llama_seq_id **seq_id;
   int8_t *logits;
-} llama_batch;
+};
 
 typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *t, bool ask, void *user_data);
 
 typedef bool (*ggml_abort_callback)(void *data);
 
-typedef struct llama_sampler_seq_config {
+struct llama_sampler_seq_config {
   llama_seq_id seq_id;
   struct llama_sampler *sampler;
-} llama_sampler_seq_config;
+};
 
-typedef struct llama_context_params {
+struct llama_context_params {
   uint32_t n_ctx;
   uint32_t n_batch;
   uint32_t n_ubatch;
@@ -297,33 +387,35 @@ typedef struct llama_context_params {
   struct llama_sampler_seq_config *samplers;
   size_t n_samplers;
   struct llama_context *ctx_other;
-} llama_context_params;
+};
+
+typedef struct llama_memory_i *llama_memory_t;
 
 typedef struct ggml_backend_device *ggml_backend_dev_t;
 
 typedef struct ggml_backend_buffer_type *ggml_backend_buffer_type_t;
 
-typedef struct llama_model_tensor_buft_override {
+struct llama_model_tensor_buft_override {
   const char *pattern;
   ggml_backend_buffer_type_t buft;
-} llama_model_tensor_buft_override;
+};
 
 typedef bool (*llama_progress_callback)(float progress, void *user_data);
 
-typedef union llama_model_kv_override_value {
+union llama_model_kv_override_value {
   int64_t val_i64;
   double val_f64;
   bool val_bool;
   char val_str[128];
-} llama_model_kv_override_value;
+};
 
-typedef struct llama_model_kv_override {
+struct llama_model_kv_override {
   enum llama_model_kv_override_type tag;
   char key[128];
   union llama_model_kv_override_value value;
-} llama_model_kv_override;
+};
 
-typedef struct llama_model_params {
+struct llama_model_params {
   ggml_backend_dev_t *devices;
   const struct llama_model_tensor_buft_override *tensor_buft_overrides;
   int32_t n_gpu_layers;
@@ -341,34 +433,34 @@ typedef struct llama_model_params {
   bool no_host;
   bool no_alloc;
   bool load_mtp;
-} llama_model_params;
+};
 
-typedef struct llama_chat_message {
+struct llama_chat_message {
   const char *role;
   const char *content;
-} llama_chat_message;
+};
 
-typedef struct llama_logit_bias {
+struct llama_logit_bias {
   llama_token token;
   float bias;
-} llama_logit_bias;
+};
 
-typedef struct llama_sampler_chain_params {
+struct llama_sampler_chain_params {
   bool no_perf;
-} llama_sampler_chain_params;
+};
 
-typedef struct llama_token_data {
+struct llama_token_data {
   llama_token id;
   float logit;
   float p;
-} llama_token_data;
+};
 
-typedef struct llama_token_data_array {
+struct llama_token_data_array {
   struct llama_token_data *data;
   size_t size;
   int64_t selected;
   bool sorted;
-} llama_token_data_array;
+};
 
 /**
  * All supported types, in discriminant order.
@@ -454,7 +546,7 @@ uint32_t llama_n_seq_max(const struct llama_context *ctx);
 
 const struct llama_model *llama_get_model(const struct llama_context *ctx);
 
-struct llama_memory_i *llama_get_memory(const struct llama_context *ctx);
+llama_memory_t llama_get_memory(const struct llama_context *ctx);
 
 enum llama_pooling_type llama_pooling_type(const struct llama_context *ctx);
 
@@ -494,38 +586,35 @@ float *llama_get_embeddings_ith(struct llama_context *ctx, int32_t i);
 
 float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id _seq_id);
 
-void llama_memory_clear(struct llama_memory_i *mem, bool data);
+void llama_memory_clear(llama_memory_t mem, bool data);
 
-bool llama_memory_seq_rm(struct llama_memory_i *mem,
-                         llama_seq_id seq_id,
-                         llama_pos p0,
-                         llama_pos p1);
+bool llama_memory_seq_rm(llama_memory_t mem, llama_seq_id seq_id, llama_pos p0, llama_pos p1);
 
-void llama_memory_seq_cp(struct llama_memory_i *mem,
+void llama_memory_seq_cp(llama_memory_t mem,
                          llama_seq_id seq_id_src,
                          llama_seq_id seq_id_dst,
                          llama_pos p0,
                          llama_pos p1);
 
-void llama_memory_seq_keep(struct llama_memory_i *mem, llama_seq_id seq_id);
+void llama_memory_seq_keep(llama_memory_t mem, llama_seq_id seq_id);
 
-void llama_memory_seq_add(struct llama_memory_i *mem,
+void llama_memory_seq_add(llama_memory_t mem,
                           llama_seq_id seq_id,
                           llama_pos p0,
                           llama_pos p1,
                           llama_pos delta);
 
-void llama_memory_seq_div(struct llama_memory_i *mem,
+void llama_memory_seq_div(llama_memory_t mem,
                           llama_seq_id seq_id,
                           llama_pos p0,
                           llama_pos p1,
                           int32_t d);
 
-llama_pos llama_memory_seq_pos_min(struct llama_memory_i *mem, llama_seq_id seq_id);
+llama_pos llama_memory_seq_pos_min(llama_memory_t mem, llama_seq_id seq_id);
 
-llama_pos llama_memory_seq_pos_max(struct llama_memory_i *mem, llama_seq_id seq_id);
+llama_pos llama_memory_seq_pos_max(llama_memory_t mem, llama_seq_id seq_id);
 
-bool llama_memory_can_shift(struct llama_memory_i *mem);
+bool llama_memory_can_shift(llama_memory_t mem);
 
 struct llama_model_params llama_model_default_params(void);
 

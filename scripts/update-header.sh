@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --lib -q
-gen=$(ls -t target/release/build/deepseek-*/out/deepseek.h | head -n 1)
+gen=$(ls -td target/release/build/deepseek-*/out/deepseek.h | head -n 1)
 cp "$gen" include/deepseek.h
 echo "include/deepseek.h updated from $gen"

@@ -182,7 +182,7 @@ pub extern "C" fn llama_get_model(ctx: *const llama_context) -> *const llama_mod
     with_ctx("llama_get_model", ctx, |c| Ok(c.model))
 }
 #[no_mangle]
-pub extern "C" fn llama_get_memory(ctx: *const llama_context) -> *mut llama_memory_i {
+pub extern "C" fn llama_get_memory(ctx: *const llama_context) -> super::handles::llama_memory_t {
     with_ctx("llama_get_memory", ctx, |c| Ok(&c.memory as *const llama_memory_i as *mut llama_memory_i))
 }
 #[no_mangle]

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: fetches the real models (cached outside git), builds the release
+# library (the C harness links it), then runs every Rust, golden, real-model and C test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/fetch-models.sh smollm2 qwen05
+cargo build --release
+cargo test --release -- --test-threads 2

@@ -1,0 +1,78 @@
+//! Builds the C programs of c_tests/ against include/llama.h and the release library, runs them,
+//! and runs them again under valgrind memcheck (no errors, nothing definitely or indirectly
+//! lost). The library must have been built first (`cargo build --release`, which the test
+//! command does).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn lib_dir() -> PathBuf {
+    let dir = root().join("target/release");
+    assert!(dir.join("libdeepseek.so").exists(), "target/release/libdeepseek.so is missing: run `cargo build --release` first");
+    dir
+}
+
+fn build(name: &str) -> PathBuf {
+    let out_dir = root().join("target/c_tests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(name);
+    let status = Command::new("cc")
+        .args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
+        .arg("-I").arg(root().join("include"))
+        .arg(root().join(format!("c_tests/{name}.c")))
+        .arg("-o").arg(&exe)
+        .arg("-L").arg(lib_dir())
+        .arg("-ldeepseek").arg("-lm")
+        .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
+        .status()
+        .expect("cc");
+    assert!(status.success(), "compiling c_tests/{name}.c failed");
+    exe
+}
+
+fn run(exe: &Path, args: &[&str]) {
+    let out = Command::new(exe).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{} failed:\n{text}", exe.display());
+}
+
+fn valgrind(exe: &Path, args: &[&str]) {
+    let have = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(have, "valgrind is required for the C harness (the CI script installs it)");
+    let out = Command::new("valgrind")
+        .args(["--tool=memcheck", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", "--quiet"])
+        .arg(exe)
+        .args(args)
+        .env("DEEPSEEK_VALGRIND", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "valgrind reported problems in {}:\n{text}", exe.display());
+}
+
+#[test]
+fn abi_layout_and_defaults() {
+    let exe = build("abi");
+    run(&exe, &[]);
+    valgrind(&exe, &[]);
+}
+
+#[test]
+fn malformed_gguf_files_are_rejected() {
+    let exe = build("malformed");
+    run(&exe, &[]);
+    valgrind(&exe, &[]);
+}
+
+#[test]
+fn api_walkthrough() {
+    let exe = build("walkthrough");
+    let model = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    run(&exe, &[model.to_str().unwrap()]);
+    valgrind(&exe, &[model.to_str().unwrap()]);
+    run(&exe, &[root().join("tests/data/tiny/tiny-llama-q4_k_m.gguf").to_str().unwrap()]);
+}
