@@ -7,6 +7,7 @@ pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 /// ggml's `nearest_int`: round to nearest, ties to even, via the 1.5 * 2^23
 /// magic constant. Valid for |f| <= 4194303 (as in ggml).
 #[inline(always)]
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN passes, as in ggml release builds
 pub(crate) fn nearest_int(f: f32) -> i32 {
     debug_assert!(!(f.abs() > 4_194_303.0), "nearest_int({f}) out of range");
     let v = f + 12_582_912.0;

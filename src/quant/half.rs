@@ -145,8 +145,11 @@ pub(crate) fn quantize_bf16(src: &[f32], dst: &mut [u8]) {
 const STEP: usize = 64;
 
 /// `ggml_vec_dot_f32` on AVX-512F: four 16-lane FMA accumulators over steps
-/// of 64, reduced pairwise and with `_mm512_reduce_add_ps`; leftovers are
-/// added in f32 (the compiler contracts `sumf += x*y` into an FMA).
+/// of 64, reduced pairwise and with `_mm512_reduce_add_ps`; then the
+/// `n % 64` leftovers are added to the f32 total in order. For the
+/// leftovers we follow GCC's `-O3` code for `sumf += x[i]*y[i]`: it
+/// vectorizes the products of whole groups of 4 (rounded `vmulps`, then
+/// sequential adds) and contracts the last `n % 4` into scalar FMAs.
 pub(crate) fn vec_dot_f32(w: &[u8], a: &[u8]) -> f32 {
     let (wsteps, wrest) = w.as_chunks::<{ 4 * STEP }>();
     let (asteps, arest) = a.as_chunks::<{ 4 * STEP }>();
@@ -162,7 +165,13 @@ pub(crate) fn vec_dot_f32(w: &[u8], a: &[u8]) -> f32 {
         }
     }
     let mut sumf = reduce4x16(&mut sum);
-    for (x, y) in wrest.as_chunks::<4>().0.iter().zip(arest.as_chunks::<4>().0) {
+    let wrest = wrest.as_chunks::<4>().0;
+    let arest = arest.as_chunks::<4>().0;
+    let split = wrest.len() / 4 * 4;
+    for (x, y) in wrest[..split].iter().zip(&arest[..split]) {
+        sumf += f32_le(x) * f32_le(y);
+    }
+    for (x, y) in wrest[split..].iter().zip(&arest[split..]) {
         sumf = f32_le(x).mul_add(f32_le(y), sumf);
     }
     sumf
@@ -185,7 +194,12 @@ pub(crate) fn vec_dot_f16(w: &[u8], a: &[u8]) -> f32 {
         }
     }
     let mut sumf = reduce4x16(&mut sum) as f64;
-    for (x, y) in wrest.as_chunks::<2>().0.iter().zip(arest.as_chunks::<2>().0) {
+    for (x, y) in wrest
+        .as_chunks::<2>()
+        .0
+        .iter()
+        .zip(arest.as_chunks::<2>().0)
+    {
         sumf += (f16_le(x) * f16_le(y)) as f64;
     }
     sumf as f32
@@ -210,7 +224,12 @@ pub(crate) fn vec_dot_bf16(w: &[u8], a: &[u8]) -> f32 {
     }
     let mut sumf = reduce16(&c[0]) as f64;
     sumf += reduce16(&c[1]) as f64;
-    for (x, y) in wrest.as_chunks::<2>().0.iter().zip(arest.as_chunks::<2>().0) {
+    for (x, y) in wrest
+        .as_chunks::<2>()
+        .0
+        .iter()
+        .zip(arest.as_chunks::<2>().0)
+    {
         sumf += (bf16_le(x) * bf16_le(y)) as f64;
     }
     sumf as f32
@@ -219,14 +238,17 @@ pub(crate) fn vec_dot_bf16(w: &[u8], a: &[u8]) -> f32 {
 /// `GGML_F32x16_REDUCE` with 4 registers: (s0+s2) + (s1+s3), then the
 /// 16-lane horizontal sum.
 fn reduce4x16(sum: &mut [[f32; 16]; 4]) -> f32 {
-    for l in 0..16 {
-        sum[0][l] += sum[2][l];
-        sum[1][l] += sum[3][l];
+    let [s0, s1, s2, s3] = sum;
+    for (a, b) in s0.iter_mut().zip(s2.iter()) {
+        *a += *b;
     }
-    for l in 0..16 {
-        sum[0][l] += sum[1][l];
+    for (a, b) in s1.iter_mut().zip(s3.iter()) {
+        *a += *b;
     }
-    reduce16(&sum[0])
+    for (a, b) in s0.iter_mut().zip(s1.iter()) {
+        *a += *b;
+    }
+    reduce16(s0)
 }
 
 #[cfg(test)]
@@ -289,7 +311,7 @@ mod tests {
         assert_eq!(f32_to_f16(2f32.powi(-25) * 1.0001), 0x0001);
         assert_eq!(f32_to_f16(3.0 * 2f32.powi(-25)), 0x0002); // 1.5 ulp -> 2
         assert_eq!(f32_to_f16(f32::from_bits(1)), 0x0000); // f32 subnormal
-        // largest subnormal rounds up into the smallest normal
+                                                           // largest subnormal rounds up into the smallest normal
         assert_eq!(f32_to_f16(2f32.powi(-14) - 2f32.powi(-26)), 0x0400);
         assert_eq!(f32_to_f16(2f32.powi(-14)), 0x0400);
         // ties in the normal range: 1 + 2^-11 -> 1 (even), 1 + 3*2^-11 -> 1 + 2^-9
@@ -330,7 +352,11 @@ mod tests {
                 let mid = (lo + hi) / 2.0; // exact in f32 (12 significant bits)
                 let m = (sign * mid) as f32;
                 assert_eq!(m as f64, sign * mid);
-                for x in [m, f32::from_bits(m.to_bits() - 1), f32::from_bits(m.to_bits() + 1)] {
+                for x in [
+                    m,
+                    f32::from_bits(m.to_bits() - 1),
+                    f32::from_bits(m.to_bits() + 1),
+                ] {
                     assert_eq!(f32_to_f16(x), f16_nearest(x as f64), "{x:e}");
                 }
             }
@@ -355,7 +381,7 @@ mod tests {
         assert_eq!(f32_to_bf16(f32::MAX), 0x7f80); // rounds up to inf
         assert_eq!(f32_to_bf16(f32::from_bits(0x7f80_0001)), 0x7fc0); // sNaN quieted
         assert_eq!(f32_to_bf16(f32::from_bits(0xffc1_2345)), 0xffc1); // payload kept
-        // ties: 1 + 2^-8 -> 1 (even), 1 + 3*2^-8 -> 1 + 2^-6
+                                                                      // ties: 1 + 2^-8 -> 1 (even), 1 + 3*2^-8 -> 1 + 2^-6
         assert_eq!(f32_to_bf16(1.0 + 2f32.powi(-8)), 0x3f80);
         assert_eq!(f32_to_bf16(1.0 + 3.0 * 2f32.powi(-8)), 0x3f82);
         assert_eq!(f32_to_bf16(1.0 + 2f32.powi(-8) + 2f32.powi(-20)), 0x3f81);
@@ -380,6 +406,11 @@ mod tests {
                 continue;
             }
             let b = f32_to_bf16(x);
+            if bf16_to_f32(b).is_infinite() {
+                // overflow only from at or above max + half an ulp
+                assert!(x.to_bits() & 0x7fff_ffff >= 0x7f7f_8000, "{x:e}");
+                continue;
+            }
             let lo = x.to_bits() >> 16;
             let cand = [lo as u16, (lo + 1) as u16];
             let err = |c: u16| (bf16_to_f32(c) as f64 - x as f64).abs();
@@ -395,7 +426,11 @@ mod tests {
     fn plain_rows_roundtrip() {
         let mut rng = Rng::new(11);
         let x: Vec<f32> = (0..77).map(|_| rng.normal() * 3.0).collect();
-        for (ty, tol) in [(GgmlType::F32, 0.0), (GgmlType::F16, 1.0 / 2048.0), (GgmlType::BF16, 1.0 / 256.0)] {
+        for (ty, tol) in [
+            (GgmlType::F32, 0.0),
+            (GgmlType::F16, 1.0 / 2048.0),
+            (GgmlType::BF16, 1.0 / 256.0),
+        ] {
             let mut buf = vec![0u8; ty.row_bytes(x.len()).unwrap()];
             quantize_row(ty, &x, &mut buf);
             let mut back = vec![0f32; x.len()];
@@ -404,7 +439,10 @@ mod tests {
                 assert!((a - b).abs() <= tol * a.abs(), "{} {a} {b}", ty.name());
             }
         }
-        let ints: Vec<u8> = [-3i32, 7, i32::MIN].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ints: Vec<u8> = [-3i32, 7, i32::MIN]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let mut out = [0f32; 3];
         dequantize_row(GgmlType::I32, &ints, &mut out);
         assert_eq!(out, [-3.0, 7.0, -2147483648.0]);
@@ -431,9 +469,17 @@ mod tests {
                 dequantize_row(ty, &wb, &mut wd);
                 dequantize_row(ty, &xb, &mut xd);
                 let exact: f64 = wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let mag: f64 = wd.iter().zip(&xd).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                let mag: f64 = wd
+                    .iter()
+                    .zip(&xd)
+                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                    .sum();
                 let got = vec_dot(ty, n, &wb, &xb) as f64;
-                assert!((got - exact).abs() <= 1e-5 * mag, "{} n={n} {got} {exact}", ty.name());
+                assert!(
+                    (got - exact).abs() <= 1e-5 * mag,
+                    "{} n={n} {got} {exact}",
+                    ty.name()
+                );
             }
         }
     }
@@ -458,6 +504,39 @@ mod tests {
         quantize_row(GgmlType::F32, &x, &mut xb);
         // (1e8 + -1e8) + 3 + 0.75, then + 0.5 + 0.25 + 1e-8 (lost in f32)
         assert_eq!(vec_dot(GgmlType::F32, n, &wb, &xb), 4.5);
+        // leftovers: whole groups of 4 use rounded products, the rest FMA
+        let n = 64 + 5;
+        let e = 2f32.powi(-12);
+        let mut w = vec![0f32; n];
+        let mut x = vec![0f32; n];
+        w[0] = -1.0; // main loop: total -1
+        x[0] = 1.0;
+        for i in [64, 68] {
+            w[i] = 1.0 + e; // (1+e)^2 = 1 + 2e + e^2: e^2 is lost unless fused
+            x[i] = 1.0 + e;
+        }
+        let mut wb = vec![0u8; 4 * n];
+        let mut xb = vec![0u8; 4 * n];
+        quantize_row(GgmlType::F32, &w, &mut wb);
+        quantize_row(GgmlType::F32, &x, &mut xb);
+        // element 64 (in the group of 4): -1 + round((1+e)^2) = 2e (fused: 2e + e^2);
+        // element 68 (the tail): 2e + (1 + 2e + e^2) rounds to 1 + 4e
+        assert_eq!(vec_dot(GgmlType::F32, n, &wb, &xb), 1.0 + 4.0 * e);
+        // a lone tail element is fused: -(1 + 2e) + (1+e)^2 = e^2 exactly
+        let w = [-(1.0 + 2.0 * e)]
+            .into_iter()
+            .chain(std::iter::repeat_n(0.0, 63))
+            .chain([1.0 + e]);
+        let x = [1.0f32]
+            .into_iter()
+            .chain(std::iter::repeat_n(0.0, 63))
+            .chain([1.0 + e]);
+        let (w, x): (Vec<f32>, Vec<f32>) = (w.collect(), x.collect());
+        let mut wb = vec![0u8; 4 * 65];
+        let mut xb = vec![0u8; 4 * 65];
+        quantize_row(GgmlType::F32, &w, &mut wb);
+        quantize_row(GgmlType::F32, &x, &mut xb);
+        assert_eq!(vec_dot(GgmlType::F32, 65, &wb, &xb), e * e);
         // A sequential f32 sum would lose the 3.0: 1e8 + 3 = 1e8.
         let seq = w.iter().fold(0f32, |s, v| s + v);
         assert_ne!(seq, 4.5);

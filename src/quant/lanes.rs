@@ -39,8 +39,16 @@ impl Acc8 {
 #[inline(always)]
 pub(crate) fn dot32(w: &[i8; 32], a: &[u8; 32]) -> [i32; 8] {
     let mut out = [0i32; 8];
-    for ((o, wc), ac) in out.iter_mut().zip(w.as_chunks::<4>().0).zip(a.as_chunks::<4>().0) {
-        *o = wc.iter().zip(ac).map(|(&x, &y)| x as i32 * (y as i8) as i32).sum();
+    for ((o, wc), ac) in out
+        .iter_mut()
+        .zip(w.as_chunks::<4>().0)
+        .zip(a.as_chunks::<4>().0)
+    {
+        *o = wc
+            .iter()
+            .zip(ac)
+            .map(|(&x, &y)| x as i32 * (y as i8) as i32)
+            .sum();
     }
     out
 }
@@ -71,7 +79,9 @@ mod tests {
         }
         let l = dot32(&w, &a);
         for (k, lane) in l.iter().enumerate() {
-            let want: i32 = (4 * k..4 * k + 4).map(|i| w[i] as i32 * a[i] as i8 as i32).sum();
+            let want: i32 = (4 * k..4 * k + 4)
+                .map(|i| w[i] as i32 * a[i] as i8 as i32)
+                .sum();
             assert_eq!(*lane, want);
         }
     }

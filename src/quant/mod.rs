@@ -18,8 +18,10 @@
 //! All functions read raw little-endian bytes, so blocks may sit at any
 //! alignment inside a memory-mapped file. Nothing here allocates.
 
-mod half;
 mod common;
+#[cfg(test)]
+mod golden;
+mod half;
 mod lanes;
 mod q2_k;
 mod q3_k;
@@ -178,7 +180,7 @@ impl GgmlType {
     /// `block_len` or on overflow.
     pub fn row_bytes(self, n: usize) -> Option<usize> {
         let bl = self.block_len();
-        if n % bl != 0 {
+        if !n.is_multiple_of(bl) {
             return None;
         }
         (n / bl).checked_mul(self.block_bytes())
@@ -222,8 +224,15 @@ impl GgmlType {
 fn expect_row_bytes(ty: GgmlType, n: usize, bytes: usize, what: &str) {
     match ty.row_bytes(n) {
         Some(b) if b == bytes => {}
-        Some(b) => panic!("{what}: {} row of {n} elements needs {b} bytes, got {bytes}", ty.name()),
-        None => panic!("{what}: {n} is not a multiple of the {} block size {}", ty.name(), ty.block_len()),
+        Some(b) => panic!(
+            "{what}: {} row of {n} elements needs {b} bytes, got {bytes}",
+            ty.name()
+        ),
+        None => panic!(
+            "{what}: {n} is not a multiple of the {} block size {}",
+            ty.name(),
+            ty.block_len()
+        ),
     }
 }
 

@@ -31,7 +31,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK_K>().0)
+    {
         let d = f16_at(b, D);
         let min = f16_at(b, DMIN);
         let q = quants(b);
@@ -48,8 +53,19 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// `quantize_row_q2_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
     const Q4SCALE: f32 = 15.0;
-    let params = Qkx2 { nmax: 3, rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: true };
-    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    let params = Qkx2 {
+        nmax: 3,
+        rmin: -0.5,
+        rdelta: 0.1,
+        nstep: 15,
+        use_mad: true,
+    };
+    for (x, b) in src
+        .as_chunks::<QK_K>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let mut l = [0u8; QK_K];
         let mut laux = [0u8; 16];
         let mut scales = [0f32; 16];
@@ -58,7 +74,13 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
         for j in 0..16 {
             let xs = &x[16 * j..16 * j + 16];
             let weights: [f32; 16] = std::array::from_fn(|i| xs[i].abs());
-            let (scale, min) = make_qkx2_quants(&params, xs, &weights, &mut l[16 * j..16 * j + 16], &mut laux);
+            let (scale, min) = make_qkx2_quants(
+                &params,
+                xs,
+                &weights,
+                &mut l[16 * j..16 * j + 16],
+                &mut laux,
+            );
             scales[j] = scale;
             mins[j] = min;
             if scale > max_scale {
@@ -117,7 +139,12 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// accumulator first (lane k: sub-blocks 2k, 2k+1), then the quant sums.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
+    {
         let yd = q8_k::d(ab);
         let d = yd * f16_at(wb, D);
         let dmin = -yd * f16_at(wb, DMIN);
@@ -134,7 +161,13 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
         let q = quants(wb);
         let aq = q8_k::qs(ab);
         let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+        for (g, (qg, ag)) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(aq.as_chunks::<32>().0)
+            .enumerate()
+        {
             let lanes = dot32(qg, ag);
             let (lo, hi) = ((sc[2 * g] & 0x0f) as i32, (sc[2 * g + 1] & 0x0f) as i32);
             for k in 0..8 {
@@ -148,7 +181,6 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
     use crate::quant::GgmlType;
 
@@ -199,7 +231,9 @@ mod tests {
     fn roundtrip_error() {
         // per element: at most about one step of the largest sub-block scale
         weight::check_roundtrip(GgmlType::Q2K, 73, |x| {
-            let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+            let (mn, mx) = x
+                .iter()
+                .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
             ((mx - mn) / 3.0) as f64 * 1.5
         });
         let e = weight::rms_rel_error(GgmlType::Q2K, 74);

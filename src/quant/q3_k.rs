@@ -48,10 +48,19 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK_K>().0)
+    {
         let d_all = f16_at(b, D);
         let q = quants(b);
-        for ((ys, qs), &sc) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&scales(b)) {
+        for ((ys, qs), &sc) in y
+            .chunks_exact_mut(16)
+            .zip(q.chunks_exact(16))
+            .zip(&scales(b))
+        {
             let dl = d_all * sc as f32;
             for (y, &q) in ys.iter_mut().zip(qs) {
                 *y = dl * q as f32;
@@ -62,12 +71,18 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// `quantize_row_q3_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK_K>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let mut l = [0i8; QK_K];
         let mut scales_f = [0f32; 16];
         let (mut max_scale, mut amax) = (0f32, 0f32);
         for j in 0..16 {
-            scales_f[j] = make_q3_quants_rmse(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
+            scales_f[j] =
+                make_q3_quants_rmse(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
             let scale = scales_f[j].abs();
             if scale > amax {
                 amax = scale;
@@ -129,13 +144,24 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// `ggml_vec_dot_q3_K_q8_K`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
+    {
         let d = q8_k::d(ab) * f16_at(wb, D);
         let sc = scales(wb);
         let q = quants(wb);
         let aq = q8_k::qs(ab);
         let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+        for (g, (qg, ag)) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(aq.as_chunks::<32>().0)
+            .enumerate()
+        {
             let lanes = dot32(qg, ag);
             let (lo, hi) = (sc[2 * g] as i32, sc[2 * g + 1] as i32);
             for k in 0..8 {
@@ -149,7 +175,6 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
     use crate::quant::GgmlType;
 
@@ -162,7 +187,9 @@ mod tests {
     /// bytes are unpacked as four little-endian u32 words with kmask logic.
     fn decode(b: &[u8]) -> Vec<(f64, f64)> {
         let d = f16_field(b, 108);
-        let w = |i: usize| u32::from_le_bytes([b[96 + 4 * i], b[97 + 4 * i], b[98 + 4 * i], b[99 + 4 * i]]);
+        let w = |i: usize| {
+            u32::from_le_bytes([b[96 + 4 * i], b[97 + 4 * i], b[98 + 4 * i], b[99 + 4 * i]])
+        };
         let (a0, a1, tmp) = (w(0), w(1), w(2));
         let (k1, k2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
         let aux = [

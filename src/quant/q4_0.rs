@@ -23,7 +23,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK>().0)
+    {
         let d = f16_at(b, 0);
         for (y, q) in y.iter_mut().zip(quants(b)) {
             *y = q as f32 * d;
@@ -33,7 +38,12 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// `quantize_row_q4_0_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let (_, max) = signed_absmax(x);
         let d = max / -8.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -48,7 +58,12 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_0::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_0::BYTES }>().0)
+    {
         let d = f16_at(wb, 0) * f16_at(ab, 0);
         acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
     }

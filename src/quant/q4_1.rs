@@ -23,7 +23,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK>().0)
+    {
         let d = f16_at(b, 0);
         let m = f16_at(b, 2);
         for (y, q) in y.iter_mut().zip(quants(b)) {
@@ -34,7 +39,12 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// `quantize_row_q4_1_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let (min, max) = min_max(x);
         let d = (max - min) / 15.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -52,7 +62,12 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
     let mut summs = 0f32;
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_1::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_1::BYTES }>().0)
+    {
         summs = f16_at(wb, 2).mul_add(f16_at(ab, 2), summs);
         let d = f16_at(wb, 0) * f16_at(ab, 0);
         acc.fma(d, &dot32(&quants(wb), arr(ab, 4)));

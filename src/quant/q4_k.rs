@@ -29,7 +29,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK_K>().0)
+    {
         let d = f16_at(b, 0);
         let min = f16_at(b, 2);
         let sm: &[u8; 12] = arr(b, SCALES);
@@ -49,7 +54,10 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// per-32 (scale, min) by `make_qkx2_quants` with weights `av_x + |x|`,
 /// then 6-bit scales, then requantization. Returns (d, dmin, packed scales,
 /// quants in `0..=nmax`).
-pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2) -> (f32, f32, [u8; 12], [u8; QK_K]) {
+pub(crate) fn quantize_scales_ref(
+    x: &[f32; QK_K],
+    params: &Qkx2,
+) -> (f32, f32, [u8; 12], [u8; QK_K]) {
     let mut l = [0u8; QK_K];
     let mut laux = [0u8; 32];
     let mut scales = [0f32; 8];
@@ -63,7 +71,8 @@ pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2) -> (f32, f32, 
         }
         let av_x = (sum_x2 / 32.0).sqrt();
         let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
-        let (scale, min) = make_qkx2_quants(params, xs, &weights, &mut l[32 * j..32 * j + 32], &mut laux);
+        let (scale, min) =
+            make_qkx2_quants(params, xs, &weights, &mut l[32 * j..32 * j + 32], &mut laux);
         scales[j] = scale;
         mins[j] = min;
         if scale > max_scale {
@@ -74,7 +83,11 @@ pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2) -> (f32, f32, 
         }
     }
 
-    let inv_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
     let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
     let ls: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
     let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
@@ -100,8 +113,19 @@ pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2) -> (f32, f32, 
 
 /// `quantize_row_q4_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    let params = Qkx2 { nmax: 15, rmin: -1.0, rdelta: 0.1, nstep: 20, use_mad: false };
-    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    let params = Qkx2 {
+        nmax: 15,
+        rmin: -1.0,
+        rdelta: 0.1,
+        nstep: 20,
+        use_mad: false,
+    };
+    for (x, b) in src
+        .as_chunks::<QK_K>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
         put_f16(b, 0, d);
         put_f16(b, 2, dmin);
@@ -119,7 +143,9 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 #[inline(always)]
 pub(crate) fn min_products(sm: &[u8; 12], bsums: &[i16; 16]) -> [i32; 4] {
     std::array::from_fn(|k| {
-        let term = |j: usize| scale_min_k4(j, sm).1 as i32 * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32);
+        let term = |j: usize| {
+            scale_min_k4(j, sm).1 as i32 * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32)
+        };
         term(2 * k) + term(2 * k + 1)
     })
 }
@@ -129,7 +155,12 @@ pub(crate) fn min_products(sm: &[u8; 12], bsums: &[i16; 16]) -> [i32; 4] {
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
     let mut acc_m = [0f32; 4];
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
+    {
         let yd = q8_k::d(ab);
         let d = yd * f16_at(wb, 0);
         let dmin = -yd * f16_at(wb, 2);
@@ -143,7 +174,13 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
         let q = quants(wb);
         let aq = q8_k::qs(ab);
         let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+        for (g, (qg, ag)) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(aq.as_chunks::<32>().0)
+            .enumerate()
+        {
             let sc = scale_min_k4(g, sm).0 as i32;
             for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
                 *s += sc * l;
@@ -156,7 +193,6 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
     use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
     use crate::quant::GgmlType;
 
@@ -213,7 +249,9 @@ pub(crate) mod tests {
     #[test]
     fn roundtrip_error() {
         weight::check_roundtrip(GgmlType::Q4K, 93, |x| {
-            let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+            let (mn, mx) = x
+                .iter()
+                .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
             ((mx - mn) / 15.0) as f64
         });
         let e = weight::rms_rel_error(GgmlType::Q4K, 94);

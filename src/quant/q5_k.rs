@@ -34,7 +34,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK_K>().0)
+    {
         let d = f16_at(b, 0);
         let min = f16_at(b, 2);
         let sm: &[u8; 12] = arr(b, SCALES);
@@ -52,8 +57,19 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// `quantize_row_q5_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    let params = Qkx2 { nmax: 31, rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: false };
-    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    let params = Qkx2 {
+        nmax: 31,
+        rmin: -0.5,
+        rdelta: 0.1,
+        nstep: 15,
+        use_mad: false,
+    };
+    for (x, b) in src
+        .as_chunks::<QK_K>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
         put_f16(b, 0, d);
         put_f16(b, 2, dmin);
@@ -82,7 +98,12 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
     let mut summs = 0f32;
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
+    {
         let yd = q8_k::d(ab);
         let d = yd * f16_at(wb, 0);
         let dmin = -yd * f16_at(wb, 2);
@@ -94,7 +115,13 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
         let q = quants(wb);
         let aq = q8_k::qs(ab);
         let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+        for (g, (qg, ag)) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(aq.as_chunks::<32>().0)
+            .enumerate()
+        {
             let sc = scale_min_k4(g, sm).0 as i32;
             for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
                 *s += sc * l;
@@ -107,7 +134,6 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::quant::q4_k::tests::unpack_scales;
     use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
     use crate::quant::GgmlType;
@@ -157,7 +183,9 @@ mod tests {
     #[test]
     fn roundtrip_error() {
         weight::check_roundtrip(GgmlType::Q5K, 103, |x| {
-            let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+            let (mn, mx) = x
+                .iter()
+                .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
             ((mx - mn) / 31.0) as f64
         });
         let e = weight::rms_rel_error(GgmlType::Q5K, 104);

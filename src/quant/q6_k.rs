@@ -40,10 +40,19 @@ fn scales(b: &[u8; BYTES]) -> [i8; 16] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK_K>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK_K>().0)
+    {
         let d = f16_at(b, D);
         let q = quants(b);
-        for ((ys, qs), &sc) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&scales(b)) {
+        for ((ys, qs), &sc) in y
+            .chunks_exact_mut(16)
+            .zip(q.chunks_exact(16))
+            .zip(&scales(b))
+        {
             let ds = d * sc as f32;
             for (y, &q) in ys.iter_mut().zip(qs) {
                 *y = ds * (q - 32) as f32;
@@ -54,12 +63,18 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 
 /// `quantize_row_q6_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK_K>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let mut l = [0i8; QK_K];
         let mut scales_f = [0f32; 16];
         let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
         for ib in 0..16 {
-            let scale = make_qx_quants_rmse1(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
+            let scale =
+                make_qx_quants_rmse1(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
             scales_f[ib] = scale;
             if scale.abs() > max_abs_scale {
                 max_abs_scale = scale.abs();
@@ -99,7 +114,8 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
                 let q = |k: usize| l[e + 32 * k] as u8;
                 b[64 * n + i] = (q(0) & 0x0f) | ((q(2) & 0x0f) << 4);
                 b[64 * n + 32 + i] = (q(1) & 0x0f) | ((q(3) & 0x0f) << 4);
-                b[QH + 32 * n + i] = (q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6);
+                b[QH + 32 * n + i] =
+                    (q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6);
             }
         }
     }
@@ -110,14 +126,25 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// sub-blocks (lane k: sub-blocks 2k, 2k+1) before the FMA.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<{ q8_k::BYTES }>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
+    {
         let d = q8_k::d(ab) * f16_at(wb, D);
         let sc = scales(wb);
         let bsums = q8_k::bsums(ab);
         let q = quants(wb);
         let aq = q8_k::qs(ab);
         let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
+        for (g, (qg, ag)) in q
+            .as_chunks::<32>()
+            .0
+            .iter()
+            .zip(aq.as_chunks::<32>().0)
+            .enumerate()
+        {
             let lanes = dot32(qg, ag);
             let (lo, hi) = (sc[2 * g] as i32, sc[2 * g + 1] as i32);
             for k in 0..8 {
@@ -125,7 +152,8 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
             }
         }
         for (k, s) in sumi.iter_mut().enumerate() {
-            let sub = bsums[2 * k] as i32 * sc[2 * k] as i32 + bsums[2 * k + 1] as i32 * sc[2 * k + 1] as i32;
+            let sub = bsums[2 * k] as i32 * sc[2 * k] as i32
+                + bsums[2 * k + 1] as i32 * sc[2 * k + 1] as i32;
             *s -= sub << 5;
         }
         acc.fma(d, &sumi);
@@ -135,7 +163,6 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::quant::test_util::{f16_field, set_f16_field, weight, Rng, F32_REL};
     use crate::quant::GgmlType;
 

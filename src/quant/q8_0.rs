@@ -15,7 +15,12 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK>().0)
+    {
         let d = f16_at(b, 0);
         for (y, q) in y.iter_mut().zip(quants(b)) {
             *y = q as f32 * d;
@@ -26,7 +31,8 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// Largest |x| of a group (`_mm256_max_ps` over `andnot(-0.0, x)`).
 #[inline(always)]
 pub(crate) fn absmax(x: &[f32]) -> f32 {
-    x.iter().fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m })
+    x.iter()
+        .fold(0f32, |m, v| if v.abs() > m { v.abs() } else { m })
 }
 
 /// `_mm256_round_ps(v, _MM_ROUND_NEAREST)` + `cvtps_epi32` + the saturating
@@ -35,14 +41,23 @@ pub(crate) fn absmax(x: &[f32]) -> f32 {
 pub(crate) fn round_pack_i8(v: f32) -> i8 {
     let r = v.round_ties_even();
     // cvtps_epi32 yields i32::MIN for NaN and out-of-range values
-    let i = if (-2_147_483_648.0..2_147_483_648.0).contains(&r) { r as i32 } else { i32::MIN };
+    let i = if (-2_147_483_648.0..2_147_483_648.0).contains(&r) {
+        r as i32
+    } else {
+        i32::MIN
+    };
     i.clamp(-128, 127) as i8
 }
 
 /// x86 `quantize_row_q8_0` (AVX path): multiplier `127 / amax`, round half
 /// to even. Returns nothing; also used by Q8_1.
 pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let amax = absmax(x);
         let d = amax / 127.0;
         put_f16(b, 0, d);
@@ -55,8 +70,15 @@ pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
 
 /// `quantize_row_q8_0_ref`: multiplier `1 / d`, `roundf` (half away from 0).
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
-        let amax = x.iter().fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
+        let amax = x
+            .iter()
+            .fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         put_f16(b, 0, d);
@@ -69,7 +91,12 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<BYTES>().0.iter().zip(a.as_chunks::<BYTES>().0) {
+    for (wb, ab) in w
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(a.as_chunks::<BYTES>().0)
+    {
         let d = f16_at(wb, 0) * f16_at(ab, 0);
         acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
     }
@@ -79,7 +106,9 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::test_util::{act, f16_bits_to_f64, f16_field, set_f16_field, weight, Rng, F32_REL};
+    use crate::quant::test_util::{
+        act, f16_bits_to_f64, f16_field, set_f16_field, weight, Rng, F32_REL,
+    };
     use crate::quant::{f32_to_f16, quantize_row, GgmlType};
 
     fn randomize(rng: &mut Rng, b: &mut [u8]) {
@@ -129,8 +158,15 @@ mod tests {
                 let amax = xb.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
                 let d = (amax / 127.0) as f32; // f64 quotient rounded once == f32 division
                 assert_eq!(u16::from_le_bytes([bb[0], bb[1]]), f32_to_f16(d));
-                assert!((f16_bits_to_f64(f32_to_f16(d)) - amax / 127.0).abs() <= amax / 127.0 * 2f64.powi(-11));
-                let id = if amax != 0.0 { (127.0 / amax) as f32 } else { 0.0 };
+                assert!(
+                    (f16_bits_to_f64(f32_to_f16(d)) - amax / 127.0).abs()
+                        <= amax / 127.0 * 2f64.powi(-11)
+                );
+                let id = if amax != 0.0 {
+                    (127.0 / amax) as f32
+                } else {
+                    0.0
+                };
                 for (i, &v) in xb.iter().enumerate() {
                     let p = (v * id) as f64; // the f32 product, as the SIMD code forms it
                     let q = bb[2 + i] as i8 as f64;

@@ -10,7 +10,12 @@ pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 4 + QK;
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src.as_chunks::<BYTES>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+    for (b, y) in src
+        .as_chunks::<BYTES>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<QK>().0)
+    {
         let d = f16_at(b, 0);
         for (y, &q) in y.iter_mut().zip(arr::<QK>(b, 4)) {
             *y = (q as i8) as f32 * d;
@@ -21,7 +26,12 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// x86 `quantize_row_q8_1` (AVX2 path): as Q8_0, and `s = f16(d * sum)`
 /// with the unrounded f32 `d`.
 pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
         let amax = absmax(x);
         let d = amax / 127.0;
         put_f16(b, 0, d);
@@ -38,8 +48,15 @@ pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
 
 /// `quantize_row_q8_1_ref`: multiplier `1 / d`, `roundf`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
-        let amax = x.iter().fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+    for (x, b) in src
+        .as_chunks::<QK>()
+        .0
+        .iter()
+        .zip(dst.as_chunks_mut::<BYTES>().0)
+    {
+        let amax = x
+            .iter()
+            .fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
         let d = amax / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         put_f16(b, 0, d);
@@ -75,9 +92,16 @@ mod tests {
                 assert_eq!(u16::from_le_bytes([bb[0], bb[1]]), f32_to_f16(d));
                 let sum: i32 = bb[4..].iter().map(|&q| q as i8 as i32).sum();
                 let s_model = d as f64 * sum as f64;
-                assert_eq!(u16::from_le_bytes([bb[2], bb[3]]), f32_to_f16(d * sum as f32));
+                assert_eq!(
+                    u16::from_le_bytes([bb[2], bb[3]]),
+                    f32_to_f16(d * sum as f32)
+                );
                 assert!((s[k] - s_model).abs() <= s_model.abs() * 2f64.powi(-11) + 1e-30);
-                let id = if amax != 0.0 { (127.0 / amax) as f32 } else { 0.0 };
+                let id = if amax != 0.0 {
+                    (127.0 / amax) as f32
+                } else {
+                    0.0
+                };
                 for (i, &v) in xb.iter().enumerate() {
                     let p = (v * id) as f64;
                     let q = bb[4 + i] as i8 as f64;

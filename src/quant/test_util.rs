@@ -30,11 +30,6 @@ impl Rng {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
 
-    /// Uniform in [lo, hi).
-    pub(crate) fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * self.unit()
-    }
-
     /// Roughly standard normal (sum of 4 uniforms, rescaled).
     pub(crate) fn normal(&mut self) -> f32 {
         let s: f32 = (0..4).map(|_| self.unit()).sum();
@@ -54,7 +49,11 @@ impl Rng {
         let biased = (e + 15) as u16;
         assert!((1..31).contains(&biased));
         let man = self.below(1024) as u16;
-        let sign = if signed && self.next_u64() & 1 == 1 { 0x8000 } else { 0 };
+        let sign = if signed && self.next_u64() & 1 == 1 {
+            0x8000
+        } else {
+            0
+        };
         sign | (biased << 10) | man
     }
 
@@ -263,7 +262,9 @@ pub(crate) mod weight {
     /// The `m` field (offset 2, f16) of Q4_1 / Q5_1 blocks.
     fn block_mins(ty: GgmlType, w: &[u8]) -> Vec<f64> {
         assert!(matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1));
-        w.chunks(ty.block_bytes()).map(|b| f16_field(b, 2)).collect()
+        w.chunks(ty.block_bytes())
+            .map(|b| f16_field(b, 2))
+            .collect()
     }
 
     /// quantize_row_ref -> dequantize_row on random rows; `bound` gives the
