@@ -290,8 +290,13 @@ mod tests {
     #[test]
     fn scale_min_pack_roundtrip() {
         for seed in 0..64u8 {
-            let ls: [u8; 8] = std::array::from_fn(|j| (seed.wrapping_mul(7) + 13 * j as u8) & 63);
-            let lm: [u8; 8] = std::array::from_fn(|j| (seed.wrapping_mul(11) + 29 * j as u8) & 63);
+            let ls: [u8; 8] =
+                std::array::from_fn(|j| seed.wrapping_mul(7).wrapping_add(13 * j as u8) & 63);
+            let lm: [u8; 8] = std::array::from_fn(|j| {
+                seed.wrapping_mul(11)
+                    .wrapping_add(29u8.wrapping_mul(j as u8))
+                    & 63
+            });
             let packed = pack_scale_min_k4(&ls, &lm);
             for j in 0..8 {
                 assert_eq!(scale_min_k4(j, &packed), (ls[j], lm[j]));

@@ -255,7 +255,7 @@ fn reduce4x16(sum: &mut [[f32; 16]; 4]) -> f32 {
 mod tests {
     use super::*;
     use crate::quant::test_util::{f16_bits_to_f64, Rng};
-    use crate::quant::{dequantize_row, quantize_row, vec_dot, GgmlType};
+    use crate::quant::{dequantize_row, quantize_row, quantize_row_ref, vec_dot, GgmlType};
 
     /// Nearest binary16 to `x` by exhaustive search over the finite values,
     /// ties to the even bit pattern; overflow per IEEE (>= 65520 -> inf).
@@ -433,6 +433,9 @@ mod tests {
         ] {
             let mut buf = vec![0u8; ty.row_bytes(x.len()).unwrap()];
             quantize_row(ty, &x, &mut buf);
+            let mut buf_ref = vec![0u8; buf.len()];
+            quantize_row_ref(ty, &x, &mut buf_ref);
+            assert_eq!(buf, buf_ref);
             let mut back = vec![0f32; x.len()];
             dequantize_row(ty, &buf, &mut back);
             for (a, b) in x.iter().zip(&back) {

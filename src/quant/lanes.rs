@@ -75,7 +75,7 @@ mod tests {
         let mut a = [0u8; 32];
         for i in 0..32 {
             w[i] = (i as i8) - 16;
-            a[i] = (((i * 7) % 255) as i8 - 100) as u8;
+            a[i] = (((i * 37) % 255) as i32 - 127) as i8 as u8;
         }
         let l = dot32(&w, &a);
         for (k, lane) in l.iter().enumerate() {

@@ -194,8 +194,8 @@ pub(crate) mod weight {
     }
 
     /// vec_dot on random blocks against an f64 sum of decoded weight x
-    /// decoded activation. `extra` adds the per-block terms ggml takes from
-    /// activation metadata (Q8_1's `s`).
+    /// decoded activation (for Q8_1 activations the min term uses the
+    /// stored `s`, as ggml does). Tolerance: 1e-5 of the sum of |products|.
     pub(crate) fn check_vec_dot(
         ty: GgmlType,
         seed: u64,
