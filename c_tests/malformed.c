@@ -67,7 +67,7 @@ static struct buf build(enum defect d) {
     if (d == REMOVED_TENSOR_TYPE) ts[2].type = 4;
     if (d == BAD_ROW_BLOCKS) { ts[3].type = 8; ts[3].ne[0] = E + 1; }
 
-    int nkv = 11 + (d == DUP_KEY) - (d == MISSING_ARCH) - (d == MISSING_EMBD_KEY) + (d == BAD_ALIGNMENT) + (d == BAD_BOOL) + (d == HUGE_ARRAY_LEN) + (d == BAD_VALUE_TYPE);
+    int nkv = 13 + (d == DUP_KEY) - (d == MISSING_ARCH) - (d == MISSING_EMBD_KEY) + (d == BAD_ALIGNMENT) + (d == BAD_BOOL) + (d == HUGE_ARRAY_LEN) + (d == BAD_VALUE_TYPE);
     u32(&b, d == BAD_MAGIC ? 0x46554746u : 0x46554747u);
     u32(&b, d == VERSION_1 ? 1 : d == VERSION_4 ? 4 : 3);
     u64(&b, d == HUGE_TENSOR_COUNT ? (1ull << 62) : (uint64_t) nt);
@@ -85,6 +85,8 @@ static struct buf build(enum defect d) {
     kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     kv_f32(&b, "llama.rope.freq_base", 10000.0f);
     kv_u32(&b, "general.file_type", 0);
+    kv_str(&b, "tokenizer.ggml.model", "none");
+    kv_u32(&b, "llama.vocab_size", V);
     if (d == DUP_KEY) kv_u32(&b, "llama.block_count", 1);
     if (d == BAD_ALIGNMENT) kv_u32(&b, "general.alignment", 24);
     if (d == BAD_BOOL) { str(&b, "general.flag"); u32(&b, 7); unsigned char x = 7; put(&b, &x, 1); }

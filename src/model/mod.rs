@@ -9,6 +9,7 @@ pub mod weights;
 use std::path::Path;
 
 use crate::gguf::GgufFile;
+use crate::tokenizer::Vocab;
 pub use hparams::{Arch, HParams};
 pub use weights::{Mat, Weights};
 
@@ -16,6 +17,7 @@ pub struct Model {
     pub file: GgufFile,
     pub hp: HParams,
     pub weights: Weights,
+    pub vocab: Vocab,
     /// Total parameter count (all tensors).
     pub n_params: u64,
     /// Bytes of tensor data.
@@ -33,17 +35,16 @@ impl Model {
             return Err(format!("token_embd.weight has {} dimensions, expected 2", embd.dims.len()));
         }
         let n_vocab = embd.dims[1];
-        if let Some(tokens) = file.get_array("tokenizer.ggml.tokens") {
-            if tokens.len() != n_vocab {
-                return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", tokens.len()));
-            }
+        let vocab = Vocab::from_gguf(&file)?;
+        if vocab.n_tokens() != n_vocab {
+            return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", vocab.n_tokens()));
         }
         let hp = HParams::from_gguf(&file, n_vocab)?;
         let weights = Weights::from_file(&file, &hp)?;
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::models_add(1);
-        Ok(Model { file, hp, weights, n_params, size_bytes })
+        Ok(Model { file, hp, weights, vocab, n_params, size_bytes })
     }
 
     /// A weight matrix view.
