@@ -32,11 +32,68 @@ typedef struct llama_chat_message llama_chat_message;
 
 #define MAX_DIMS 4
 
+#define LLAMA_TOKEN_NULL -1
+
+/**
+ * `enum llama_vocab_type`
+ */
+#define VOCAB_TYPE_NONE 0
+
+#define VOCAB_TYPE_SPM 1
+
+#define VOCAB_TYPE_BPE 2
+
+/**
+ * `enum llama_token_attr` bits
+ */
+#define ATTR_UNDEFINED 0
+
+#define ATTR_UNKNOWN (1 << 0)
+
+#define ATTR_UNUSED (1 << 1)
+
+#define ATTR_NORMAL (1 << 2)
+
+#define ATTR_CONTROL (1 << 3)
+
+#define ATTR_USER_DEFINED (1 << 4)
+
+#define ATTR_BYTE (1 << 5)
+
+#define ATTR_NORMALIZED (1 << 6)
+
+#define ATTR_LSTRIP (1 << 7)
+
+#define ATTR_RSTRIP (1 << 8)
+
+#define ATTR_SINGLE_WORD (1 << 9)
+
+#define UNDEFINED 1
+
+#define NUMBER 2
+
+#define LETTER 4
+
+#define SEPARATOR 8
+
+#define ACCENT_MARK 16
+
+#define PUNCTUATION 32
+
+#define SYMBOL 64
+
+#define CONTROL 128
+
+#define WHITESPACE_FLAG 256
+
+/**
+ * One past the largest codepoint that has flags.
+ */
+#define MAX_CODEPOINTS 1114112
+
 #define MAX_SEQ 256
 
 #define LLAMA_DEFAULT_SEED 4294967295
-
-#define LLAMA_TOKEN_NULL -1
 
 #define LLAMA_FILE_MAGIC_GGLA 1734831201
 
@@ -175,6 +232,17 @@ enum llama_rope_type {
   LLAMA_ROPE_TYPE_VISION = 24,
 };
 
+enum llama_vocab_type {
+  LLAMA_VOCAB_TYPE_NONE = 0,
+  LLAMA_VOCAB_TYPE_SPM = 1,
+  LLAMA_VOCAB_TYPE_BPE = 2,
+  LLAMA_VOCAB_TYPE_WPM = 3,
+  LLAMA_VOCAB_TYPE_UGM = 4,
+  LLAMA_VOCAB_TYPE_RWKV = 5,
+  LLAMA_VOCAB_TYPE_PLAMO2 = 6,
+  LLAMA_VOCAB_TYPE_TEST = 7,
+};
+
 /**
  * GGML tensor types, discriminants = ggml's enum ggml_type values.
  */
@@ -211,17 +279,6 @@ typedef enum GgmlType GgmlType;
 typedef uint32_t GgmlType;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
-
-enum llama_vocab_type {
-  LLAMA_VOCAB_TYPE_NONE = 0,
-  LLAMA_VOCAB_TYPE_SPM = 1,
-  LLAMA_VOCAB_TYPE_BPE = 2,
-  LLAMA_VOCAB_TYPE_WPM = 3,
-  LLAMA_VOCAB_TYPE_UGM = 4,
-  LLAMA_VOCAB_TYPE_RWKV = 5,
-  LLAMA_VOCAB_TYPE_PLAMO2 = 6,
-  LLAMA_VOCAB_TYPE_TEST = 7,
-};
 
 enum llama_token_type {
   LLAMA_TOKEN_TYPE_UNDEFINED = 0,
@@ -318,7 +375,8 @@ struct llama_model;
 struct llama_sampler;
 
 /**
- * `struct llama_vocab`: lives inside its llama_model.
+ * `struct llama_vocab`: lives inside its llama_model; shares the model (whose `vocab` it
+ * serves) and keeps each token's text as a C string for llama_vocab_get_text.
  */
 struct llama_vocab;
 
@@ -646,8 +704,6 @@ void llama_free_model(struct llama_model *model);
 
 const struct llama_vocab *llama_model_get_vocab(const struct llama_model *model);
 
-int32_t llama_vocab_n_tokens(const struct llama_vocab *vocab);
-
 int32_t llama_model_n_ctx_train(const struct llama_model *model);
 
 int32_t llama_model_n_embd(const struct llama_model *model);
@@ -720,6 +776,80 @@ int32_t llama_model_meta_val_str(const struct llama_model *model,
                                  size_t buf_size);
 
 const char *llama_model_chat_template(const struct llama_model *model, const char *name);
+
+enum llama_vocab_type llama_vocab_type(const struct llama_vocab *vocab);
+
+int32_t llama_vocab_n_tokens(const struct llama_vocab *vocab);
+
+const char *llama_vocab_get_text(const struct llama_vocab *vocab, llama_token token);
+
+float llama_vocab_get_score(const struct llama_vocab *vocab, llama_token token);
+
+/**
+ * Returns `enum llama_token_attr` bits (declared as uint32_t: a bit set is not one enumerator).
+ */
+uint32_t llama_vocab_get_attr(const struct llama_vocab *vocab, llama_token token);
+
+bool llama_vocab_is_eog(const struct llama_vocab *vocab, llama_token token);
+
+bool llama_vocab_is_control(const struct llama_vocab *vocab, llama_token token);
+
+llama_token llama_vocab_mask(const struct llama_vocab *vocab);
+
+bool llama_vocab_get_add_bos(const struct llama_vocab *vocab);
+
+bool llama_vocab_get_add_eos(const struct llama_vocab *vocab);
+
+bool llama_vocab_get_add_sep(const struct llama_vocab *vocab);
+
+bool llama_add_bos_token(const struct llama_vocab *vocab);
+
+bool llama_add_eos_token(const struct llama_vocab *vocab);
+
+const char *llama_token_get_text(const struct llama_vocab *vocab, llama_token token);
+
+float llama_token_get_score(const struct llama_vocab *vocab, llama_token token);
+
+uint32_t llama_token_get_attr(const struct llama_vocab *vocab, llama_token token);
+
+bool llama_token_is_eog(const struct llama_vocab *vocab, llama_token token);
+
+bool llama_token_is_control(const struct llama_vocab *vocab, llama_token token);
+
+/**
+ * # Safety
+ * `text` must hold `text_len` bytes; `tokens` must be writable for `n_tokens_max` ids.
+ */
+int32_t llama_tokenize(const struct llama_vocab *vocab,
+                       const char *text,
+                       int32_t text_len,
+                       llama_token *tokens,
+                       int32_t n_tokens_max,
+                       bool add_special,
+                       bool parse_special);
+
+/**
+ * # Safety
+ * `buf` must be writable for `length` bytes.
+ */
+int32_t llama_token_to_piece(const struct llama_vocab *vocab,
+                             llama_token token,
+                             char *buf,
+                             int32_t length,
+                             int32_t lstrip,
+                             bool special);
+
+/**
+ * # Safety
+ * `tokens` must hold `n_tokens` ids; `text` must be writable for `text_len_max` bytes.
+ */
+int32_t llama_detokenize(const struct llama_vocab *vocab,
+                         const llama_token *tokens,
+                         int32_t n_tokens,
+                         char *text,
+                         int32_t text_len_max,
+                         bool remove_special,
+                         bool unparse_special);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -18,9 +18,24 @@ pub struct llama_model {
     pub templates: Vec<(String, std::ffi::CString)>,
 }
 
-/// `struct llama_vocab`: lives inside its llama_model.
+/// `struct llama_vocab`: lives inside its llama_model; shares the model (whose `vocab` it
+/// serves) and keeps each token's text as a C string for llama_vocab_get_text.
 pub struct llama_vocab {
-    pub n_tokens: usize,
+    pub model: Arc<Model>,
+    pub texts: Vec<std::ffi::CString>,
+}
+
+impl llama_vocab {
+    pub fn new(model: Arc<Model>) -> llama_vocab {
+        let v = &model.vocab;
+        let texts = (0..v.n_tokens() as i32)
+            .map(|i| std::ffi::CString::new(v.token_text(i).unwrap_or("").replace('\0', "")).unwrap_or_default())
+            .collect();
+        llama_vocab { model, texts }
+    }
+    pub fn vocab(&self) -> &crate::tokenizer::Vocab {
+        &self.model.vocab
+    }
 }
 
 /// `struct llama_memory_i`: the context's memory, addressed through the context that owns it.

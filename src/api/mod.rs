@@ -10,3 +10,4 @@ pub mod batch;
 pub mod context;
 pub mod memory;
 pub mod model;
+pub mod vocab;

@@ -92,7 +92,6 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
             }
         }
         let desc = CString::new(describe(&model)).expect("no NUL in description");
-        let n_tokens = model.hp.n_vocab;
         let templates = model
             .file
             .kvs()
@@ -103,7 +102,8 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
                 _ => None,
             })
             .collect();
-        Ok(Box::into_raw(Box::new(llama_model { model: Arc::new(model), vocab: llama_vocab { n_tokens }, desc, templates })))
+        let model = Arc::new(model);
+        Ok(Box::into_raw(Box::new(llama_model { vocab: llama_vocab::new(Arc::clone(&model)), model, desc, templates })))
     })
 }
 
@@ -150,13 +150,6 @@ pub extern "C" fn llama_model_get_vocab(model: *const llama_model) -> *const lla
     with_model("llama_model_get_vocab", model, |m| &m.vocab as *const llama_vocab)
 }
 
-#[no_mangle]
-pub extern "C" fn llama_vocab_n_tokens(vocab: *const llama_vocab) -> i32 {
-    guard("llama_vocab_n_tokens", || {
-        // SAFETY: a live vocab handle from llama_model_get_vocab.
-        Ok(unsafe { as_ref(vocab, "vocab") }?.n_tokens as i32)
-    })
-}
 
 #[no_mangle]
 pub extern "C" fn llama_model_n_ctx_train(model: *const llama_model) -> i32 {
