@@ -7,7 +7,8 @@ use common::json::Json;
 use common::*;
 use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
 use deepseek::api::memory::*;
-use deepseek::api::model::{llama_model_free, llama_model_get_vocab, llama_vocab_n_tokens};
+use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
+use deepseek::api::vocab::llama_vocab_n_tokens;
 
 /// Runs scenarios A–D and returns the produced rows in the reference's order.
 fn run_scenarios(model: &str, g: &Json) -> Vec<Vec<f32>> {

@@ -9,7 +9,8 @@ use common::json::Json;
 use common::*;
 use deepseek::api::batch::llama_batch_get_one;
 use deepseek::api::context::{llama_decode, llama_free};
-use deepseek::api::model::{llama_model_free, llama_model_get_vocab, llama_vocab_n_tokens};
+use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
+use deepseek::api::vocab::llama_vocab_n_tokens;
 
 fn check(name: &str) {
     let path = models_dir().join(format!("{name}.gguf"));
