@@ -10,7 +10,7 @@ use common::*;
 use deepseek::api::batch::llama_batch_get_one;
 use deepseek::api::context::{llama_decode, llama_free};
 use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
-use deepseek::api::vocab::llama_vocab_n_tokens;
+use deepseek::api::vocab::{llama_tokenize, llama_vocab_n_tokens};
 
 fn check(name: &str) {
     let path = models_dir().join(format!("{name}.gguf"));
@@ -22,6 +22,13 @@ fn check(name: &str) {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let g = Json::parse(line);
         let mut prompt = g.get("prompt_tokens").i32s();
+        // The prompt text tokenizes (add_special, parse_special) to the reference's ids.
+        let text = g.get("prompt").str();
+        let mut ids = vec![0i32; text.len() + 8];
+        // SAFETY: text and ids are valid for the lengths passed.
+        let n = unsafe { llama_tokenize(llama_model_get_vocab(m), text.as_ptr() as *const _, text.len() as i32, ids.as_mut_ptr(), ids.len() as i32, true, true) };
+        assert!(n >= 0, "llama_tokenize failed: {n}");
+        assert_eq!(&ids[..n as usize], &prompt[..], "{name}: tokenization of {text:?}");
         let c = new_context(m, 512, 1, 2);
         // SAFETY: prompt outlives the decode call.
         assert_eq!(unsafe { llama_decode(c, llama_batch_get_one(prompt.as_mut_ptr(), prompt.len() as i32)) }, 0);
