@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
 use crate::kv::{KvCache, KvShape};
+use crate::model::deepseek2::{self, MlaScratch};
 use crate::model::dense::{self, DenseScratch, UBatch};
 use crate::model::hparams::RopeScaling;
 use crate::model::Model;
@@ -58,7 +59,7 @@ pub struct Context {
     pub embeddings: bool,
     pub kv: KvCache,
     rope: RopeParams,
-    scratch: DenseScratch,
+    scratch: Scratch,
     pool: ThreadPool,
     batch: Batch,
     /// Logits of the last decode's outputs, row-major n_outputs × n_vocab.
@@ -76,7 +77,22 @@ pub struct Context {
     pub n_tokens_processed: u64,
 }
 
+/// The forward pass's buffers, by architecture family.
+enum Scratch {
+    Dense(DenseScratch),
+    Mla(MlaScratch),
+}
+
 const PAD: u32 = 256;
+
+/// upstream's get_mscale: YaRN's magnitude correction for a scale factor.
+fn yarn_mscale(scale: f32, mscale: f32) -> f32 {
+    if scale <= 1.0 {
+        1.0
+    } else {
+        0.1 * mscale * scale.ln() + 1.0
+    }
+}
 
 fn pad(n: u32) -> u32 {
     n.div_ceil(PAD) * PAD
@@ -110,26 +126,58 @@ impl Context {
             return Err(format!("n_threads = {max_threads} is beyond what this library supports (512)"));
         }
         let scaling = p.rope_scaling.unwrap_or(hp.rope_scaling);
+        let mut freq_scale = if p.rope_freq_scale == 0.0 { hp.rope_freq_scale } else { p.rope_freq_scale };
+        if scaling == RopeScaling::None {
+            freq_scale = 1.0;
+        }
+        let ext_factor = if p.yarn_ext_factor >= 0.0 {
+            p.yarn_ext_factor
+        } else if scaling == RopeScaling::Yarn {
+            1.0
+        } else {
+            0.0
+        };
+        // As upstream's llama_context: with YaRN the magnitude factor is derived from the
+        // model (mscale / mscale_all_dim) and the kernel's own 1 + 0.1·ln(f) is cancelled.
+        let mut attn_factor = if p.yarn_attn_factor >= 0.0 { p.yarn_attn_factor } else { hp.yarn_attn_factor };
+        if ext_factor != 0.0 {
+            let factor = 1.0 / freq_scale;
+            attn_factor = if hp.rope_yarn_log_mul != 0.0 {
+                let all_dims = hp.rope_yarn_log_mul;
+                let mscale = if hp.arch == crate::model::Arch::Deepseek2 && all_dims != 1.0 { all_dims } else { 1.0 };
+                yarn_mscale(factor, mscale) / yarn_mscale(factor, all_dims)
+            } else {
+                yarn_mscale(factor, 1.0)
+            };
+            attn_factor *= 1.0 / (1.0 + 0.1 * factor.ln());
+        }
+        attn_factor *= hp.rope_attn_factor;
         let rope = RopeParams {
             n_dims: hp.n_rot,
             freq_base: if p.rope_freq_base == 0.0 { hp.rope_freq_base } else { p.rope_freq_base },
-            freq_scale: if p.rope_freq_scale == 0.0 { hp.rope_freq_scale } else { p.rope_freq_scale },
-            ext_factor: if p.yarn_ext_factor >= 0.0 {
-                p.yarn_ext_factor
-            } else if scaling == RopeScaling::Yarn {
-                1.0
-            } else {
-                0.0
-            },
-            attn_factor: if p.yarn_attn_factor >= 0.0 { p.yarn_attn_factor } else { hp.yarn_attn_factor },
+            freq_scale,
+            ext_factor,
+            attn_factor,
             beta_fast: if p.yarn_beta_fast >= 0.0 { p.yarn_beta_fast } else { hp.yarn_beta_fast },
             beta_slow: if p.yarn_beta_slow >= 0.0 { p.yarn_beta_slow } else { hp.yarn_beta_slow },
             n_ctx_orig: if p.yarn_orig_ctx != 0 { p.yarn_orig_ctx } else { hp.n_ctx_orig_yarn },
             mode: hp.arch.rope_mode(),
         };
-        let shape = KvShape { n_layer: hp.n_layer, n_head_kv: hp.n_head_kv, head_dim: hp.head_dim_k, n_stream, n_cells: n_ctx_seq as usize, n_seq_max: p.n_seq_max as usize };
+        let shape = KvShape {
+            n_layer: hp.n_layer,
+            n_head_kv: hp.n_head_kv,
+            head_dim: hp.head_dim_k,
+            n_stream,
+            n_cells: n_ctx_seq as usize,
+            n_seq_max: p.n_seq_max as usize,
+            with_v: hp.mla.is_none(),
+            rope_offset: hp.mla.as_ref().map_or(0, |m| m.kv_lora_rank),
+        };
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
-        let scratch = DenseScratch::new(&model, n_ubatch as usize, max_threads)?;
+        let scratch = match hp.mla {
+            Some(_) => Scratch::Mla(MlaScratch::new(&model, n_ubatch as usize, max_threads)?),
+            None => Scratch::Dense(DenseScratch::new(&model, n_ubatch as usize, max_threads)?),
+        };
         let pool = ThreadPool::new(max_threads)?;
         crate::sys::stats::contexts_add(1);
         Ok(Context {
@@ -292,7 +340,10 @@ impl Context {
             };
             let logits = &mut self.logits[out_row * v..(out_row + n_out) * v];
             let embd = if self.embeddings { Some(&mut self.embd[out_row * e..(out_row + n_out) * e]) } else { None };
-            dense::forward(&self.model, &ub, &mut self.kv, &mut self.scratch, &self.pool, &self.rope, logits, embd);
+            match &mut self.scratch {
+                Scratch::Dense(s) => dense::forward(&self.model, &ub, &mut self.kv, s, &self.pool, &self.rope, logits, embd),
+                Scratch::Mla(s) => deepseek2::forward(&self.model, &ub, &mut self.kv, s, &self.pool, &self.rope, logits, embd),
+            }
             out_row += n_out;
             self.n_outputs = out_row;
             self.n_tokens_processed += (end - start) as u64;

@@ -3,7 +3,7 @@
 //!   parse_special = false), read the way test-tokenizer-0 reads them;
 //! - tokenize/*.jsonl: a corpus tokenized with (false, false) and (true, true), on the
 //!   DeepSeek-R1-Distill-Qwen vocabulary with its own and three other pre-tokenizers;
-//! - pieces/*.pieces.txt: every token's piece with special = false and true;
+//! - pieces/*.pieces.txt.gz: every token's piece with special = false and true;
 //! - linear time on 1 MB runs of one character class.
 
 use std::path::{Path, PathBuf};
@@ -252,7 +252,13 @@ fn unhex(s: &str) -> Vec<u8> {
 
 fn pieces_test(vocab: &str, pieces: &str) {
     let v = load(vocab, None);
-    let text = std::fs::read_to_string(data(&format!("pieces/{pieces}"))).unwrap();
+    let text = {
+        use std::io::Read;
+        let file = std::fs::File::open(data(&format!("pieces/{pieces}.gz"))).unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(file).read_to_string(&mut text).unwrap();
+        text
+    };
     let (mut n, mut failures) = (0usize, Vec::new());
     let mut buf = Vec::new();
     for line in text.lines() {

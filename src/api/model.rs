@@ -197,7 +197,7 @@ pub extern "C" fn llama_model_rope_type(model: *const llama_model) -> llama_rope
         // SAFETY: llama.h requires a live model handle (NULL is caught).
         let m = unsafe { as_ref(model, "model") }?;
         Ok(match m.model.hp.arch {
-            Arch::Llama => llama_rope_type::LLAMA_ROPE_TYPE_NORM,
+            Arch::Llama | Arch::Deepseek2 => llama_rope_type::LLAMA_ROPE_TYPE_NORM,
             Arch::Qwen2 => llama_rope_type::LLAMA_ROPE_TYPE_NEOX,
         })
     })

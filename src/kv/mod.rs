@@ -30,6 +30,10 @@ pub struct KvShape {
     pub n_stream: usize,
     pub n_cells: usize,
     pub n_seq_max: usize,
+    /// False for MLA: values are read from the key rows, no V buffer exists.
+    pub with_v: bool,
+    /// Where the rotated dimensions start inside a head's key (MLA: after the latent).
+    pub rope_offset: usize,
 }
 
 pub struct KvCache {
@@ -61,7 +65,7 @@ impl KvCache {
         let mut v = Vec::with_capacity(shape.n_layer);
         for _ in 0..shape.n_layer {
             k.push(try_zeroed(per_layer)?);
-            v.push(try_zeroed(per_layer)?);
+            v.push(if shape.with_v { try_zeroed(per_layer)? } else { Vec::new() });
         }
         let mut cells = Vec::new();
         cells.try_reserve_exact(total_cells).map_err(|_| "cannot allocate KV cell metadata".to_string())?;
@@ -118,6 +122,14 @@ impl KvCache {
             *d = f32_to_f16(x);
         }
         for (d, &x) in self.v[layer][r].iter_mut().zip(v) {
+            *d = f32_to_f16(x);
+        }
+    }
+
+    /// Stores one token's key row (f32, rounded to F16) into `cell` of `layer` (MLA: no V).
+    pub fn store_k(&mut self, layer: usize, cell: usize, k: &[f32]) {
+        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
+        for (d, &x) in self.k[layer][r].iter_mut().zip(k) {
             *d = f32_to_f16(x);
         }
     }
@@ -209,7 +221,7 @@ impl KvCache {
             self.cells[r1.start + i] = if from.seqs.contains(src) { Cell { pos: from.pos, seqs: SeqSet::single(dst) } } else { Cell::EMPTY };
         }
         let d = self.kv_dim;
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()).filter(|b| !b.is_empty()) {
             buf.copy_within(r0.start * d..r0.end * d, r1.start * d);
         }
         self.head[s1] = self.head[s0];
@@ -259,7 +271,7 @@ impl KvCache {
                     for (r, &x) in row.iter_mut().zip(k.iter()) {
                         *r = f16_to_f32(x);
                     }
-                    rope::apply(self.rope.mode, self.rope.n_dims, &cache, &mut row);
+                    rope::apply(self.rope.mode, self.rope.n_dims, &cache, &mut row[self.shape.rope_offset..]);
                     for (d, &x) in k.iter_mut().zip(&row) {
                         *d = f32_to_f16(x);
                     }

@@ -8,6 +8,7 @@ use crate::kernels::rope::RopeMode;
 pub enum Arch {
     Llama,
     Qwen2,
+    Deepseek2,
 }
 
 impl Arch {
@@ -15,6 +16,7 @@ impl Arch {
         match name {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
+            "deepseek2" => Some(Arch::Deepseek2),
             _ => None,
         }
     }
@@ -22,11 +24,12 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Deepseek2 => "deepseek2",
         }
     }
     pub fn rope_mode(self) -> RopeMode {
         match self {
-            Arch::Llama => RopeMode::Norm,
+            Arch::Llama | Arch::Deepseek2 => RopeMode::Norm,
             Arch::Qwen2 => RopeMode::Neox,
         }
     }
@@ -62,6 +65,43 @@ pub struct HParams {
     pub yarn_attn_factor: f32,
     pub yarn_beta_fast: f32,
     pub yarn_beta_slow: f32,
+    /// `rope.scaling.attn_factor` (upstream's hparams.rope_attn_factor).
+    pub rope_attn_factor: f32,
+    /// `rope.scaling.yarn_log_multiplier` (deepseek2: divided by 0.1, i.e. HF's mscale_all_dim).
+    pub rope_yarn_log_mul: f32,
+    /// MLA and MoE parameters of deepseek2.
+    pub mla: Option<MlaParams>,
+}
+
+/// Gating function of the MoE router (values of upstream's llama_expert_gating_func_type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    Softmax,
+    Sigmoid,
+}
+
+/// deepseek2's attention (MLA) and expert (MoE) hyper-parameters.
+#[derive(Clone, Debug)]
+pub struct MlaParams {
+    /// 0 = direct attn_q (V2-Lite), else attn_q_a → norm → attn_q_b.
+    pub q_lora_rank: usize,
+    pub kv_lora_rank: usize,
+    /// Per-head q/k size without rope (key_length_mla − rope dims).
+    pub qk_nope: usize,
+    /// Per-head q/k size (key_length_mla).
+    pub qk_head: usize,
+    /// Per-head value size (value_length_mla).
+    pub v_head: usize,
+    pub n_dense_lead: usize,
+    pub n_expert: usize,
+    pub n_expert_used: usize,
+    pub n_expert_shared: usize,
+    pub n_ff_exp: usize,
+    pub n_group: usize,
+    pub n_group_used: usize,
+    pub gating: Gating,
+    pub weights_norm: bool,
+    pub weights_scale: f32,
 }
 
 fn required_u32(f: &GgufFile, key: &str) -> Result<u32, String> {
@@ -93,7 +133,7 @@ impl HParams {
         let default_hd = (n_embd / n_head) as u32;
         let head_dim_k = positive(f.get_u32(&k("attention.key_length")).unwrap_or(default_hd), &k("attention.key_length"))?;
         let head_dim_v = positive(f.get_u32(&k("attention.value_length")).unwrap_or(default_hd), &k("attention.value_length"))?;
-        if head_dim_k != head_dim_v {
+        if head_dim_k != head_dim_v && arch != Arch::Deepseek2 {
             return Err(format!("key length {head_dim_k} differs from value length {head_dim_v}: not supported for {a}"));
         }
         let n_rot = f.get_u32(&k("rope.dimension_count")).unwrap_or(head_dim_k as u32) as usize;
@@ -140,8 +180,15 @@ impl HParams {
             n_ctx_orig_yarn,
             yarn_ext_factor: f.get_f32(&k("rope.scaling.yarn_ext_factor")).unwrap_or(-1.0),
             yarn_attn_factor: f.get_f32(&k("rope.scaling.yarn_attn_factor")).unwrap_or(1.0),
-            yarn_beta_fast: f.get_f32(&k("rope.scaling.yarn_beta_fast")).unwrap_or(32.0),
-            yarn_beta_slow: f.get_f32(&k("rope.scaling.yarn_beta_slow")).unwrap_or(1.0),
+            // deepseek2 ignores the beta keys (upstream's hard defaults 32 and 1).
+            yarn_beta_fast: if arch == Arch::Deepseek2 { 32.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_fast")).unwrap_or(32.0) },
+            yarn_beta_slow: if arch == Arch::Deepseek2 { 1.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_slow")).unwrap_or(1.0) },
+            rope_attn_factor: f.get_f32(&k("rope.scaling.attn_factor")).unwrap_or(1.0),
+            rope_yarn_log_mul: match (arch, f.get_f32(&k("rope.scaling.yarn_log_multiplier"))) {
+                (Arch::Deepseek2, Some(v)) => v / 0.1,
+                (_, v) => v.unwrap_or(0.0),
+            },
+            mla: if arch == Arch::Deepseek2 { Some(MlaParams::from_gguf(f, n_layer, head_dim_k, head_dim_v, n_rot)?) } else { None },
         })
     }
 
@@ -153,5 +200,60 @@ impl HParams {
     }
     pub fn kv_dim_v(&self) -> usize {
         self.n_head_kv * self.head_dim_v
+    }
+}
+
+impl MlaParams {
+    fn from_gguf(f: &GgufFile, n_layer: usize, key_length: usize, value_length: usize, n_rot: usize) -> Result<MlaParams, String> {
+        let k = |s: &str| format!("deepseek2.{s}");
+        let req = |s: &str| required_u32(f, &k(s)).map(|v| v as usize);
+        let kv_lora_rank = req("attention.kv_lora_rank")?;
+        let qk_head = f.get_u32(&k("attention.key_length_mla")).map(|v| v as usize);
+        let v_head = f.get_u32(&k("attention.value_length_mla")).map(|v| v as usize);
+        let (Some(qk_head), Some(v_head)) = (qk_head, v_head) else {
+            return Err("deepseek2 GGUF without key_length_mla/value_length_mla (the non-absorbed attn_kv_b layout) is not supported yet; reconvert with a current converter".into());
+        };
+        if qk_head <= n_rot || v_head == 0 {
+            return Err(format!("key_length_mla {qk_head} must exceed the rope dimension {n_rot}, value_length_mla {v_head} must be positive"));
+        }
+        if key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank {
+            return Err(format!("key_length {key_length} / value_length {value_length} must be kv_lora_rank + rope dims / kv_lora_rank ({kv_lora_rank}, {n_rot})"));
+        }
+        let n_expert = req("expert_count")?;
+        let n_expert_used = req("expert_used_count")?;
+        let n_group = f.get_u32(&k("expert_group_count")).unwrap_or(1).max(1) as usize;
+        let n_group_used = f.get_u32(&k("expert_group_used_count")).unwrap_or(1).max(1) as usize;
+        let n_dense_lead = f.get_u32(&k("leading_dense_block_count")).unwrap_or(0) as usize;
+        if n_expert == 0 || n_expert_used == 0 || n_expert_used > n_expert || n_expert % n_group != 0 || n_group_used > n_group {
+            return Err(format!("inconsistent expert counts: {n_expert} experts, {n_expert_used} used, {n_group} groups, {n_group_used} used"));
+        }
+        if n_group > super::deepseek2::MAX_GROUPS {
+            return Err(format!("{n_group} expert groups exceed the supported {}", super::deepseek2::MAX_GROUPS));
+        }
+        if n_group > 1 && n_expert / n_group < 2 {
+            return Err("expert groups need at least 2 experts each (top-2 group scores)".into());
+        }
+        let gating = match f.get_u32(&k("expert_gating_func")).unwrap_or(1) {
+            0 | 1 => Gating::Softmax,
+            2 => Gating::Sigmoid,
+            g => return Err(format!("expert_gating_func {g} is not supported")),
+        };
+        Ok(MlaParams {
+            q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize,
+            kv_lora_rank,
+            qk_nope: qk_head - n_rot,
+            qk_head,
+            v_head,
+            n_dense_lead: n_dense_lead.min(n_layer),
+            n_expert,
+            n_expert_used,
+            n_expert_shared: req("expert_shared_count")?,
+            n_ff_exp: req("expert_feed_forward_length")?,
+            n_group,
+            n_group_used,
+            gating,
+            weights_norm: f.get_bool(&k("expert_weights_norm")).unwrap_or(false),
+            weights_scale: f.get_f32(&k("expert_weights_scale")).unwrap_or(0.0),
+        })
     }
 }

@@ -2,6 +2,8 @@
 //! every weight. Shared by any number of contexts on any threads (`Send + Sync`, no locks).
 //! Weight matrices are byte ranges into the file; they are never copied or dequantized whole.
 
+pub mod deepseek2;
+pub mod deepseek2_weights;
 pub mod dense;
 pub mod hparams;
 pub mod weights;
@@ -16,7 +18,10 @@ pub use weights::{Mat, Weights};
 pub struct Model {
     pub file: GgufFile,
     pub hp: HParams,
+    /// Embeddings, output head and (for llama/qwen2) the layers.
     pub weights: Weights,
+    /// deepseek2's MLA/MoE layers (empty for the dense architectures).
+    pub mla_layers: Vec<deepseek2_weights::MlaLayer>,
     pub vocab: Vocab,
     /// Total parameter count (all tensors).
     pub n_params: u64,
@@ -41,10 +46,14 @@ impl Model {
         }
         let hp = HParams::from_gguf(&file, n_vocab)?;
         let weights = Weights::from_file(&file, &hp)?;
+        let mla_layers = match &hp.mla {
+            Some(m) => deepseek2_weights::load_layers(&file, &hp, m)?,
+            None => Vec::new(),
+        };
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::models_add(1);
-        Ok(Model { file, hp, weights, vocab, n_params, size_bytes })
+        Ok(Model { file, hp, weights, mla_layers, vocab, n_params, size_bytes })
     }
 
     /// A weight matrix view.

@@ -40,7 +40,7 @@ pub struct Weights {
     pub layers: Vec<Layer>,
 }
 
-fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, String> {
+pub(super) fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, String> {
     f.tensor(name).ok_or_else(|| format!("missing required tensor '{name}'"))
 }
 
@@ -51,7 +51,7 @@ fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
-fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, String> {
+pub(super) fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, String> {
     let t = find(f, name)?;
     check_dims(t, &[cols, rows])?;
     if !t.ty.is_weight_type() {
@@ -70,11 +70,11 @@ fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, Strin
     Ok(v)
 }
 
-fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
+pub(super) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
     vector_of(f, find(f, name)?, len)
 }
 
-fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, String> {
+pub(super) fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, String> {
     f.tensor(name).map(|t| vector_of(f, t, len)).transpose()
 }
 
@@ -83,8 +83,9 @@ impl Weights {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
         let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { token_embd.clone() };
-        let mut layers = Vec::with_capacity(hp.n_layer);
-        for i in 0..hp.n_layer {
+        let dense_layers = if hp.mla.is_some() { 0 } else { hp.n_layer };
+        let mut layers = Vec::with_capacity(dense_layers);
+        for i in 0..dense_layers {
             let n = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {
                 attn_norm: vector(f, &n("attn_norm.weight"), e)?,
@@ -105,7 +106,7 @@ impl Weights {
             token_embd,
             output_norm: vector(f, "output_norm.weight", e)?,
             output,
-            rope_freqs: opt_vector(f, "rope_freqs.weight", hp.n_rot / 2)?,
+            rope_freqs: if hp.mla.is_some() { None } else { opt_vector(f, "rope_freqs.weight", hp.n_rot / 2)? },
             layers,
         })
     }

@@ -1,0 +1,386 @@
+//! deepseek2's forward pass (DeepSeek V2, V2-Lite, V3, R1): Multi-head Latent Attention in its
+//! absorbed form (the cache holds the normed latent and the roped key part, one row per token;
+//! values are the latent itself) and a routed Mixture-of-Experts FFN with shared experts.
+//! Follows upstream b11312's `src/models/deepseek2.cpp` and `build_moe_ffn`; buffers come from
+//! one `MlaScratch` sized at context creation.
+
+use super::deepseek2_weights::{FeedForward, Ffn, MlaLayer, Moe, Query, Stack};
+use super::dense::UBatch;
+use super::hparams::{Gating, MlaParams};
+use super::weights::Mat;
+use super::Model;
+use crate::kernels::attention::{attend, HeadScratch};
+use crate::kernels::matmul::{activation_bytes, matmul, quantize_activations};
+use crate::kernels::norm::rms_norm;
+use crate::kernels::rope::{self, RopeParams};
+use crate::kernels::{add_assign, swiglu};
+use crate::kv::KvCache;
+use crate::quant;
+use crate::threads::{split_range, SharedOut, ThreadPool};
+
+/// Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
+pub const MAX_GROUPS: usize = 64;
+
+pub struct MlaScratch {
+    n_ubatch: usize,
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    qa: Vec<f32>,
+    qa_normed: Vec<f32>,
+    q: Vec<f32>,
+    kv: Vec<f32>,
+    krow: Vec<f32>,
+    head_in: Vec<f32>,
+    head_out: Vec<f32>,
+    q_full: Vec<f32>,
+    o_lat: Vec<f32>,
+    o: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    moe: Vec<f32>,
+    gather: Vec<f32>,
+    router: Vec<f32>,
+    /// Per token: the selected experts and their weights.
+    chosen: Vec<(usize, f32)>,
+    /// Per expert: the (token, weight) pairs routed to it in this micro-batch.
+    routed: Vec<Vec<(usize, f32)>>,
+    act: Vec<u8>,
+    rope_cache: Vec<f32>,
+    heads: Vec<HeadScratch>,
+}
+
+fn zeros<T: Clone + Default>(n: usize) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate scratch of {n} elements"))?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+impl MlaScratch {
+    pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
+        let hp = &model.hp;
+        let m = hp.mla.as_ref().expect("deepseek2 model");
+        let (n, e, h, c, r) = (n_ubatch, hp.n_embd, hp.n_head, m.kv_lora_rank, hp.n_rot);
+        let ff = hp.n_ff.max(m.n_ff_exp * m.n_expert_shared).max(m.n_ff_exp);
+        let mut mats: Vec<&Mat> = vec![&model.weights.output];
+        for l in &model.mla_layers {
+            match &l.q {
+                Query::Direct(q) => mats.push(q),
+                Query::LowRank { a, b, .. } => mats.extend([a, b]),
+            }
+            mats.extend([&l.kv_a, &l.k_b.first, &l.v_b.first, &l.wo]);
+            match &l.ffn {
+                FeedForward::Dense(f) => mats.extend([&f.gate, &f.up, &f.down]),
+                FeedForward::Moe(moe) => mats.extend([&moe.router, &moe.gate.first, &moe.up.first, &moe.down.first, &moe.shared.gate, &moe.shared.up, &moe.shared.down]),
+            }
+        }
+        let act = mats.iter().map(|w| activation_bytes(w.ty, w.cols, n)).max().unwrap_or(0);
+        let widest = e.max(m.q_lora_rank).max(h * m.v_head).max(ff);
+        Ok(MlaScratch {
+            n_ubatch,
+            x: zeros(n * e)?,
+            xn: zeros(n * widest)?,
+            qa: zeros(n * m.q_lora_rank)?,
+            qa_normed: zeros(n * m.q_lora_rank)?,
+            q: zeros(n * h * m.qk_head)?,
+            kv: zeros(n * (c + r))?,
+            krow: zeros(c + r)?,
+            head_in: zeros(n * c.max(m.qk_nope))?,
+            head_out: zeros(n * c.max(m.v_head))?,
+            q_full: zeros(n * h * (c + r))?,
+            o_lat: zeros(n * h * c)?,
+            o: zeros(n * h * m.v_head)?,
+            proj: zeros(n * e)?,
+            gate: zeros(n * ff)?,
+            up: zeros(n * ff)?,
+            moe: zeros(n * e)?,
+            gather: zeros(n * e)?,
+            router: zeros(n * m.n_expert)?,
+            chosen: zeros(n * m.n_expert_used)?,
+            routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
+            act: zeros(act)?,
+            rope_cache: zeros(r.max(2))?,
+            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(c + r)).collect(),
+        })
+    }
+}
+
+/// out[n × m.rows] = input[n × m.cols] · mᵀ.
+fn project(model: &Model, pool: &ThreadPool, act: &mut [u8], m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
+    quantize_activations(m.ty, &input[..n * m.cols], m.cols, n, act);
+    matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
+}
+
+/// The softmax scale of MLA: mscale² / √(qk head size), with YaRN's magnitude correction
+/// (upstream pre-scales kq_scale because it cancels the RoPE attention factor).
+pub fn kq_scale(rope: &RopeParams, yarn_log_mul: f32, qk_head: usize) -> f32 {
+    let ln_f = (1.0 / rope.freq_scale).ln();
+    let attn_factor_org = rope.attn_factor * (1.0 + 0.1 * ln_f);
+    let mscale = attn_factor_org * (1.0 + 0.1 * yarn_log_mul * ln_f);
+    mscale * mscale / (qk_head as f32).sqrt()
+}
+
+pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams, logits: &mut [f32], embd: Option<&mut [f32]>) {
+    let hp = &model.hp;
+    let m = hp.mla.as_ref().expect("deepseek2 model");
+    let w = &model.weights;
+    let n = ub.tokens.len();
+    assert!(n <= s.n_ubatch);
+    let e = hp.n_embd;
+
+    let emb = model.mat(&w.token_embd);
+    for (t, &tok) in ub.tokens.iter().enumerate() {
+        quant::dequantize_row(emb.ty, emb.row(tok as usize), &mut s.x[t * e..(t + 1) * e]);
+    }
+    let scale = kq_scale(rope, hp.rope_yarn_log_mul, m.qk_head);
+
+    for (il, layer) in model.mla_layers.iter().enumerate() {
+        for t in 0..n {
+            rms_norm(&s.x[t * e..(t + 1) * e], &layer.attn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
+        }
+        attention(model, m, layer, il, ub, kv, s, pool, rope, scale, n);
+        add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
+
+        for t in 0..n {
+            rms_norm(&s.x[t * e..(t + 1) * e], &layer.ffn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
+        }
+        match &layer.ffn {
+            FeedForward::Dense(f) => {
+                swiglu_ffn(model, pool, s, f, n);
+            }
+            FeedForward::Moe(moe) => {
+                experts(model, m, pool, s, moe, n);
+                swiglu_ffn(model, pool, s, &moe.shared, n);
+                add_assign(&mut s.proj[..n * e], &s.moe[..n * e]);
+            }
+        }
+        add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
+    }
+
+    let n_out = ub.out_rows.len();
+    if n_out == 0 {
+        return;
+    }
+    for (o, &t) in ub.out_rows.iter().enumerate() {
+        rms_norm(&s.x[t * e..(t + 1) * e], &w.output_norm, hp.rms_eps, &mut s.xn[o * e..(o + 1) * e]);
+    }
+    if let Some(embd) = embd {
+        embd[..n_out * e].copy_from_slice(&s.xn[..n_out * e]);
+    }
+    project(model, pool, &mut s.act, &w.output, &s.xn, n_out, logits);
+}
+
+/// MLA attention of the micro-batch; leaves attn_output's result in `s.proj`.
+#[allow(clippy::too_many_arguments)]
+fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams, scale: f32, n: usize) {
+    let hp = &model.hp;
+    let (h, c, r, nope, qk) = (hp.n_head, m.kv_lora_rank, hp.n_rot, m.qk_nope, m.qk_head);
+
+    // Query: direct, or through the low-rank bottleneck with its own norm.
+    match &layer.q {
+        Query::Direct(wq) => project(model, pool, &mut s.act, wq, &s.xn, n, &mut s.q),
+        Query::LowRank { a, norm, b } => {
+            project(model, pool, &mut s.act, a, &s.xn, n, &mut s.qa);
+            let ql = m.q_lora_rank;
+            for t in 0..n {
+                rms_norm(&s.qa[t * ql..(t + 1) * ql], norm, hp.rms_eps, &mut s.qa_normed[t * ql..(t + 1) * ql]);
+            }
+            project(model, pool, &mut s.act, b, &s.qa_normed, n, &mut s.q);
+        }
+    }
+    // Compressed KV: the latent (normed) and the shared rope key part (not normed).
+    project(model, pool, &mut s.act, &layer.kv_a, &s.xn, n, &mut s.kv);
+    for t in 0..n {
+        let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
+        rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);
+        s.krow[c..].copy_from_slice(&row[c..]);
+        rope::fill_cache(rope, ub.pos[t] as f32, None, &mut s.rope_cache);
+        rope::apply(rope.mode, r, &s.rope_cache, &mut s.krow[c..]);
+        for head in 0..h {
+            let q = &mut s.q[(t * h + head) * qk..(t * h + head + 1) * qk];
+            rope::apply(rope.mode, r, &s.rope_cache, &mut q[nope..]);
+            s.q_full[(t * h + head) * (c + r) + c..(t * h + head + 1) * (c + r)].copy_from_slice(&q[nope..]);
+        }
+        kv.store_k(il, ub.cells[t], &s.krow);
+    }
+    // Absorb W_UK into the query, head by head: q_abs = attn_k_b[h] · q_nope.
+    for head in 0..h {
+        for t in 0..n {
+            let src = (t * h + head) * qk;
+            s.head_in[t * nope..(t + 1) * nope].copy_from_slice(&s.q[src..src + nope]);
+        }
+        let wk = layer.k_b.get(head);
+        project(model, pool, &mut s.act, &wk, &s.head_in, n, &mut s.head_out);
+        for t in 0..n {
+            let dst = (t * h + head) * (c + r);
+            s.q_full[dst..dst + c].copy_from_slice(&s.head_out[t * c..(t + 1) * c]);
+        }
+    }
+    // Scores against cached [latent | rope key] rows; values are the latents.
+    {
+        let kvr = &*kv;
+        let q_full = &s.q_full;
+        let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
+        let scratch = SharedOut::new(&mut s.heads);
+        pool.run(&|ith, nth| {
+            // SAFETY: each thread uses only its own scratch slot.
+            let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+            for item in split_range(n * h, ith, nth) {
+                let t = item / h;
+                let (seq, pos) = (ub.seq[t], ub.pos[t]);
+                let cells = kvr
+                    .cells_of_stream(kvr.stream_of(seq))
+                    .filter(|(_, cell)| cell.pos >= 0 && cell.pos <= pos && cell.seqs.contains(seq))
+                    .map(|(i, _)| {
+                        let k = kvr.k_row(il, i);
+                        (k, &k[..c])
+                    });
+                // SAFETY: item (t, head) is handled by exactly one thread.
+                let o = unsafe { out.slice(item * c..(item + 1) * c) };
+                attend(&q_full[item * (c + r)..(item + 1) * (c + r)], scale, cells, hs, o);
+            }
+        });
+    }
+    // Decompress with W_UV per head, then the output projection.
+    let v = m.v_head;
+    for head in 0..h {
+        for t in 0..n {
+            let src = (t * h + head) * c;
+            s.head_in[t * c..(t + 1) * c].copy_from_slice(&s.o_lat[src..src + c]);
+        }
+        let wv = layer.v_b.get(head);
+        project(model, pool, &mut s.act, &wv, &s.head_in, n, &mut s.head_out);
+        for t in 0..n {
+            s.o[(t * h + head) * v..(t * h + head + 1) * v].copy_from_slice(&s.head_out[t * v..(t + 1) * v]);
+        }
+    }
+    project(model, pool, &mut s.act, &layer.wo, &s.o, n, &mut s.proj);
+}
+
+/// SwiGLU FFN of `s.xn` into `s.proj`.
+fn swiglu_ffn(model: &Model, pool: &ThreadPool, s: &mut MlaScratch, f: &Ffn, n: usize) {
+    let ff = f.gate.rows;
+    project(model, pool, &mut s.act, &f.gate, &s.xn, n, &mut s.gate);
+    project(model, pool, &mut s.act, &f.up, &s.xn, n, &mut s.up);
+    swiglu(&mut s.gate[..n * ff], &s.up[..n * ff]);
+    project(model, pool, &mut s.act, &f.down, &s.gate, n, &mut s.proj);
+}
+
+/// Routes each token to its experts and sums their weighted SwiGLU outputs into `s.moe`.
+/// Tokens are grouped by expert so that each chosen expert's weights are read once per batch.
+fn experts(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, moe: &Moe, n: usize) {
+    let e = model.hp.n_embd;
+    let ne = m.n_expert;
+    project(model, pool, &mut s.act, &moe.router, &s.xn, n, &mut s.router);
+    for list in s.routed.iter_mut() {
+        list.clear();
+    }
+    for t in 0..n {
+        let chosen = &mut s.chosen[t * m.n_expert_used..(t + 1) * m.n_expert_used];
+        route(m, moe.bias.as_deref(), &mut s.router[t * ne..(t + 1) * ne], chosen);
+        for &(x, wt) in chosen.iter() {
+            s.routed[x].push((t, wt));
+        }
+    }
+    s.moe[..n * e].iter_mut().for_each(|v| *v = 0.0);
+    for x in 0..ne {
+        let k = s.routed[x].len();
+        if k == 0 {
+            continue;
+        }
+        for (i, &(t, _)) in s.routed[x].iter().enumerate() {
+            s.gather[i * e..(i + 1) * e].copy_from_slice(&s.xn[t * e..(t + 1) * e]);
+        }
+        expert_ffn(model, pool, &mut s.act, &moe.gate, &moe.up, &moe.down, x, &s.gather, k, &mut s.gate, &mut s.up, &mut s.proj);
+        for (i, &(t, wt)) in s.routed[x].iter().enumerate() {
+            for (acc, &y) in s.moe[t * e..(t + 1) * e].iter_mut().zip(&s.proj[i * e..(i + 1) * e]) {
+                *acc += wt * y;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn expert_ffn(model: &Model, pool: &ThreadPool, act: &mut [u8], gate: &Stack, up: &Stack, down: &Stack, x: usize, input: &[f32], k: usize, g: &mut [f32], u: &mut [f32], out: &mut [f32]) {
+    let (wg, wu, wd) = (gate.get(x), up.get(x), down.get(x));
+    project(model, pool, act, &wg, input, k, g);
+    project(model, pool, act, &wu, input, k, u);
+    swiglu(&mut g[..k * wg.rows], &u[..k * wg.rows]);
+    project(model, pool, act, &wd, g, k, out);
+}
+
+/// Upstream's build_moe_ffn selection for one token: gating probabilities, the selection bias
+/// (selection only), group-limited choice, top-k, weights from the unbiased probabilities,
+/// optional renormalisation, then scaling. `logits` is overwritten with the probabilities.
+pub fn route(m: &MlaParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &mut [(usize, f32)]) {
+    match m.gating {
+        Gating::Softmax => {
+            let mx = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for v in logits.iter_mut() {
+                *v = (*v - mx).exp();
+                sum += *v;
+            }
+            for v in logits.iter_mut() {
+                *v /= sum;
+            }
+        }
+        Gating::Sigmoid => logits.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+    }
+    let probs = &*logits;
+    let sel = |i: usize| probs[i] + bias.map_or(0.0, |b| b[i]);
+    let per_group = m.n_expert / m.n_group;
+    // Groups kept: the n_group_used with the largest sum of their two best selection scores.
+    let mut group_kept = [true; MAX_GROUPS];
+    if m.n_group > 1 {
+        let mut scores = [(f32::NEG_INFINITY, 0usize); MAX_GROUPS];
+        for g in 0..m.n_group {
+            let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+            for i in g * per_group..(g + 1) * per_group {
+                let v = sel(i);
+                if v > a {
+                    b = a;
+                    a = v;
+                } else if v > b {
+                    b = v;
+                }
+            }
+            scores[g] = (a + b, g);
+        }
+        let groups = &mut scores[..m.n_group];
+        groups.sort_by(|x, y| y.0.partial_cmp(&x.0).unwrap_or(std::cmp::Ordering::Equal));
+        group_kept = [false; MAX_GROUPS];
+        for &(_, g) in groups.iter().take(m.n_group_used) {
+            group_kept[g] = true;
+        }
+    }
+    // Top-k over the selection scores of the kept groups (k is small: selection by repeated max).
+    let k = chosen.len();
+    for slot in 0..k {
+        let mut best = usize::MAX;
+        let mut best_v = f32::NEG_INFINITY;
+        for i in 0..m.n_expert {
+            if !group_kept[i / per_group] {
+                continue;
+            }
+            if chosen[..slot].iter().any(|&(c, _)| c == i) {
+                continue;
+            }
+            let v = sel(i);
+            if best == usize::MAX || v > best_v {
+                best = i;
+                best_v = v;
+            }
+        }
+        chosen[slot] = (best, probs[best]);
+    }
+    if m.weights_norm {
+        let sum: f32 = chosen.iter().map(|&(_, w)| w).sum();
+        let d = sum.max(6.103515625e-5);
+        chosen.iter_mut().for_each(|(_, w)| *w /= d);
+    }
+    if m.weights_scale != 0.0 && m.weights_scale != 1.0 {
+        chosen.iter_mut().for_each(|(_, w)| *w *= m.weights_scale);
+    }
+}
