@@ -91,6 +91,11 @@ typedef struct llama_chat_message llama_chat_message;
  */
 #define MAX_CODEPOINTS 1114112
 
+/**
+ * Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
+ */
+#define MAX_GROUPS 64
+
 #define MAX_SEQ 256
 
 #define LLAMA_DEFAULT_SEED 4294967295
