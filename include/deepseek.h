@@ -23,82 +23,9 @@ typedef struct llama_sampler_chain_params llama_sampler_chain_params;
 typedef struct llama_chat_message llama_chat_message;
 
 
-/**
- * "GGUF" read as a little-endian u32.
- */
-#define MAGIC 1179993927
-
-#define DEFAULT_ALIGNMENT 32
-
-#define MAX_DIMS 4
+#define LLAMA_DEFAULT_SEED 4294967295
 
 #define LLAMA_TOKEN_NULL -1
-
-/**
- * `enum llama_vocab_type`
- */
-#define VOCAB_TYPE_NONE 0
-
-#define VOCAB_TYPE_SPM 1
-
-#define VOCAB_TYPE_BPE 2
-
-/**
- * `enum llama_token_attr` bits
- */
-#define ATTR_UNDEFINED 0
-
-#define ATTR_UNKNOWN (1 << 0)
-
-#define ATTR_UNUSED (1 << 1)
-
-#define ATTR_NORMAL (1 << 2)
-
-#define ATTR_CONTROL (1 << 3)
-
-#define ATTR_USER_DEFINED (1 << 4)
-
-#define ATTR_BYTE (1 << 5)
-
-#define ATTR_NORMALIZED (1 << 6)
-
-#define ATTR_LSTRIP (1 << 7)
-
-#define ATTR_RSTRIP (1 << 8)
-
-#define ATTR_SINGLE_WORD (1 << 9)
-
-#define UNDEFINED 1
-
-#define NUMBER 2
-
-#define LETTER 4
-
-#define SEPARATOR 8
-
-#define ACCENT_MARK 16
-
-#define PUNCTUATION 32
-
-#define SYMBOL 64
-
-#define CONTROL 128
-
-#define WHITESPACE_FLAG 256
-
-/**
- * One past the largest codepoint that has flags.
- */
-#define MAX_CODEPOINTS 1114112
-
-/**
- * Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
- */
-#define MAX_GROUPS 64
-
-#define MAX_SEQ 256
-
-#define LLAMA_DEFAULT_SEED 4294967295
 
 #define LLAMA_FILE_MAGIC_GGLA 1734831201
 
@@ -247,43 +174,6 @@ enum llama_vocab_type {
   LLAMA_VOCAB_TYPE_PLAMO2 = 6,
   LLAMA_VOCAB_TYPE_TEST = 7,
 };
-
-/**
- * GGML tensor types, discriminants = ggml's enum ggml_type values.
- */
-enum GgmlType
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2K = 10,
-  Q3K = 11,
-  Q4K = 12,
-  Q5K = 13,
-  Q6K = 14,
-  Q8K = 15,
-  I8 = 24,
-  I16 = 25,
-  I32 = 26,
-  I64 = 27,
-  F64 = 28,
-  BF16 = 30,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum GgmlType GgmlType;
-#else
-typedef uint32_t GgmlType;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
 
 enum llama_token_type {
   LLAMA_TOKEN_TYPE_UNDEFINED = 0,
@@ -524,11 +414,6 @@ struct llama_token_data_array {
   int64_t selected;
   bool sorted;
 };
-
-/**
- * All supported types, in discriminant order.
- */
-#define GgmlType_ALL { F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2K, Q3K, Q4K, Q5K, Q6K, Q8K, I8, I16, I32, I64, F64, BF16, }
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,9 +12,9 @@ pub use value::{GgufArray, GgufValue, ValueType};
 pub use writer::GgufWriter;
 
 /// "GGUF" read as a little-endian u32.
-pub const MAGIC: u32 = 0x4655_4747;
-pub const DEFAULT_ALIGNMENT: usize = 32;
-pub const MAX_DIMS: usize = 4;
+pub(crate) const MAGIC: u32 = 0x4655_4747;
+pub(crate) const DEFAULT_ALIGNMENT: usize = 32;
+pub(crate) const MAX_DIMS: usize = 4;
 
 #[cfg(test)]
 mod tests {

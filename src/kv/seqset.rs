@@ -1,6 +1,6 @@
 //! A fixed-size set of sequence ids (0..256, llama.h's LLAMA_MAX_SEQ): one cell's owners.
 
-pub const MAX_SEQ: usize = 256;
+pub(crate) const MAX_SEQ: usize = 256;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SeqSet([u64; MAX_SEQ / 64]);

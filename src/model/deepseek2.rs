@@ -19,7 +19,7 @@ use crate::quant;
 use crate::threads::{split_range, SharedOut, ThreadPool};
 
 /// Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
-pub const MAX_GROUPS: usize = 64;
+pub(crate) const MAX_GROUPS: usize = 64;
 
 pub struct MlaScratch {
     n_ubatch: usize,

@@ -72,7 +72,7 @@ pub enum GgmlType {
 
 impl GgmlType {
     /// All supported types, in discriminant order.
-    pub const ALL: [GgmlType; 20] = [
+    pub(crate) const ALL: [GgmlType; 20] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,

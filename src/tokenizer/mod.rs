@@ -45,25 +45,23 @@ use crate::gguf::{GgufArray, GgufFile, GgufValue};
 
 use pretok::{PreType, Split};
 
-pub const LLAMA_TOKEN_NULL: i32 = -1;
+pub(crate) const LLAMA_TOKEN_NULL: i32 = -1;
 
 /// `enum llama_vocab_type`
-pub const VOCAB_TYPE_NONE: i32 = 0;
-pub const VOCAB_TYPE_SPM: i32 = 1;
-pub const VOCAB_TYPE_BPE: i32 = 2;
+pub(crate) const VOCAB_TYPE_NONE: i32 = 0;
+pub(crate) const VOCAB_TYPE_SPM: i32 = 1;
+pub(crate) const VOCAB_TYPE_BPE: i32 = 2;
 
 /// `enum llama_token_attr` bits
-pub const ATTR_UNDEFINED: u32 = 0;
-pub const ATTR_UNKNOWN: u32 = 1 << 0;
-pub const ATTR_UNUSED: u32 = 1 << 1;
-pub const ATTR_NORMAL: u32 = 1 << 2;
-pub const ATTR_CONTROL: u32 = 1 << 3;
-pub const ATTR_USER_DEFINED: u32 = 1 << 4;
-pub const ATTR_BYTE: u32 = 1 << 5;
-pub const ATTR_NORMALIZED: u32 = 1 << 6;
-pub const ATTR_LSTRIP: u32 = 1 << 7;
-pub const ATTR_RSTRIP: u32 = 1 << 8;
-pub const ATTR_SINGLE_WORD: u32 = 1 << 9;
+pub(crate) const ATTR_UNDEFINED: u32 = 0;
+pub(crate) const ATTR_UNKNOWN: u32 = 1 << 0;
+pub(crate) const ATTR_UNUSED: u32 = 1 << 1;
+pub(crate) const ATTR_NORMAL: u32 = 1 << 2;
+pub(crate) const ATTR_CONTROL: u32 = 1 << 3;
+pub(crate) const ATTR_USER_DEFINED: u32 = 1 << 4;
+pub(crate) const ATTR_BYTE: u32 = 1 << 5;
+pub(crate) const ATTR_LSTRIP: u32 = 1 << 7;
+pub(crate) const ATTR_RSTRIP: u32 = 1 << 8;
 
 /// `enum llama_token_type` (the GGUF `tokenizer.ggml.token_type` values)
 const TOKEN_TYPE_NORMAL: i32 = 1;

@@ -8,20 +8,20 @@ use once_cell::sync::Lazy;
 
 use super::unicode_table::{CATEGORY_RANGES, LOWER_TO_ASCII, WHITESPACE};
 
-pub const UNDEFINED: u16 = 0x0001;
-pub const NUMBER: u16 = 0x0002;
-pub const LETTER: u16 = 0x0004;
+pub(crate) const UNDEFINED: u16 = 0x0001;
+pub(crate) const NUMBER: u16 = 0x0002;
+pub(crate) const LETTER: u16 = 0x0004;
 #[allow(dead_code)]
-pub const SEPARATOR: u16 = 0x0008;
-pub const ACCENT_MARK: u16 = 0x0010;
-pub const PUNCTUATION: u16 = 0x0020;
-pub const SYMBOL: u16 = 0x0040;
+pub(crate) const SEPARATOR: u16 = 0x0008;
+pub(crate) const ACCENT_MARK: u16 = 0x0010;
+pub(crate) const PUNCTUATION: u16 = 0x0020;
+pub(crate) const SYMBOL: u16 = 0x0040;
 #[allow(dead_code)]
-pub const CONTROL: u16 = 0x0080;
-pub const WHITESPACE_FLAG: u16 = 0x0100;
+pub(crate) const CONTROL: u16 = 0x0080;
+pub(crate) const WHITESPACE_FLAG: u16 = 0x0100;
 
 /// One past the largest codepoint that has flags.
-pub const MAX_CODEPOINTS: u32 = 0x11_0000;
+pub(crate) const MAX_CODEPOINTS: u32 = 0x11_0000;
 
 /// Flags of the Basic Multilingual Plane, indexed directly; the other planes use a binary search.
 static BMP_FLAGS: Lazy<Box<[u16]>> = Lazy::new(|| {
