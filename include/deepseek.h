@@ -41,6 +41,14 @@ typedef struct llama_chat_message llama_chat_message;
 
 #define LLAMA_STATE_SEQ_VERSION 3
 
+#define LLAMA_STATE_SEQ_FLAGS_NONE 0
+
+#define LLAMA_STATE_SEQ_FLAGS_SWA_ONLY 1
+
+#define LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY 1
+
+#define LLAMA_STATE_SEQ_FLAGS_ON_DEVICE 2
+
 /**
  * ggml's log levels (values match `enum ggml_log_level`).
  */
@@ -388,6 +396,8 @@ struct llama_model_params {
   bool load_mtp;
 };
 
+typedef uint32_t llama_state_seq_flags;
+
 struct llama_chat_message {
   const char *role;
   const char *content;
@@ -666,6 +676,139 @@ int32_t llama_model_meta_val_str(const struct llama_model *model,
                                  size_t buf_size);
 
 const char *llama_model_chat_template(const struct llama_model *model, const char *name);
+
+size_t llama_state_get_size(struct llama_context *ctx);
+
+size_t llama_get_state_size(struct llama_context *ctx);
+
+/**
+ * # Safety
+ * `dst` must be writable for `size` bytes.
+ */
+size_t llama_state_get_data(struct llama_context *ctx, uint8_t *dst, size_t size);
+
+/**
+ * # Safety
+ * `dst` must hold llama_state_get_size(ctx) bytes.
+ */
+size_t llama_copy_state_data(struct llama_context *ctx, uint8_t *dst);
+
+/**
+ * # Safety
+ * `src` must hold `size` bytes.
+ */
+size_t llama_state_set_data(struct llama_context *ctx, const uint8_t *src, size_t size);
+
+/**
+ * # Safety
+ * `src` must hold a state from llama_state_get_data.
+ */
+size_t llama_set_state_data(struct llama_context *ctx, const uint8_t *src);
+
+size_t llama_state_seq_get_size(struct llama_context *ctx, llama_seq_id seq_id);
+
+/**
+ * # Safety
+ * `dst` must be writable for `size` bytes.
+ */
+size_t llama_state_seq_get_data(struct llama_context *ctx,
+                                uint8_t *dst,
+                                size_t size,
+                                llama_seq_id seq_id);
+
+/**
+ * # Safety
+ * `src` must hold `size` bytes.
+ */
+size_t llama_state_seq_set_data(struct llama_context *ctx,
+                                const uint8_t *src,
+                                size_t size,
+                                llama_seq_id dest_seq_id);
+
+size_t llama_state_seq_get_size_ext(struct llama_context *ctx,
+                                    llama_seq_id seq_id,
+                                    llama_state_seq_flags _flags);
+
+/**
+ * # Safety
+ * As llama_state_seq_get_data.
+ */
+size_t llama_state_seq_get_data_ext(struct llama_context *ctx,
+                                    uint8_t *dst,
+                                    size_t size,
+                                    llama_seq_id seq_id,
+                                    llama_state_seq_flags _flags);
+
+/**
+ * # Safety
+ * As llama_state_seq_set_data.
+ */
+size_t llama_state_seq_set_data_ext(struct llama_context *ctx,
+                                    const uint8_t *src,
+                                    size_t size,
+                                    llama_seq_id dest_seq_id,
+                                    llama_state_seq_flags _flags);
+
+/**
+ * # Safety
+ * `path_session` NUL-terminated; `tokens` holds `n_token_count` ids.
+ */
+bool llama_state_save_file(struct llama_context *ctx,
+                           const char *path_session,
+                           const llama_token *tokens,
+                           size_t n_token_count);
+
+/**
+ * # Safety
+ * `path_session` NUL-terminated; `tokens_out` writable for `n_token_capacity` ids;
+ * `n_token_count_out` writable.
+ */
+bool llama_state_load_file(struct llama_context *ctx,
+                           const char *path_session,
+                           llama_token *tokens_out,
+                           size_t n_token_capacity,
+                           size_t *n_token_count_out);
+
+/**
+ * # Safety
+ * As llama_state_save_file.
+ */
+bool llama_save_session_file(struct llama_context *ctx,
+                             const char *path_session,
+                             const llama_token *tokens,
+                             size_t n_token_count);
+
+/**
+ * # Safety
+ * As llama_state_load_file.
+ */
+bool llama_load_session_file(struct llama_context *ctx,
+                             const char *path_session,
+                             llama_token *tokens_out,
+                             size_t n_token_capacity,
+                             size_t *n_token_count_out);
+
+/**
+ * # Safety
+ * `filepath` NUL-terminated; `tokens` holds `n_token_count` ids.
+ */
+size_t llama_state_seq_save_file(struct llama_context *ctx,
+                                 const char *filepath,
+                                 llama_seq_id seq_id,
+                                 const llama_token *tokens,
+                                 size_t n_token_count);
+
+/**
+ * # Safety
+ * `filepath` NUL-terminated; `tokens_out` NULL or writable for `n_token_capacity` ids;
+ * `n_token_count_out` writable.
+ */
+size_t llama_state_seq_load_file(struct llama_context *ctx,
+                                 const char *filepath,
+                                 llama_seq_id dest_seq_id,
+                                 llama_token *tokens_out,
+                                 size_t n_token_capacity,
+                                 size_t *n_token_count_out);
 
 enum llama_vocab_type llama_vocab_type(const struct llama_vocab *vocab);
 

@@ -217,6 +217,24 @@ impl Context {
         self.n_outputs
     }
 
+    /// Batch index → output row of the last decode (-1 = no output).
+    pub fn output_ids(&self) -> &[i32] {
+        &self.output_ids
+    }
+
+    /// Puts back the outputs of a saved state.
+    pub fn restore_outputs(&mut self, n_outputs: usize, ids: &[i32], logits: &[f32], embd: &[f32]) -> Result<(), String> {
+        self.reserve_outputs(n_outputs)?;
+        self.logits[..logits.len()].copy_from_slice(logits);
+        if self.embeddings && embd.len() == n_outputs * self.model.hp.n_embd {
+            self.embd[..embd.len()].copy_from_slice(embd);
+        }
+        self.output_ids.clear();
+        self.output_ids.extend_from_slice(ids);
+        self.n_outputs = n_outputs;
+        Ok(())
+    }
+
     /// All logits of the last decode (n_outputs × n_vocab).
     pub fn logits(&self) -> &[f32] {
         &self.logits[..self.n_outputs * self.model.hp.n_vocab]

@@ -14,4 +14,5 @@ pub mod model;
 pub mod kv;
 pub mod batch;
 pub mod context;
+pub mod state;
 pub mod api;

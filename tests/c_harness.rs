@@ -75,4 +75,5 @@ fn api_walkthrough() {
     run(&exe, &[model.to_str().unwrap()]);
     valgrind(&exe, &[model.to_str().unwrap()]);
     run(&exe, &[root().join("tests/data/tiny/tiny-llama-q4_k_m.gguf").to_str().unwrap()]);
+    run(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap()]);
 }

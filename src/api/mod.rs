@@ -10,4 +10,5 @@ pub mod batch;
 pub mod context;
 pub mod memory;
 pub mod model;
+pub mod state;
 pub mod vocab;

@@ -401,3 +401,9 @@ pub enum llama_ftype {
     LLAMA_FTYPE_MOSTLY_Q2_0 = 41,
     LLAMA_FTYPE_GUESSED = 1024,
 }
+
+pub type llama_state_seq_flags = u32;
+pub const LLAMA_STATE_SEQ_FLAGS_NONE: u32 = 0;
+pub const LLAMA_STATE_SEQ_FLAGS_SWA_ONLY: u32 = 1;
+pub const LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: u32 = 1;
+pub const LLAMA_STATE_SEQ_FLAGS_ON_DEVICE: u32 = 2;

@@ -2,7 +2,7 @@
 //! (every count and length is checked against the bytes that remain before anything is
 //! allocated from it); `writer` produces files for tests and tools.
 
-mod cursor;
+pub(crate) mod cursor;
 pub mod reader;
 pub mod value;
 pub mod writer;

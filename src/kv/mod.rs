@@ -102,6 +102,35 @@ impl KvCache {
         &self.cells[idx]
     }
 
+    pub fn n_cells_total(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// The raw F16 V row of a cell (empty for MLA caches, which have no V).
+    pub fn v_row_raw(&self, layer: usize, cell: usize) -> &[u16] {
+        if self.shape.with_v {
+            self.v_row(layer, cell)
+        } else {
+            &[]
+        }
+    }
+
+    /// Restores a cell's metadata and its raw F16 rows of `layer` (state loading).
+    pub fn restore_rows(&mut self, layer: usize, cell: usize, k: &[u16], v: &[u16]) {
+        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
+        self.k[layer][r.clone()].copy_from_slice(k);
+        if self.shape.with_v {
+            self.v[layer][r].copy_from_slice(v);
+        }
+    }
+
+    /// Sets a cell's metadata (state loading); the stream's search head moves past it.
+    pub fn restore_cell(&mut self, idx: usize, cell: Cell) {
+        self.cells[idx] = cell;
+        let stream = idx / self.shape.n_cells;
+        self.head[stream] = (idx - stream * self.shape.n_cells + 1) % self.shape.n_cells;
+    }
+
     /// Cells of a stream: (global index, cell).
     pub fn cells_of_stream(&self, stream: usize) -> impl Iterator<Item = (usize, &Cell)> {
         let r = self.stream_cells(stream);

@@ -22,6 +22,12 @@ impl SeqSet {
     pub fn contains(&self, seq: usize) -> bool {
         seq < MAX_SEQ && self.0[seq / 64] & (1 << (seq % 64)) != 0
     }
+    pub fn words(&self) -> [u64; MAX_SEQ / 64] {
+        self.0
+    }
+    pub fn from_words(words: [u64; MAX_SEQ / 64]) -> SeqSet {
+        SeqSet(words)
+    }
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }

@@ -1,0 +1,173 @@
+//! state: a context's state as bytes (llama_state_* and llama_state_seq_*): the occupied KV
+//! cells with their F16 rows and, for the whole-context state, the last decode's outputs.
+//! Restoring into a context of the same model and shape reproduces the next logits bit for
+//! bit (cells return to the same indices, so attention visits them in the same order). Input
+//! bytes are untrusted: every length is checked against what remains before it is used.
+
+use crate::context::Context;
+use crate::gguf::cursor::Cursor;
+use crate::kv::{Cell, SeqSet};
+
+const MAGIC_FULL: u32 = 0x4453_5354; // "DSST"
+const MAGIC_SEQ: u32 = 0x4453_5351; // "DSSQ"
+const VERSION: u32 = 1;
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Counts are u64, as the reader's `count` expects.
+fn put_count(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&(n as u64).to_le_bytes());
+}
+
+/// What must match between the saving and the loading context: the model's cache layout, and
+/// for a whole-context state also the cache's shape (cells return to their indices). A
+/// sequence state goes to free cells of any context of the same model.
+fn fingerprint(ctx: &Context, whole: bool) -> [u32; 7] {
+    let hp = &ctx.model.hp;
+    let kv = &ctx.kv;
+    let (streams, cells) = if whole { (kv.shape.n_stream as u32, kv.shape.n_cells as u32) } else { (0, 0) };
+    [hp.n_layer as u32, hp.n_vocab as u32, hp.n_embd as u32, kv.kv_dim() as u32, kv.shape.with_v as u32, streams, cells]
+}
+
+/// Serialises the context (seq = None) or one sequence's cells.
+pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
+    out.clear();
+    put_u32(out, if seq.is_some() { MAGIC_SEQ } else { MAGIC_FULL });
+    put_u32(out, VERSION);
+    for v in fingerprint(ctx, seq.is_none()) {
+        put_u32(out, v);
+    }
+    let kv = &ctx.kv;
+    let cells: Vec<usize> = (0..kv.n_cells_total())
+        .filter(|&i| {
+            let c = kv.cell(i);
+            !c.is_empty() && seq.is_none_or(|s| c.seqs.contains(s))
+        })
+        .collect();
+    put_count(out, cells.len());
+    for &i in &cells {
+        let c = kv.cell(i);
+        put_u32(out, i as u32);
+        put_u32(out, c.pos as u32);
+        for w in c.seqs.words() {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+    for layer in 0..ctx.model.hp.n_layer {
+        for &i in &cells {
+            for h in kv.k_row(layer, i).iter().chain(kv.v_row_raw(layer, i)) {
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+        }
+    }
+    if seq.is_none() {
+        let (logits, embd) = (ctx.logits(), ctx.embeddings_all());
+        put_u32(out, ctx.n_outputs() as u32);
+        put_count(out, ctx.output_ids().len());
+        for &id in ctx.output_ids() {
+            put_u32(out, id as u32);
+        }
+        put_count(out, logits.len());
+        logits.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        put_count(out, embd.len());
+        embd.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+    }
+}
+
+/// Restores what `save` wrote. For a sequence state, the cells go to `dest` (whose previous
+/// cells are dropped) in the destination's stream. Returns the bytes read.
+pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usize, String> {
+    let mut c = Cursor::new(bytes);
+    let magic = c.u32("state magic")?;
+    let want = if dest.is_some() { MAGIC_SEQ } else { MAGIC_FULL };
+    if magic != want {
+        return Err(format!("not a {} state (magic 0x{magic:08x})", if dest.is_some() { "sequence" } else { "context" }));
+    }
+    let version = c.u32("state version")?;
+    if version != VERSION {
+        return Err(format!("state version {version} is not supported (expected {VERSION})"));
+    }
+    for (i, want) in fingerprint(ctx, dest.is_none()).into_iter().enumerate() {
+        let got = c.u32("state fingerprint")?;
+        if got != want {
+            return Err(format!("state was saved by a different model or context shape (field {i}: {got} != {want})"));
+        }
+    }
+    let n_total = ctx.kv.n_cells_total();
+    let n = c.count(40, "saved cell count")?;
+    let mut cells = Vec::with_capacity(n);
+    for _ in 0..n {
+        let idx = c.u32("cell index")? as usize;
+        let pos = c.u32("cell position")? as i32;
+        let mut words = [0u64; 4];
+        for w in &mut words {
+            *w = c.u64("cell sequences")?;
+        }
+        if (dest.is_none() && idx >= n_total) || pos < 0 {
+            return Err(format!("cell {idx} at position {pos} is out of range"));
+        }
+        cells.push((idx, pos, SeqSet::from_words(words)));
+    }
+    let row = ctx.kv.kv_dim() * if ctx.kv.shape.with_v { 2 } else { 1 };
+    let n_layer = ctx.model.hp.n_layer;
+    let data_len = n.checked_mul(row).and_then(|x| x.checked_mul(2 * n_layer)).ok_or("state size overflows")?;
+    let data = c.take(data_len, "KV rows")?;
+    // Place the cells (validated above) before touching the cache, so a failure leaves it as it was.
+    let targets: Vec<usize> = match dest {
+        None => cells.iter().map(|&(i, _, _)| i).collect(),
+        Some(d) => {
+            let stream = ctx.kv.stream_of(d);
+            let mut free: Vec<usize> = ctx.kv.cells_of_stream(stream).filter(|(_, cell)| cell.is_empty() || cell.seqs == SeqSet::single(d)).map(|(i, _)| i).collect();
+            if free.len() < cells.len() {
+                return Err(format!("sequence {d} has room for {} cells, the state holds {}", free.len(), cells.len()));
+            }
+            free.truncate(cells.len());
+            free
+        }
+    };
+    let outputs = if dest.is_none() { Some(read_outputs(&mut c, ctx)?) } else { None };
+    match dest {
+        None => ctx.kv.clear(false),
+        Some(d) => ctx.kv.seq_rm(d as i32, -1, -1),
+    }
+    let kv_dim = ctx.kv.kv_dim();
+    let mut k = vec![0u16; kv_dim];
+    let mut v = vec![0u16; row - kv_dim];
+    for (j, (&(_, pos, seqs), &target)) in cells.iter().zip(&targets).enumerate() {
+        let seqs = match dest {
+            None => seqs,
+            Some(d) => SeqSet::single(d),
+        };
+        ctx.kv.restore_cell(target, Cell { pos, seqs });
+        for layer in 0..n_layer {
+            let off = (layer * n + j) * row * 2;
+            let src = &data[off..off + row * 2];
+            for (i, h) in k.iter_mut().chain(v.iter_mut()).enumerate() {
+                *h = u16::from_le_bytes([src[2 * i], src[2 * i + 1]]);
+            }
+            ctx.kv.restore_rows(layer, target, &k, &v);
+        }
+    }
+    if let Some((n_outputs, ids, logits, embd)) = outputs {
+        ctx.restore_outputs(n_outputs, &ids, &logits, &embd)?;
+    }
+    Ok(c.pos())
+}
+
+type Outputs = (usize, Vec<i32>, Vec<f32>, Vec<f32>);
+
+fn read_outputs(c: &mut Cursor<'_>, ctx: &Context) -> Result<Outputs, String> {
+    let n_outputs = c.u32("output count")? as usize;
+    let n_ids = c.count(4, "output id count")?;
+    let ids = (0..n_ids).map(|_| c.u32("output id").map(|v| v as i32)).collect::<Result<Vec<_>, _>>()?;
+    let n_logits = c.count(4, "logit count")?;
+    let logits = (0..n_logits).map(|_| c.u32("logit").map(f32::from_bits)).collect::<Result<Vec<_>, _>>()?;
+    let n_embd = c.count(4, "embedding count")?;
+    let embd = (0..n_embd).map(|_| c.u32("embedding").map(f32::from_bits)).collect::<Result<Vec<_>, _>>()?;
+    if n_logits != n_outputs * ctx.model.hp.n_vocab || ids.iter().any(|&i| i >= n_outputs as i32 || i < -1) {
+        return Err("the saved outputs are inconsistent".into());
+    }
+    Ok((n_outputs, ids, logits, embd))
+}

@@ -1,0 +1,123 @@
+//! State save/restore through the C API: after restoring into a fresh context, the next
+//! logits are bit-identical to the original context's; bad bytes are refused and leave the
+//! context as it was.
+
+mod common;
+
+use std::ffi::CString;
+
+use common::*;
+use deepseek::api::batch::llama_batch_get_one;
+use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
+use deepseek::api::handles::llama_context;
+use deepseek::api::memory::llama_memory_seq_pos_max;
+use deepseek::api::model::llama_model_free;
+use deepseek::api::state::*;
+
+const MODELS: [&str; 3] = ["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q4_k_m.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf"];
+
+fn prompt() -> Vec<i32> {
+    (0..30).map(|i| (i * 53 + 7) % 470).collect()
+}
+
+fn decode_one(c: *mut llama_context, tok: i32) -> Vec<f32> {
+    let mut t = tok;
+    // SAFETY: t outlives the call.
+    assert_eq!(unsafe { llama_decode(c, llama_batch_get_one(&mut t, 1)) }, 0);
+    logits_row(c, -1, 480)
+}
+
+fn state_of(c: *mut llama_context) -> Vec<u8> {
+    let n = llama_state_get_size(c);
+    let mut buf = vec![0u8; n];
+    // SAFETY: buf holds n bytes.
+    assert_eq!(unsafe { llama_state_get_data(c, buf.as_mut_ptr(), n) }, n);
+    buf
+}
+
+#[test]
+fn context_state_round_trip_is_bit_identical() {
+    for rel in MODELS {
+        let m = load_model(&data(rel));
+        let a = new_context(m, 256, 1, 2);
+        let mut p = prompt();
+        // SAFETY: p outlives the call.
+        assert_eq!(unsafe { llama_decode(a, llama_batch_get_one(p.as_mut_ptr(), p.len() as i32)) }, 0);
+        let saved = state_of(a);
+        let before = logits_row(a, -1, 480);
+
+        let b = new_context(m, 256, 1, 2);
+        // SAFETY: saved holds its length.
+        assert_eq!(unsafe { llama_state_set_data(b, saved.as_ptr(), saved.len()) }, saved.len());
+        assert_eq!(logits_row(b, -1, 480), before, "{rel}: restored outputs");
+        assert_eq!(decode_one(a, 11), decode_one(b, 11), "{rel}: next logits after restore");
+
+        // Garbage and truncated states are refused; the context keeps working as before.
+        let c = new_context(m, 256, 1, 2);
+        let mut bad = saved.clone();
+        bad[9] ^= 0x40;
+        // SAFETY: buffers hold their lengths.
+        unsafe {
+            assert_eq!(llama_state_set_data(c, bad.as_ptr(), bad.len()), 0);
+            assert_eq!(llama_state_set_data(c, saved.as_ptr(), saved.len() / 2), 0);
+            assert_eq!(llama_state_set_data(c, saved.as_ptr(), 3), 0);
+        }
+        assert_eq!(llama_memory_seq_pos_max(llama_get_memory(c), 0), -1);
+        // SAFETY: handles from this test, freed once.
+        unsafe {
+            llama_free(a);
+            llama_free(b);
+            llama_free(c);
+            llama_model_free(m);
+        }
+    }
+}
+
+#[test]
+fn sequence_state_moves_between_contexts_and_sequences() {
+    for rel in MODELS {
+        let m = load_model(&data(rel));
+        let a = new_context(m, 256, 1, 2);
+        let mut p = prompt();
+        // SAFETY: p outlives the call.
+        assert_eq!(unsafe { llama_decode(a, llama_batch_get_one(p.as_mut_ptr(), p.len() as i32)) }, 0);
+        let n = llama_state_seq_get_size(a, 0);
+        let mut buf = vec![0u8; n];
+        // SAFETY: buf holds n bytes.
+        assert_eq!(unsafe { llama_state_seq_get_data(a, buf.as_mut_ptr(), n, 0) }, n);
+
+        // Into sequence 1 of a two-sequence context, continued with a seq-1 batch.
+        let b = new_context(m, 256, 2, 2);
+        // SAFETY: buf holds n bytes.
+        assert_eq!(unsafe { llama_state_seq_set_data(b, buf.as_ptr(), n, 1) }, n);
+        assert_eq!(llama_memory_seq_pos_max(llama_get_memory(b), 1), 29);
+        let mut batch = Batch::new(1, 2);
+        batch.add(11, 30, 1, true);
+        // SAFETY: a valid batch.
+        assert_eq!(unsafe { llama_decode(b, batch.0) }, 0);
+        assert_eq!(decode_one(a, 11), logits_row(b, 0, 480), "{rel}: sequence state restored into seq 1");
+
+        // Files: save with the token list, load it back.
+        let path = std::env::temp_dir().join(format!("ds-state-{}-{}.bin", std::process::id(), rel.replace('/', "_")));
+        let cpath = CString::new(path.to_str().unwrap()).unwrap();
+        let c = new_context(m, 256, 1, 2);
+        let mut toks = vec![0i32; 64];
+        let mut n_toks = 0usize;
+        // SAFETY: valid pointers and lengths.
+        unsafe {
+            assert!(llama_state_save_file(a, cpath.as_ptr(), p.as_ptr(), p.len()));
+            assert!(!llama_state_load_file(c, cpath.as_ptr(), toks.as_mut_ptr(), 3, &mut n_toks));
+            assert!(llama_state_load_file(c, cpath.as_ptr(), toks.as_mut_ptr(), toks.len(), &mut n_toks));
+        }
+        assert_eq!(&toks[..n_toks], &p[..]);
+        assert_eq!(decode_one(a, 12), decode_one(c, 12), "{rel}: session file round trip");
+        let _ = std::fs::remove_file(&path);
+        // SAFETY: handles from this test, freed once.
+        unsafe {
+            llama_free(a);
+            llama_free(b);
+            llama_free(c);
+            llama_model_free(m);
+        }
+    }
+}
