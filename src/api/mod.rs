@@ -7,7 +7,11 @@ pub mod types;
 
 pub mod backend;
 pub mod batch;
+pub mod chat;
 pub mod context;
 pub mod memory;
 pub mod model;
+pub mod perf;
+pub mod sampler_iface;
+pub mod sampling;
 pub mod vocab;
