@@ -473,3 +473,76 @@ fn grammar_and_adaptive_p_are_refused() {
     assert!(llama_sampler_init_adaptive_p(0.5, 0.9, 1).is_null());
     assert!(llama_sampler_init_grammar(std::ptr::null(), c"root ::= \"a\"".as_ptr(), c"root".as_ptr()).is_null());
 }
+
+/// llama-cpp-python's `Llama.create_completion` chain (penalties, top_k 40, typical 1.0,
+/// top_p 0.95, min_p 0.05, temperature 0.8, dist) over SmolLM2-135M through
+/// llama_sampler_sample, with the context and sampler perf counters.
+#[test]
+fn python_style_chain_over_a_real_model() {
+    use deepseek::api::context::*;
+    use deepseek::api::model::*;
+    use deepseek::api::vocab::*;
+    let path = common::models_dir().join("smollm2-135m-instruct-q4_1.gguf");
+    let m = common::load_model(&path);
+    let v = llama_model_get_vocab(m);
+    let n_vocab = llama_vocab_n_tokens(v);
+    let run = |seed: u32| -> (Vec<i32>, llama_perf_context_data, llama_perf_sampler_data, usize) {
+        let mut p = llama_context_default_params();
+        p.n_ctx = 128;
+        p.n_threads = 2;
+        p.n_threads_batch = 2;
+        p.no_perf = false;
+        let c = llama_init_from_model(m, p);
+        let chain = llama_sampler_chain_init(llama_sampler_chain_params { no_perf: false });
+        for s in [
+            llama_sampler_init_penalties(n_vocab, 64, 1.1, 0.0, 0.0),
+            llama_sampler_init_top_k(40),
+            llama_sampler_init_typical(1.0, 1),
+            llama_sampler_init_top_p(0.95, 1),
+            llama_sampler_init_min_p(0.05, 1),
+            llama_sampler_init_temp(0.8),
+            llama_sampler_init_dist(seed),
+        ] {
+            llama_sampler_chain_add(chain, s);
+        }
+        let prompt = "The capital of France is";
+        let text = std::ffi::CString::new(prompt).unwrap();
+        let mut toks = vec![0i32; 64];
+        // SAFETY: valid text and token buffer.
+        let k = unsafe { llama_tokenize(v, text.as_ptr(), prompt.len() as i32, toks.as_mut_ptr(), 64, true, true) } as usize;
+        let mut batch = common::Batch::new(64, 1);
+        for (i, &t) in toks[..k].iter().enumerate() {
+            batch.add(t, i as i32, 0, i + 1 == k);
+        }
+        let mut out = Vec::new();
+        for step in 0..4 {
+            // SAFETY: a valid batch for this context.
+            assert_eq!(unsafe { llama_decode(c, batch.0) }, 0);
+            let row = common::logits_row(c, -1, n_vocab as usize);
+            let tok = llama_sampler_sample(chain, c, -1);
+            // Penalties can only lower up to 64 tokens, so the choice is among the raw top 40 + 64.
+            let rank = row.iter().filter(|&&l| l > row[tok as usize]).count();
+            assert!(rank < 104, "step {step}: token {tok} has raw rank {rank}");
+            out.push(tok);
+            batch.clear();
+            batch.add(tok, (k + step) as i32, 0, true);
+        }
+        let perf = (llama_perf_context(c), llama_perf_sampler(chain));
+        // SAFETY: created above, freed once (the chain frees its members).
+        unsafe {
+            llama_sampler_free(chain);
+            llama_free(c);
+        }
+        (out, perf.0, perf.1, k)
+    };
+    let (a, ctx_perf, smpl_perf, n_prompt) = run(4242);
+    let (b, _, _, _) = run(4242);
+    assert_eq!(a, b, "same seed, same tokens");
+    assert_eq!(ctx_perf.n_p_eval as usize, n_prompt);
+    assert_eq!(ctx_perf.n_eval, 3, "three single-token decodes after the prompt");
+    assert!(ctx_perf.t_p_eval_ms > 0.0 && ctx_perf.t_eval_ms > 0.0 && ctx_perf.t_load_ms > 0.0);
+    assert_eq!(smpl_perf.n_sample, 4);
+    assert!(smpl_perf.t_sample_ms > 0.0);
+    // SAFETY: loaded above, freed once.
+    unsafe { llama_model_free(m) };
+}
