@@ -21,6 +21,8 @@ typedef struct llama_batch llama_batch;
 typedef struct llama_logit_bias llama_logit_bias;
 typedef struct llama_sampler_chain_params llama_sampler_chain_params;
 typedef struct llama_chat_message llama_chat_message;
+/* llama_sampler_i refers to llama_sampler before its definition. */
+struct llama_sampler;
 
 
 /**
