@@ -21,6 +21,8 @@ typedef struct llama_batch llama_batch;
 typedef struct llama_logit_bias llama_logit_bias;
 typedef struct llama_sampler_chain_params llama_sampler_chain_params;
 typedef struct llama_chat_message llama_chat_message;
+/* llama_sampler_i refers to llama_sampler before its definition. */
+struct llama_sampler;
 
 
 #define LLAMA_DEFAULT_SEED 4294967295
@@ -254,6 +256,13 @@ struct ggml_backend_buffer_type;
  */
 struct ggml_backend_device;
 
+struct ggml_cgraph;
+
+/**
+ * Opaque ggml graph objects of the (unsupported) backend-sampling interface.
+ */
+struct ggml_context;
+
 struct ggml_tensor;
 
 /**
@@ -271,11 +280,6 @@ struct llama_memory_i;
  * context keeps working (and the file mapped) until the last of them is freed.
  */
 struct llama_model;
-
-/**
- * Opaque sampler handle (the sampler API lands with the sampling issue).
- */
-struct llama_sampler;
 
 /**
  * `struct llama_vocab`: lives inside its llama_model; shares the model (whose `vocab` it
@@ -301,9 +305,77 @@ struct llama_batch {
   int8_t *logits;
 };
 
+struct llama_chat_message {
+  const char *role;
+  const char *content;
+};
+
 typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor *t, bool ask, void *user_data);
 
 typedef bool (*ggml_abort_callback)(void *data);
+
+struct llama_token_data {
+  llama_token id;
+  float logit;
+  float p;
+};
+
+struct llama_token_data_array {
+  struct llama_token_data *data;
+  size_t size;
+  int64_t selected;
+  bool sorted;
+};
+
+typedef struct ggml_backend_buffer_type *ggml_backend_buffer_type_t;
+
+/**
+ * Tensors handed to a backend sampler (backend sampling is not supported; layout only).
+ */
+struct llama_sampler_data {
+  struct ggml_tensor *logits;
+  struct ggml_tensor *probs;
+  struct ggml_tensor *sampled;
+  struct ggml_tensor *candidates;
+};
+
+/**
+ * The sampler interface: user code may implement it (llama_sampler_init); our samplers fill
+ * it with their own functions.
+ */
+struct llama_sampler_i {
+  const char *(*name)(const struct llama_sampler *smpl);
+  void (*accept)(struct llama_sampler *smpl, llama_token token);
+  void (*apply)(struct llama_sampler *smpl, struct llama_token_data_array *cur_p);
+  void (*reset)(struct llama_sampler *smpl);
+  struct llama_sampler *(*clone)(const struct llama_sampler *smpl);
+  void (*free)(struct llama_sampler *smpl);
+  bool (*backend_init)(struct llama_sampler *smpl,
+                       ggml_backend_buffer_type_t buft,
+                       uint32_t n_outputs_max_per_seq);
+  void (*backend_accept)(struct llama_sampler *smpl,
+                         struct ggml_context *ctx,
+                         struct ggml_cgraph *gf,
+                         struct ggml_tensor *selected_token);
+  void (*backend_apply)(struct llama_sampler *smpl,
+                        struct ggml_context *ctx,
+                        struct ggml_cgraph *gf,
+                        struct llama_sampler_data *data);
+  void (*backend_set_input)(struct llama_sampler *smpl);
+  void (*backend_reset)(struct llama_sampler *smpl);
+  void (*copy_state)(const struct llama_sampler *src, struct llama_sampler *dst);
+};
+
+typedef void *llama_sampler_context_t;
+
+/**
+ * `struct llama_sampler`: public in llama.h, so user code can build one around its own
+ * interface. Ours point `ctx` at the Rust sampler state (see api/sampler_iface.rs).
+ */
+struct llama_sampler {
+  struct llama_sampler_i *iface;
+  llama_sampler_context_t ctx;
+};
 
 struct llama_sampler_seq_config {
   llama_seq_id seq_id;
@@ -354,8 +426,6 @@ typedef struct llama_memory_i *llama_memory_t;
 
 typedef struct ggml_backend_device *ggml_backend_dev_t;
 
-typedef struct ggml_backend_buffer_type *ggml_backend_buffer_type_t;
-
 struct llama_model_tensor_buft_override {
   const char *pattern;
   ggml_backend_buffer_type_t buft;
@@ -398,31 +468,28 @@ struct llama_model_params {
 
 typedef uint32_t llama_state_seq_flags;
 
-struct llama_chat_message {
-  const char *role;
-  const char *content;
+struct llama_perf_context_data {
+  double t_start_ms;
+  double t_load_ms;
+  double t_p_eval_ms;
+  double t_eval_ms;
+  int32_t n_p_eval;
+  int32_t n_eval;
+  int32_t n_reused;
 };
 
-struct llama_logit_bias {
-  llama_token token;
-  float bias;
+struct llama_perf_sampler_data {
+  double t_sample_ms;
+  int32_t n_sample;
 };
 
 struct llama_sampler_chain_params {
   bool no_perf;
 };
 
-struct llama_token_data {
-  llama_token id;
-  float logit;
-  float p;
-};
-
-struct llama_token_data_array {
-  struct llama_token_data *data;
-  size_t size;
-  int64_t selected;
-  bool sorted;
+struct llama_logit_bias {
+  llama_token token;
+  float bias;
 };
 
 #ifdef __cplusplus
@@ -477,6 +544,30 @@ struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_se
  * `batch` must come from llama_batch_init and not be freed before.
  */
 void llama_batch_free(struct llama_batch batch);
+
+/**
+ * Formats `n_msg` messages with template `tmpl` (a built-in name or a Jinja template recognized
+ * by its markers; NULL means chatml). Returns the formatted length (copied into `buf` as far as
+ * `length` allows, like strncpy), or -1 when the template is unknown or not supported.
+ *
+ * # Safety
+ * `chat` must hold `n_msg` messages with NUL-terminated role and content; `buf` must be
+ * writable for `length` bytes.
+ */
+int32_t llama_chat_apply_template(const char *tmpl,
+                                  const struct llama_chat_message *chat,
+                                  size_t n_msg,
+                                  bool add_ass,
+                                  char *buf,
+                                  int32_t length);
+
+/**
+ * Writes up to `len` built-in template names to `output`; returns how many there are.
+ *
+ * # Safety
+ * `output` must be writable for `len` pointers.
+ */
+int32_t llama_chat_builtin_templates(const char **output, size_t len);
 
 struct llama_context_params llama_context_default_params(void);
 
@@ -809,6 +900,147 @@ size_t llama_state_seq_load_file(struct llama_context *ctx,
                                  llama_token *tokens_out,
                                  size_t n_token_capacity,
                                  size_t *n_token_count_out);
+
+struct llama_perf_context_data llama_perf_context(const struct llama_context *ctx);
+
+void llama_perf_context_print(const struct llama_context *ctx);
+
+void llama_perf_context_reset(struct llama_context *ctx);
+
+struct llama_perf_sampler_data llama_perf_sampler(const struct llama_sampler *chain);
+
+void llama_perf_sampler_print(const struct llama_sampler *chain);
+
+void llama_perf_sampler_reset(struct llama_sampler *chain);
+
+struct llama_sampler *llama_sampler_init(struct llama_sampler_i *iface,
+                                         llama_sampler_context_t ctx);
+
+const char *llama_sampler_name(const struct llama_sampler *smpl);
+
+void llama_sampler_accept(struct llama_sampler *smpl, llama_token token);
+
+void llama_sampler_apply(struct llama_sampler *smpl, struct llama_token_data_array *cur_p);
+
+void llama_sampler_reset(struct llama_sampler *smpl);
+
+struct llama_sampler *llama_sampler_clone(const struct llama_sampler *smpl);
+
+/**
+ * Copies `src`'s configuration and state into `dst` (same sampler type), keeping `dst`'s handle.
+ */
+void llama_sampler_copy(const struct llama_sampler *src, struct llama_sampler *dst);
+
+/**
+ * # Safety
+ * `smpl` must be NULL or a sampler not owned by a chain, not freed before.
+ */
+void llama_sampler_free(struct llama_sampler *smpl);
+
+uint32_t llama_sampler_get_seed(const struct llama_sampler *smpl);
+
+/**
+ * Samples from output `idx` of the last decode, accepts the token and returns it.
+ */
+llama_token llama_sampler_sample(struct llama_sampler *smpl,
+                                 struct llama_context *ctx,
+                                 int32_t idx);
+
+struct llama_sampler_chain_params llama_sampler_chain_default_params(void);
+
+struct llama_sampler *llama_sampler_chain_init(struct llama_sampler_chain_params params);
+
+/**
+ * Takes ownership of `smpl`: the chain frees it.
+ */
+void llama_sampler_chain_add(struct llama_sampler *chain, struct llama_sampler *smpl);
+
+struct llama_sampler *llama_sampler_chain_get(struct llama_sampler *chain, int32_t i);
+
+int32_t llama_sampler_chain_n(const struct llama_sampler *chain);
+
+/**
+ * Removes member `i` and hands its ownership back to the caller.
+ */
+struct llama_sampler *llama_sampler_chain_remove(struct llama_sampler *chain, int32_t i);
+
+struct llama_sampler *llama_sampler_init_greedy(void);
+
+struct llama_sampler *llama_sampler_init_dist(uint32_t seed);
+
+struct llama_sampler *llama_sampler_init_top_k(int32_t k);
+
+struct llama_sampler *llama_sampler_init_top_p(float p, size_t min_keep);
+
+struct llama_sampler *llama_sampler_init_min_p(float p, size_t min_keep);
+
+struct llama_sampler *llama_sampler_init_typical(float p, size_t min_keep);
+
+struct llama_sampler *llama_sampler_init_temp(float t);
+
+struct llama_sampler *llama_sampler_init_temp_ext(float t, float delta, float exponent);
+
+struct llama_sampler *llama_sampler_init_xtc(float p, float t, size_t min_keep, uint32_t seed);
+
+struct llama_sampler *llama_sampler_init_top_n_sigma(float n);
+
+struct llama_sampler *llama_sampler_init_mirostat(int32_t n_vocab,
+                                                  uint32_t seed,
+                                                  float tau,
+                                                  float eta,
+                                                  int32_t m);
+
+struct llama_sampler *llama_sampler_init_mirostat_v2(uint32_t seed, float tau, float eta);
+
+struct llama_sampler *llama_sampler_init_penalties(int32_t n_vocab,
+                                                   int32_t penalty_last_n,
+                                                   float penalty_repeat,
+                                                   float penalty_freq,
+                                                   float penalty_present);
+
+/**
+ * # Safety
+ * `seq_breakers` must hold `num_breakers` pointers, each NULL or a NUL-terminated string.
+ */
+struct llama_sampler *llama_sampler_init_dry(const struct llama_vocab *vocab,
+                                             float dry_multiplier,
+                                             float dry_base,
+                                             int32_t dry_allowed_length,
+                                             int32_t dry_penalty_last_n,
+                                             const char *const *seq_breakers,
+                                             size_t num_breakers);
+
+/**
+ * # Safety
+ * `logit_bias` must hold `n_logit_bias` entries.
+ */
+struct llama_sampler *llama_sampler_init_logit_bias(int32_t n_vocab,
+                                                    int32_t n_logit_bias,
+                                                    const struct llama_logit_bias *logit_bias);
+
+struct llama_sampler *llama_sampler_init_infill(const struct llama_vocab *vocab);
+
+struct llama_sampler *llama_sampler_init_grammar(const struct llama_vocab *vocab,
+                                                 const char *grammar_str,
+                                                 const char *grammar_root);
+
+struct llama_sampler *llama_sampler_init_grammar_lazy(const struct llama_vocab *vocab,
+                                                      const char *grammar_str,
+                                                      const char *grammar_root,
+                                                      const char **trigger_words,
+                                                      size_t num_trigger_words,
+                                                      const llama_token *trigger_tokens,
+                                                      size_t num_trigger_tokens);
+
+struct llama_sampler *llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab *vocab,
+                                                               const char *grammar_str,
+                                                               const char *grammar_root,
+                                                               const char **trigger_patterns,
+                                                               size_t num_trigger_patterns,
+                                                               const llama_token *trigger_tokens,
+                                                               size_t num_trigger_tokens);
+
+struct llama_sampler *llama_sampler_init_adaptive_p(float target, float decay, uint32_t seed);
 
 enum llama_vocab_type llama_vocab_type(const struct llama_vocab *vocab);
 

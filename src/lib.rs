@@ -1,7 +1,7 @@
 //! deepseek: CPU inference for DeepSeek-family GGUF models behind llama.h's C ABI.
 //!
 //! Layers, top to bottom (imports point down only):
-//! `api` (the only `extern "C"`) → engine (`model`, `context`, `kv`, `batch`, `tokenizer`)
+//! `api` (the only `extern "C"`) → engine (`model`, `context`, `kv`, `batch`, `tokenizer`, `sampling`, `chat`)
 //! → compute (`kernels`, `threads`) → format (`gguf`, `quant`) → sys (`sys`).
 
 pub mod sys;
@@ -15,4 +15,6 @@ pub mod kv;
 pub mod batch;
 pub mod context;
 pub mod state;
+pub mod sampling;
+pub mod chat;
 pub mod api;

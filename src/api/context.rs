@@ -118,6 +118,7 @@ pub extern "C" fn llama_init_from_model(model: *mut llama_model, params: llama_c
             memory: llama_memory_i { ctx: ptr::null_mut() },
             abort_callback: params.abort_callback,
             abort_callback_data: params.abort_callback_data,
+            perf: crate::api::perf::PerfCounters::new(m.t_load_us, params.no_perf),
         }));
         // SAFETY: handle was just created and is uniquely ours.
         unsafe { (*handle).memory.ctx = handle };
@@ -269,8 +270,12 @@ pub unsafe extern "C" fn llama_decode(ctx: *mut llama_context, batch: llama_batc
         // SAFETY: the caller's abort callback with its own data pointer.
         let abort = move || cb.is_some_and(|f| unsafe { f(data) });
         let check: Option<&dyn Fn() -> bool> = if cb.is_some() { Some(&abort) } else { None };
+        let began = std::time::Instant::now();
         match c.ctx.decode(&input, check) {
-            Ok(()) => Ok(0),
+            Ok(()) => {
+                c.perf.record_decode(n, began);
+                Ok(0)
+            }
             Err(DecodeError::NoSlot) => {
                 crate::log_warn!("llama_decode: failed to find a KV cache slot for the batch (n_tokens = {n})");
                 Ok(1)

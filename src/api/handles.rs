@@ -16,6 +16,8 @@ pub struct llama_model {
     pub desc: std::ffi::CString,
     /// Chat templates from the GGUF metadata as C strings (key, template), valid while the model lives.
     pub templates: Vec<(String, std::ffi::CString)>,
+    /// How long loading took (µs), for llama_perf_context.
+    pub t_load_us: f64,
 }
 
 /// `struct llama_vocab`: lives inside its llama_model; shares the model (whose `vocab` it
@@ -52,4 +54,6 @@ pub struct llama_context {
     pub memory: llama_memory_i,
     pub abort_callback: crate::api::types::ggml_abort_callback,
     pub abort_callback_data: *mut std::ffi::c_void,
+    /// Decode counts and times for llama_perf_context.
+    pub perf: crate::api::perf::PerfCounters,
 }

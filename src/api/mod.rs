@@ -7,8 +7,12 @@ pub mod types;
 
 pub mod backend;
 pub mod batch;
+pub mod chat;
 pub mod context;
 pub mod memory;
 pub mod model;
 pub mod state;
+pub mod perf;
+pub mod sampler_iface;
+pub mod sampling;
 pub mod vocab;

@@ -84,7 +84,9 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
         if params.vocab_only {
             return Err("vocab_only loading is not supported yet".into());
         }
+        let load_start = std::time::Instant::now();
         let model = Model::load(std::path::Path::new(path), mmap).map_err(|e| format!("{path}: {e}"))?;
+        let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
         if let Some(cb) = params.progress_callback {
             // SAFETY: the caller's callback with its own user data, as llama.h documents.
             if !unsafe { cb(1.0, params.progress_callback_user_data) } {
@@ -103,7 +105,7 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
             })
             .collect();
         let model = Arc::new(model);
-        Ok(Box::into_raw(Box::new(llama_model { vocab: llama_vocab::new(Arc::clone(&model)), model, desc, templates })))
+        Ok(Box::into_raw(Box::new(llama_model { vocab: llama_vocab::new(Arc::clone(&model)), model, desc, templates, t_load_us })))
     })
 }
 

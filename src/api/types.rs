@@ -243,8 +243,65 @@ pub struct llama_model_params {
     pub load_mtp: bool,
 }
 
-/// Opaque sampler handle (the sampler API lands with the sampling issue).
-pub struct llama_sampler;
+/// Opaque ggml graph objects of the (unsupported) backend-sampling interface.
+pub struct ggml_context;
+pub struct ggml_cgraph;
+
+pub type llama_sampler_context_t = *mut c_void;
+
+/// Tensors handed to a backend sampler (backend sampling is not supported; layout only).
+#[repr(C)]
+pub struct llama_sampler_data {
+    pub logits: *mut ggml_tensor,
+    pub probs: *mut ggml_tensor,
+    pub sampled: *mut ggml_tensor,
+    pub candidates: *mut ggml_tensor,
+}
+
+/// The sampler interface: user code may implement it (llama_sampler_init); our samplers fill
+/// it with their own functions.
+#[repr(C)]
+pub struct llama_sampler_i {
+    pub name: Option<unsafe extern "C" fn(smpl: *const llama_sampler) -> *const c_char>,
+    pub accept: Option<unsafe extern "C" fn(smpl: *mut llama_sampler, token: llama_token)>,
+    pub apply: Option<unsafe extern "C" fn(smpl: *mut llama_sampler, cur_p: *mut llama_token_data_array)>,
+    pub reset: Option<unsafe extern "C" fn(smpl: *mut llama_sampler)>,
+    pub clone: Option<unsafe extern "C" fn(smpl: *const llama_sampler) -> *mut llama_sampler>,
+    pub free: Option<unsafe extern "C" fn(smpl: *mut llama_sampler)>,
+    pub backend_init: Option<unsafe extern "C" fn(smpl: *mut llama_sampler, buft: ggml_backend_buffer_type_t, n_outputs_max_per_seq: u32) -> bool>,
+    pub backend_accept: Option<unsafe extern "C" fn(smpl: *mut llama_sampler, ctx: *mut ggml_context, gf: *mut ggml_cgraph, selected_token: *mut ggml_tensor)>,
+    pub backend_apply: Option<unsafe extern "C" fn(smpl: *mut llama_sampler, ctx: *mut ggml_context, gf: *mut ggml_cgraph, data: *mut llama_sampler_data)>,
+    pub backend_set_input: Option<unsafe extern "C" fn(smpl: *mut llama_sampler)>,
+    pub backend_reset: Option<unsafe extern "C" fn(smpl: *mut llama_sampler)>,
+    pub copy_state: Option<unsafe extern "C" fn(src: *const llama_sampler, dst: *mut llama_sampler)>,
+}
+
+/// `struct llama_sampler`: public in llama.h, so user code can build one around its own
+/// interface. Ours point `ctx` at the Rust sampler state (see api/sampler_iface.rs).
+#[repr(C)]
+pub struct llama_sampler {
+    pub iface: *mut llama_sampler_i,
+    pub ctx: llama_sampler_context_t,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct llama_perf_context_data {
+    pub t_start_ms: f64,
+    pub t_load_ms: f64,
+    pub t_p_eval_ms: f64,
+    pub t_eval_ms: f64,
+    pub n_p_eval: i32,
+    pub n_eval: i32,
+    pub n_reused: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct llama_perf_sampler_data {
+    pub t_sample_ms: f64,
+    pub n_sample: i32,
+}
 
 #[repr(C)]
 pub struct llama_sampler_seq_config {

@@ -1,116 +1,239 @@
-//! deepseek-cli: generate text from a GGUF model on the CPU (greedy decoding).
-//!
-//! Usage: deepseek-cli -m MODEL.gguf [-p PROMPT] [-n N_PREDICT] [-t THREADS] [-c N_CTX]
-//! Uses the Rust API (model, context, tokenizer), not the C one.
+//! deepseek-cli: generate text or chat with a GGUF model on the CPU, streaming tokens as they
+//! come, then a summary (load time, prompt and generation speed, peak memory; `--json` for
+//! scripts). Uses the Rust API (model, context, tokenizer, sampling, chat), not the C one.
+//! Exit codes: 0 success, 1 runtime failure, 2 bad arguments or missing model.
 
-use std::io::Write;
+#[path = "deepseek_cli/args.rs"]
+mod args;
+#[path = "deepseek_cli/fetch.rs"]
+mod fetch;
+#[path = "deepseek_cli/session.rs"]
+mod session;
+#[path = "deepseek_cli/think.rs"]
+mod think;
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use deepseek::batch::BatchInput;
-use deepseek::context::{Context, ContextParams};
+use deepseek::chat;
 use deepseek::model::Model;
 
-struct Args {
-    model: String,
-    prompt: String,
-    n_predict: usize,
-    threads: i32,
-    n_ctx: u32,
+use args::{Args, Parsed};
+use session::Session;
+use think::ThinkFilter;
+
+/// Set by Ctrl-C to stop the current answer. A signal handler can reach no other state, hence
+/// this one process-wide flag (in the binary, not the library).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-fn usage() -> ! {
-    eprintln!("usage: deepseek-cli -m MODEL.gguf [-p PROMPT] [-n N_PREDICT] [-t THREADS] [-c N_CTX]");
-    std::process::exit(2)
+/// Ctrl-C sets INTERRUPTED instead of killing the process; without SA_RESTART, a blocking read
+/// of stdin returns EINTR so that Ctrl-C at the prompt can end the program.
+fn install_sigint() {
+    // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic
+    // (async-signal-safe).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigint as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+    }
 }
 
-fn parse_args() -> Args {
-    let mut a = Args { model: String::new(), prompt: "The capital of France is".into(), n_predict: 64, threads: 2, n_ctx: 2048 };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "-m" | "--model" => a.model = value(),
-            "-p" | "--prompt" => a.prompt = value(),
-            "-n" | "--n-predict" => a.n_predict = value().parse().unwrap_or_else(|_| usage()),
-            "-t" | "--threads" => a.threads = value().parse().unwrap_or_else(|_| usage()),
-            "-c" | "--ctx-size" => a.n_ctx = value().parse().unwrap_or_else(|_| usage()),
-            _ => usage(),
+/// Reads one line from stdin byte by byte with read(2): None at end of input or on Ctrl-C.
+fn read_line() -> Option<String> {
+    let mut line = Vec::new();
+    loop {
+        let mut b = 0u8;
+        // SAFETY: reads at most one byte into a local.
+        let n = unsafe { libc::read(0, (&mut b as *mut u8).cast(), 1) };
+        if n < 0 || INTERRUPTED.load(Ordering::Relaxed) {
+            return None;
+        }
+        if n == 0 {
+            return if line.is_empty() { None } else { Some(String::from_utf8_lossy(&line).into_owned()) };
+        }
+        if b == b'\n' {
+            return Some(String::from_utf8_lossy(&line).into_owned());
+        }
+        line.push(b);
+    }
+}
+
+/// Peak resident memory (VmHWM) in MiB.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn per_second(n: usize, t: std::time::Duration) -> f64 {
+    if t.as_secs_f64() > 0.0 {
+        n as f64 / t.as_secs_f64()
+    } else {
+        0.0
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o += "\\\"",
+            '\\' => o += "\\\\",
+            '\n' => o += "\\n",
+            '\r' => o += "\\r",
+            '\t' => o += "\\t",
+            c if (c as u32) < 0x20 => o += &format!("\\u{:04x}", c as u32),
+            c => o.push(c),
         }
     }
-    if a.model.is_empty() {
-        usage();
-    }
-    a
+    o + "\""
 }
 
-fn run(a: &Args) -> Result<(), String> {
-    let model = Arc::new(Model::load(std::path::Path::new(&a.model), true)?);
-    let params = ContextParams {
-        n_ctx: a.n_ctx,
-        n_batch: 512,
-        n_ubatch: 512,
-        n_seq_max: 1,
-        n_threads: a.threads,
-        n_threads_batch: a.threads,
-        rope_scaling: None,
-        rope_freq_base: 0.0,
-        rope_freq_scale: 0.0,
-        yarn_ext_factor: -1.0,
-        yarn_attn_factor: -1.0,
-        yarn_beta_fast: -1.0,
-        yarn_beta_slow: -1.0,
-        yarn_orig_ctx: 0,
-        embeddings: false,
-        kv_unified: false,
-    };
-    let mut ctx = Context::new(Arc::clone(&model), &params)?;
-    let vocab = &model.vocab;
-    let mut tokens = Vec::new();
-    vocab.tokenize(a.prompt.as_bytes(), true, true, &mut tokens);
-    if tokens.is_empty() {
-        return Err("the prompt tokenized to nothing".into());
+fn load(a: &Args) -> Result<(Arc<Model>, f64), (i32, String)> {
+    let path = fetch::resolve(&a.model, a.json).map_err(|e| (2, e))?;
+    let tty = std::io::stderr().is_terminal() && !a.json;
+    if tty {
+        eprint!("loading {} ...", path.display());
+    }
+    let t0 = Instant::now();
+    let model = Model::load(&path, !a.no_mmap).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    let secs = t0.elapsed().as_secs_f64();
+    if tty {
+        eprintln!(" done in {secs:.2} s ({} MiB)", model.size_bytes >> 20);
+    }
+    Ok((Arc::new(model), secs))
+}
+
+fn summary(a: &Args, s: &session::Stats, load_s: f64, text: Option<&str>) {
+    let pp = per_second(s.prompt_tokens, s.prompt_time);
+    let tg = per_second(s.gen_tokens, s.gen_time);
+    if a.json {
+        println!(
+            "{{\"model\": {}, \"load_s\": {:.3}, \"prompt_tokens\": {}, \"prompt_s\": {:.3}, \"prompt_tok_per_s\": {:.2}, \"generated_tokens\": {}, \"generation_s\": {:.3}, \"generation_tok_per_s\": {:.2}, \"peak_rss_mib\": {:.1}, \"text\": {}}}",
+            json_string(&a.model),
+            load_s,
+            s.prompt_tokens,
+            s.prompt_time.as_secs_f64(),
+            pp,
+            s.gen_tokens,
+            s.gen_time.as_secs_f64(),
+            tg,
+            peak_rss_mib(),
+            json_string(text.unwrap_or(""))
+        );
+    } else {
+        eprintln!(
+            "\nload {load_s:.2} s | prompt {} tokens, {pp:.1} tok/s | generation {} tokens, {tg:.1} tok/s | peak memory {:.0} MiB",
+            s.prompt_tokens,
+            s.gen_tokens,
+            peak_rss_mib()
+        );
+    }
+}
+
+fn run_prompt(a: &Args) -> Result<(), (i32, String)> {
+    let (model, load_s) = load(a)?;
+    let mut s = Session::new(model, a).map_err(|e| (1, e))?;
+    if s.feed(&a.prompt).map_err(|e| (1, e))? == 0 {
+        return Err((1, "the prompt tokenized to nothing".into()));
     }
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(a.prompt.as_bytes());
-    let _ = out.flush();
-    let decode_err = |e| format!("decode failed: {e:?}");
-    let t0 = std::time::Instant::now();
-    for chunk in tokens.chunks(512) {
-        ctx.decode(&BatchInput { tokens: chunk, pos: None, seq_ids: None, logits: None }, None).map_err(decode_err)?;
-    }
-    let t_prompt = t0.elapsed();
-    let t1 = std::time::Instant::now();
-    let mut piece = Vec::new();
-    let mut generated = 0;
-    for _ in 0..a.n_predict {
-        let logits = ctx.logits_row(-1)?;
-        let next = logits.iter().enumerate().fold(0, |b, (i, &x)| if x > logits[b] { i } else { b }) as i32;
-        if vocab.is_eog(next) {
-            break;
-        }
-        vocab.token_to_piece(next, 0, false, &mut piece);
-        let _ = out.write_all(&piece);
+    if !a.json {
+        let _ = out.write_all(a.prompt.as_bytes());
         let _ = out.flush();
-        generated += 1;
-        ctx.decode(&BatchInput { tokens: &[next], pos: None, seq_ids: None, logits: None }, None).map_err(decode_err)?;
     }
-    let t_gen = t1.elapsed();
-    eprintln!(
-        "\n\nprompt: {} tokens in {:.2} s ({:.1} tok/s); generation: {} tokens in {:.2} s ({:.1} tok/s)",
-        tokens.len(),
-        t_prompt.as_secs_f64(),
-        tokens.len() as f64 / t_prompt.as_secs_f64(),
-        generated,
-        t_gen.as_secs_f64(),
-        generated as f64 / t_gen.as_secs_f64().max(1e-9)
-    );
+    let text = s
+        .generate(a.n_predict.unwrap_or(128), &INTERRUPTED, |piece| {
+            if !a.json {
+                let _ = out.write_all(piece);
+                let _ = out.flush();
+            }
+        })
+        .map_err(|e| (1, e))?;
+    if !a.json {
+        let _ = out.write_all(b"\n");
+    }
+    drop(out);
+    summary(a, &s.stats, load_s, Some(&String::from_utf8_lossy(&text)));
+    Ok(())
+}
+
+fn run_chat(a: &Args) -> Result<(), (i32, String)> {
+    let (model, load_s) = load(a)?;
+    let tmpl_text = model.file.get_str("tokenizer.chat_template").unwrap_or("chatml").to_string();
+    let family = chat::detect(&tmpl_text).filter(|t| t.is_implemented()).unwrap_or(chat::Template::ChatMl);
+    let mut s = Session::new(model, a).map_err(|e| (1, e))?;
+    let color = std::io::stdout().is_terminal();
+    install_sigint();
+    eprintln!("chat template: {} — type a message, Ctrl-C stops an answer, Ctrl-D (or Ctrl-C here) quits", family.name());
+    let mut history: Vec<(String, String)> = Vec::new();
+    let mut formatted = String::new();
+    let mut prev_len = 0;
+    loop {
+        eprint!("> ");
+        let Some(line) = read_line() else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        history.push(("user".into(), line));
+        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message { role: r, content: c }).collect();
+        chat::format(family, &msgs, true, &mut formatted).map_err(|e| (1, e))?;
+        s.feed(&formatted[prev_len..]).map_err(|e| (1, e))?;
+        let mut out = std::io::stdout().lock();
+        let mut filter = ThinkFilter::new(a.hide_think, color);
+        let mut shown = Vec::new();
+        let answer = s
+            .generate(a.n_predict.unwrap_or(512), &INTERRUPTED, |piece| {
+                shown.clear();
+                filter.push(piece, &mut shown);
+                let _ = out.write_all(&shown);
+                let _ = out.flush();
+            })
+            .map_err(|e| (1, e))?;
+        shown.clear();
+        filter.finish(&mut shown);
+        let _ = out.write_all(&shown);
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+        if INTERRUPTED.swap(false, Ordering::Relaxed) {
+            eprintln!("[stopped]");
+        }
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        history.push(("assistant".into(), think::strip_think(&answer).to_string()));
+        // What the context holds now is the prompt plus the answer as generated; the next turn
+        // continues from the history's formatted length (upstream's simple-chat approach).
+        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message { role: r, content: c }).collect();
+        chat::format(family, &msgs, false, &mut formatted).map_err(|e| (1, e))?;
+        prev_len = formatted.len();
+    }
+    eprintln!();
+    summary(a, &s.stats, load_s, None);
     Ok(())
 }
 
 fn main() {
-    let args = parse_args();
-    if let Err(e) = run(&args) {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(Parsed::Run(a)) => a,
+        Ok(Parsed::Help) => {
+            println!("{}", args::USAGE);
+            return;
+        }
+        Err(e) => {
+            eprintln!("deepseek-cli: {e}");
+            std::process::exit(2);
+        }
+    };
+    let result = if args.chat { run_chat(&args) } else { run_prompt(&args) };
+    if let Err((code, e)) = result {
         eprintln!("deepseek-cli: {e}");
-        std::process::exit(1);
+        std::process::exit(code);
     }
 }

@@ -7,6 +7,7 @@ static LIVE_MODELS: AtomicI64 = AtomicI64::new(0);
 static LIVE_CONTEXTS: AtomicI64 = AtomicI64::new(0);
 static MAPPED_BYTES: AtomicI64 = AtomicI64::new(0);
 static KV_BYTES: AtomicI64 = AtomicI64::new(0);
+static LIVE_SAMPLERS: AtomicI64 = AtomicI64::new(0);
 
 pub fn models_add(d: i64) {
     LIVE_MODELS.fetch_add(d, Ordering::Relaxed);
@@ -20,6 +21,9 @@ pub fn mapped_bytes_add(d: i64) {
 pub fn kv_bytes_add(d: i64) {
     KV_BYTES.fetch_add(d, Ordering::Relaxed);
 }
+pub fn samplers_add(d: i64) {
+    LIVE_SAMPLERS.fetch_add(d, Ordering::Relaxed);
+}
 
 /// A snapshot of the counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +32,7 @@ pub struct Snapshot {
     pub contexts: i64,
     pub mapped_bytes: i64,
     pub kv_bytes: i64,
+    pub samplers: i64,
 }
 
 pub fn snapshot() -> Snapshot {
@@ -36,5 +41,6 @@ pub fn snapshot() -> Snapshot {
         contexts: LIVE_CONTEXTS.load(Ordering::Relaxed),
         mapped_bytes: MAPPED_BYTES.load(Ordering::Relaxed),
         kv_bytes: KV_BYTES.load(Ordering::Relaxed),
+        samplers: LIVE_SAMPLERS.load(Ordering::Relaxed),
     }
 }
