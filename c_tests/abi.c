@@ -52,6 +52,19 @@ SIZE(llama_sampler_chain_params, 1);
 SIZE(llama_model_kv_override, 264);
 SIZE(llama_logit_bias, 8);
 
+/* Sampler and perf structs (values printed by a program compiled against upstream's llama.h). */
+SIZE(llama_sampler_i, 96);
+OFF(llama_sampler_i, name, 0); OFF(llama_sampler_i, accept, 8); OFF(llama_sampler_i, apply, 16);
+OFF(llama_sampler_i, reset, 24); OFF(llama_sampler_i, clone, 32); OFF(llama_sampler_i, free, 40);
+SIZE(llama_sampler, 16);
+OFF(llama_sampler, iface, 0); OFF(llama_sampler, ctx, 8);
+SIZE(llama_perf_context_data, 48);
+OFF(llama_perf_context_data, t_start_ms, 0); OFF(llama_perf_context_data, t_load_ms, 8);
+OFF(llama_perf_context_data, t_p_eval_ms, 16); OFF(llama_perf_context_data, t_eval_ms, 24);
+OFF(llama_perf_context_data, n_p_eval, 32); OFF(llama_perf_context_data, n_eval, 36); OFF(llama_perf_context_data, n_reused, 40);
+SIZE(llama_perf_sampler_data, 16);
+OFF(llama_perf_sampler_data, t_sample_ms, 0); OFF(llama_perf_sampler_data, n_sample, 8);
+
 _Static_assert(sizeof(llama_token) == 4 && sizeof(llama_pos) == 4 && sizeof(llama_seq_id) == 4, "id types");
 _Static_assert(LLAMA_LOAD_MODE_AUTO == -1 && LLAMA_LOAD_MODE_NONE == 0 && LLAMA_LOAD_MODE_MMAP == 1 &&
                LLAMA_LOAD_MODE_MLOCK == 2 && LLAMA_LOAD_MODE_MMAP_MLOCK == 3 && LLAMA_LOAD_MODE_DIRECT_IO == 4, "load modes");
@@ -88,6 +101,9 @@ int main(void) {
     CHECK(cp.abort_callback == NULL && cp.abort_callback_data == NULL);
     CHECK(!cp.embeddings && cp.offload_kqv && cp.no_perf && cp.op_offload && cp.swa_full && !cp.kv_unified);
     CHECK(cp.samplers == NULL && cp.n_samplers == 0 && cp.ctx_other == NULL);
+
+    struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
+    CHECK(sp.no_perf);
 
     if (failures) return 1;
     printf("abi: ok\n");
