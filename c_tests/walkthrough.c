@@ -20,6 +20,15 @@ static int finite_row(const float *l, int n) {
     return 1;
 }
 
+struct progress { int calls; float last; int monotonic; int cancel_after; };
+static bool on_progress(float p, void *ud) {
+    struct progress *pr = ud;
+    if (p < pr->last) pr->monotonic = 0;
+    pr->last = p;
+    pr->calls++;
+    return pr->cancel_after < 0 || pr->calls <= pr->cancel_after;
+}
+
 static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; ++*(int *) ud; }
 
 int main(int argc, char **argv) {
@@ -32,9 +41,18 @@ int main(int argc, char **argv) {
     CHECK(llama_print_system_info() != NULL);
     CHECK(llama_time_us() > 0);
 
-    struct llama_model *m = llama_model_load_from_file(argv[1], llama_model_default_params());
+    /* Loading reports progress from 0 to 1, and a callback that says no cancels it. */
+    struct progress pr = {0, 0.0f, 1, -1};
+    struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = on_progress;
+    mp.progress_callback_user_data = &pr;
+    struct llama_model *m = llama_model_load_from_file(argv[1], mp);
     CHECK(m != NULL);
     if (!m) return 1;
+    CHECK(pr.calls >= 2 && pr.monotonic && pr.last == 1.0f);
+    struct progress stop = {0, 0.0f, 1, 1};
+    mp.progress_callback_user_data = &stop;
+    CHECK(llama_model_load_from_file(argv[1], mp) == NULL && stop.calls == 2);
     const struct llama_vocab *v = llama_model_get_vocab(m);
     int n_vocab = llama_vocab_n_tokens(v);
     CHECK(n_vocab > 0);

@@ -85,14 +85,17 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
             return Err("vocab_only loading is not supported yet".into());
         }
         let load_start = std::time::Instant::now();
-        let model = Model::load(std::path::Path::new(path), mmap).map_err(|e| format!("{path}: {e}"))?;
-        let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
-        if let Some(cb) = params.progress_callback {
-            // SAFETY: the caller's callback with its own user data, as llama.h documents.
-            if !unsafe { cb(1.0, params.progress_callback_user_data) } {
-                return Err("loading cancelled by the progress callback".into());
+        let model = match params.progress_callback {
+            None => Model::load(std::path::Path::new(path), mmap),
+            Some(cb) => {
+                let user_data = params.progress_callback_user_data;
+                // SAFETY: the caller's callback with its own user data, as llama.h documents.
+                let mut report = |p: f32| unsafe { cb(p, user_data) };
+                Model::load_with_progress(std::path::Path::new(path), mmap, &mut report)
             }
         }
+        .map_err(|e| format!("{path}: {e}"))?;
+        let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
         let desc = CString::new(describe(&model)).expect("no NUL in description");
         let templates = model
             .file

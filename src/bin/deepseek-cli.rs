@@ -100,11 +100,16 @@ fn json_string(s: &str) -> String {
 fn load(a: &Args) -> Result<(Arc<Model>, f64), (i32, String)> {
     let path = fetch::resolve(&a.model, a.json).map_err(|e| (2, e))?;
     let tty = std::io::stderr().is_terminal() && !a.json;
-    if tty {
-        eprint!("loading {} ...", path.display());
-    }
     let t0 = Instant::now();
-    let model = Model::load(&path, !a.no_mmap).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let mut bar = |p: f32| {
+        if tty {
+            let filled = (p * 30.0).round() as usize;
+            eprint!("\rloading {name} [{}{}] {:3.0}%", "#".repeat(filled), " ".repeat(30 - filled.min(30)), p * 100.0);
+        }
+        true
+    };
+    let model = Model::load_with_progress(&path, !a.no_mmap, &mut bar).map_err(|e| (1, format!("{}: {e}", path.display())))?;
     let secs = t0.elapsed().as_secs_f64();
     if tty {
         eprintln!(" done in {secs:.2} s ({} MiB)", model.size_bytes >> 20);

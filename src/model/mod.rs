@@ -34,6 +34,37 @@ impl Model {
         Self::from_file(GgufFile::open(path, mmap)?)
     }
 
+    /// Loads and brings every tensor's bytes into memory (page by page, in file order),
+    /// reporting the fraction done to `progress`; a `false` from it cancels the load.
+    /// Reading the weights up front is what makes a progress report honest for a mapped
+    /// file, and it takes the page faults off the first decode.
+    pub fn load_with_progress(path: &Path, mmap: bool, progress: &mut dyn FnMut(f32) -> bool) -> Result<Model, String> {
+        let model = Self::load(path, mmap)?;
+        if !progress(0.0) {
+            return Err("loading cancelled by the progress callback".into());
+        }
+        let total = model.size_bytes.max(1) as f64;
+        let mut done = 0u64;
+        let mut last_report = 0.0f32;
+        for t in model.file.tensors() {
+            let data = model.file.tensor_data(t);
+            let mut sum = 0u8;
+            for page in data.chunks(4096) {
+                sum = sum.wrapping_add(page[0]);
+            }
+            std::hint::black_box(sum);
+            done += t.n_bytes as u64;
+            let frac = (done as f64 / total) as f32;
+            if frac - last_report >= 0.01 || done as f64 >= total {
+                last_report = frac;
+                if !progress(frac.min(1.0)) {
+                    return Err("loading cancelled by the progress callback".into());
+                }
+            }
+        }
+        Ok(model)
+    }
+
     pub fn from_file(file: GgufFile) -> Result<Model, String> {
         let embd = file.tensor("token_embd.weight").ok_or("missing required tensor 'token_embd.weight'")?;
         if embd.dims.len() != 2 {
