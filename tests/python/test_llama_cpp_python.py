@@ -62,6 +62,6 @@ llm.reset()
 llm.eval(llm.tokenize(PROMPT.encode()) + llm.tokenize(b" x", add_bos=False))
 fresh = list(llm.scores[llm.n_tokens - 1][:50])
 assert after_restore == fresh, "logits after load_state differ from a fresh evaluation"
-assert first != fresh
+assert first != fresh, (first[:5], fresh[:5])
 ok("save_state/load_state")
 print("all llama-cpp-python checks passed")
