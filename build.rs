@@ -17,4 +17,18 @@ fn main() {
         Err(e) => panic!("cbindgen failed: {e}"),
     }
     println!("cargo:rustc-env=DS_GENERATED_HEADER={}", out.display());
+    link_args();
+}
+
+/// Shared-library identity on Linux: SONAME libdeepseek.so.0 (the ABI major version) and a
+/// version script that makes only the llama_*, ggml_* and ds_* API global. rustc adds its own
+/// list of exported (#[no_mangle]) symbols, so `tests/library_files.rs` checks the result.
+fn link_args() {
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("linux") {
+        return;
+    }
+    let map = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("libdeepseek.map");
+    std::fs::write(&map, "{\n  global: llama_*; ggml_*; ds_*;\n  local: *;\n};\n").expect("write version script");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libdeepseek.so.0");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={}", map.display());
 }

@@ -21,6 +21,7 @@ typedef struct llama_batch llama_batch;
 typedef struct llama_logit_bias llama_logit_bias;
 typedef struct llama_sampler_chain_params llama_sampler_chain_params;
 typedef struct llama_chat_message llama_chat_message;
+typedef struct llama_model_quantize_params llama_model_quantize_params;
 /* llama_sampler_i refers to llama_sampler before its definition. */
 struct llama_sampler;
 
@@ -185,30 +186,6 @@ enum llama_vocab_type {
   LLAMA_VOCAB_TYPE_TEST = 7,
 };
 
-enum llama_token_type {
-  LLAMA_TOKEN_TYPE_UNDEFINED = 0,
-  LLAMA_TOKEN_TYPE_NORMAL = 1,
-  LLAMA_TOKEN_TYPE_UNKNOWN = 2,
-  LLAMA_TOKEN_TYPE_CONTROL = 3,
-  LLAMA_TOKEN_TYPE_USER_DEFINED = 4,
-  LLAMA_TOKEN_TYPE_UNUSED = 5,
-  LLAMA_TOKEN_TYPE_BYTE = 6,
-};
-
-enum llama_token_attr {
-  LLAMA_TOKEN_ATTR_UNDEFINED = 0,
-  LLAMA_TOKEN_ATTR_UNKNOWN = (1 << 0),
-  LLAMA_TOKEN_ATTR_UNUSED = (1 << 1),
-  LLAMA_TOKEN_ATTR_NORMAL = (1 << 2),
-  LLAMA_TOKEN_ATTR_CONTROL = (1 << 3),
-  LLAMA_TOKEN_ATTR_USER_DEFINED = (1 << 4),
-  LLAMA_TOKEN_ATTR_BYTE = (1 << 5),
-  LLAMA_TOKEN_ATTR_NORMALIZED = (1 << 6),
-  LLAMA_TOKEN_ATTR_LSTRIP = (1 << 7),
-  LLAMA_TOKEN_ATTR_RSTRIP = (1 << 8),
-  LLAMA_TOKEN_ATTR_SINGLE_WORD = (1 << 9),
-};
-
 enum llama_ftype {
   LLAMA_FTYPE_ALL_F32 = 0,
   LLAMA_FTYPE_MOSTLY_F16 = 1,
@@ -249,6 +226,71 @@ enum llama_ftype {
   LLAMA_FTYPE_GUESSED = 1024,
 };
 
+enum llama_model_meta_key {
+  LLAMA_MODEL_META_KEY_SAMPLING_SEQUENCE = 0,
+  LLAMA_MODEL_META_KEY_SAMPLING_TOP_K = 1,
+  LLAMA_MODEL_META_KEY_SAMPLING_TOP_P = 2,
+  LLAMA_MODEL_META_KEY_SAMPLING_MIN_P = 3,
+  LLAMA_MODEL_META_KEY_SAMPLING_XTC_PROBABILITY = 4,
+  LLAMA_MODEL_META_KEY_SAMPLING_XTC_THRESHOLD = 5,
+  LLAMA_MODEL_META_KEY_SAMPLING_TEMP = 6,
+  LLAMA_MODEL_META_KEY_SAMPLING_PENALTY_LAST_N = 7,
+  LLAMA_MODEL_META_KEY_SAMPLING_PENALTY_REPEAT = 8,
+  LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT = 9,
+  LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_TAU = 10,
+  LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_ETA = 11,
+};
+
+/**
+ * ggml-cpu.h's NUMA strategies (llama_numa_init).
+ */
+enum ggml_numa_strategy {
+  GGML_NUMA_STRATEGY_DISABLED = 0,
+  GGML_NUMA_STRATEGY_DISTRIBUTE = 1,
+  GGML_NUMA_STRATEGY_ISOLATE = 2,
+  GGML_NUMA_STRATEGY_NUMACTL = 3,
+  GGML_NUMA_STRATEGY_MIRROR = 4,
+  GGML_NUMA_STRATEGY_COUNT = 5,
+};
+
+enum llama_process_type {
+  LLAMA_PROCESS_TYPE_ENCODE = 0,
+  LLAMA_PROCESS_TYPE_DECODE = 1,
+};
+
+/**
+ * ggml-opt.h's optimizer types (llama_opt_params).
+ */
+enum ggml_opt_optimizer_type {
+  GGML_OPT_OPTIMIZER_TYPE_ADAMW = 0,
+  GGML_OPT_OPTIMIZER_TYPE_SGD = 1,
+  GGML_OPT_OPTIMIZER_TYPE_COUNT = 2,
+};
+
+enum llama_token_type {
+  LLAMA_TOKEN_TYPE_UNDEFINED = 0,
+  LLAMA_TOKEN_TYPE_NORMAL = 1,
+  LLAMA_TOKEN_TYPE_UNKNOWN = 2,
+  LLAMA_TOKEN_TYPE_CONTROL = 3,
+  LLAMA_TOKEN_TYPE_USER_DEFINED = 4,
+  LLAMA_TOKEN_TYPE_UNUSED = 5,
+  LLAMA_TOKEN_TYPE_BYTE = 6,
+};
+
+enum llama_token_attr {
+  LLAMA_TOKEN_ATTR_UNDEFINED = 0,
+  LLAMA_TOKEN_ATTR_UNKNOWN = (1 << 0),
+  LLAMA_TOKEN_ATTR_UNUSED = (1 << 1),
+  LLAMA_TOKEN_ATTR_NORMAL = (1 << 2),
+  LLAMA_TOKEN_ATTR_CONTROL = (1 << 3),
+  LLAMA_TOKEN_ATTR_USER_DEFINED = (1 << 4),
+  LLAMA_TOKEN_ATTR_BYTE = (1 << 5),
+  LLAMA_TOKEN_ATTR_NORMALIZED = (1 << 6),
+  LLAMA_TOKEN_ATTR_LSTRIP = (1 << 7),
+  LLAMA_TOKEN_ATTR_RSTRIP = (1 << 8),
+  LLAMA_TOKEN_ATTR_SINGLE_WORD = (1 << 9),
+};
+
 struct ggml_backend_buffer_type;
 
 /**
@@ -263,7 +305,27 @@ struct ggml_cgraph;
  */
 struct ggml_context;
 
+struct ggml_opt_context;
+
+struct ggml_opt_dataset;
+
+struct ggml_opt_result;
+
 struct ggml_tensor;
+
+struct ggml_threadpool;
+
+struct gguf_context;
+
+/**
+ * `struct llama_adapter_lora` (never created: adapters are not supported).
+ */
+struct llama_adapter_lora;
+
+/**
+ * `struct llama_batch_ext` (never created: the extended batch API is not supported).
+ */
+struct llama_batch_ext;
 
 /**
  * `struct llama_context`.
@@ -491,6 +553,94 @@ struct llama_logit_bias {
   llama_token token;
   float bias;
 };
+
+typedef struct ggml_threadpool *ggml_threadpool_t;
+
+struct llama_model_imatrix_data {
+  const char *name;
+  const float *data;
+  size_t size;
+};
+
+struct llama_model_tensor_override {
+  const char *pattern;
+  enum ggml_type type;
+};
+
+struct llama_model_quantize_params {
+  int32_t nthread;
+  enum llama_ftype ftype;
+  enum ggml_type output_tensor_type;
+  enum ggml_type token_embedding_type;
+  bool allow_requantize;
+  bool quantize_output_tensor;
+  bool only_copy;
+  bool pure;
+  bool keep_split;
+  bool dry_run;
+  const struct llama_model_imatrix_data *imatrix;
+  const struct llama_model_kv_override *kv_overrides;
+  const struct llama_model_tensor_override *tt_overrides;
+  const int32_t *prune_layers;
+  size_t max_buf_size;
+};
+
+typedef void (*llama_model_set_tensor_data_t)(struct ggml_tensor *tensor, void *userdata);
+
+struct llama_embd {
+  const float *data;
+  size_t n_rows;
+  size_t n_embd;
+};
+
+typedef bool (*llama_opt_param_filter)(const struct ggml_tensor *tensor, void *userdata);
+
+struct ggml_opt_optimizer_params_adamw {
+  float alpha;
+  float beta1;
+  float beta2;
+  float eps;
+  float wd;
+};
+
+struct ggml_opt_optimizer_params_sgd {
+  float alpha;
+  float wd;
+};
+
+/**
+ * ggml-opt.h's `struct ggml_opt_optimizer_params` (its members are anonymous structs upstream;
+ * named here, same layout).
+ */
+struct ggml_opt_optimizer_params {
+  struct ggml_opt_optimizer_params_adamw adamw;
+  struct ggml_opt_optimizer_params_sgd sgd;
+};
+
+typedef struct ggml_opt_optimizer_params (*ggml_opt_get_optimizer_params)(void *userdata);
+
+struct llama_opt_params {
+  uint32_t n_ctx_train;
+  llama_opt_param_filter param_filter;
+  void *param_filter_ud;
+  ggml_opt_get_optimizer_params get_opt_pars;
+  void *get_opt_pars_ud;
+  enum ggml_opt_optimizer_type optimizer_type;
+};
+
+typedef struct ggml_opt_dataset *ggml_opt_dataset_t;
+
+typedef struct ggml_opt_result *ggml_opt_result_t;
+
+typedef struct ggml_opt_context *ggml_opt_context_t;
+
+typedef void (*ggml_opt_epoch_callback)(bool train,
+                                        ggml_opt_context_t opt_ctx,
+                                        ggml_opt_dataset_t dataset,
+                                        ggml_opt_result_t result,
+                                        int64_t ibatch,
+                                        int64_t ibatch_max,
+                                        int64_t t_start_us);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1007,7 +1157,7 @@ struct llama_sampler *llama_sampler_init_dry(const struct llama_vocab *vocab,
                                              float dry_base,
                                              int32_t dry_allowed_length,
                                              int32_t dry_penalty_last_n,
-                                             const char *const *seq_breakers,
+                                             const char **seq_breakers,
                                              size_t num_breakers);
 
 /**
@@ -1050,14 +1200,61 @@ const char *llama_vocab_get_text(const struct llama_vocab *vocab, llama_token to
 
 float llama_vocab_get_score(const struct llama_vocab *vocab, llama_token token);
 
-/**
- * Returns `enum llama_token_attr` bits (declared as uint32_t: a bit set is not one enumerator).
- */
-uint32_t llama_vocab_get_attr(const struct llama_vocab *vocab, llama_token token);
-
 bool llama_vocab_is_eog(const struct llama_vocab *vocab, llama_token token);
 
 bool llama_vocab_is_control(const struct llama_vocab *vocab, llama_token token);
+
+llama_token llama_vocab_bos(const struct llama_vocab *vocab);
+
+llama_token llama_token_bos(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_eos(const struct llama_vocab *vocab);
+
+llama_token llama_token_eos(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_eot(const struct llama_vocab *vocab);
+
+llama_token llama_token_eot(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_sep(const struct llama_vocab *vocab);
+
+llama_token llama_token_sep(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_nl(const struct llama_vocab *vocab);
+
+llama_token llama_token_nl(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_pad(const struct llama_vocab *vocab);
+
+llama_token llama_token_pad(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_pre(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_pre(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_suf(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_suf(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_mid(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_mid(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_pad(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_pad(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_rep(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_rep(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_fim_sep(const struct llama_vocab *vocab);
+
+llama_token llama_token_fim_sep(const struct llama_vocab *vocab);
+
+llama_token llama_vocab_cls(const struct llama_vocab *vocab);
+
+llama_token llama_token_cls(const struct llama_vocab *vocab);
 
 llama_token llama_vocab_mask(const struct llama_vocab *vocab);
 
@@ -1074,8 +1271,6 @@ bool llama_add_eos_token(const struct llama_vocab *vocab);
 const char *llama_token_get_text(const struct llama_vocab *vocab, llama_token token);
 
 float llama_token_get_score(const struct llama_vocab *vocab, llama_token token);
-
-uint32_t llama_token_get_attr(const struct llama_vocab *vocab, llama_token token);
 
 bool llama_token_is_eog(const struct llama_vocab *vocab, llama_token token);
 
@@ -1116,8 +1311,385 @@ int32_t llama_detokenize(const struct llama_vocab *vocab,
                          bool remove_special,
                          bool unparse_special);
 
+const char *llama_version(void);
+
+size_t llama_max_tensor_buft_overrides(void);
+
+const char *llama_ftype_name(enum llama_ftype ftype);
+
+const char *llama_flash_attn_type_name(enum llama_flash_attn_type flash_attn_type);
+
+const char *llama_load_mode_name(enum llama_load_mode load_mode);
+
+/**
+ * Upstream throws on an unknown name; we log it and return LLAMA_LOAD_MODE_AUTO.
+ *
+ * # Safety
+ * `str` must be NULL or a NUL-terminated string.
+ */
+enum llama_load_mode llama_load_mode_from_str(const char *str);
+
+const char *llama_model_meta_key_str(enum llama_model_meta_key key);
+
+/**
+ * The GGUF's `general.file_type`; a file without it (or with an unknown value) reports
+ * LLAMA_FTYPE_ALL_F32 with the reason logged.
+ */
+enum llama_ftype llama_model_ftype(const struct llama_model *model);
+
+/**
+ * Multi-token-prediction layers: `<arch>.nextn_predict_layers` (DeepSeek V3/R1 files carry
+ * it; deepseek does not run those layers), 0 when absent.
+ */
+int32_t llama_model_n_layer_nextn(const struct llama_model *model);
+
+/**
+ * Classifier labels: deepseek loads no classifier heads, so every index has none (NULL, as upstream).
+ */
+const char *llama_model_cls_label(const struct llama_model *model,
+                                  uint32_t _i);
+
+/**
+ * Decoder-only models have no decoder start token: -1 (LLAMA_TOKEN_NULL), as upstream.
+ */
+llama_token llama_model_decoder_start_token(const struct llama_model *model);
+
+int32_t llama_n_ctx_train(const struct llama_model *model);
+
+int32_t llama_n_embd(const struct llama_model *model);
+
+int32_t llama_n_layer(const struct llama_model *model);
+
+int32_t llama_n_head(const struct llama_model *model);
+
+int32_t llama_n_vocab(const struct llama_vocab *vocab);
+
+/**
+ * Recurrent-state snapshots: upstream clamps n_rs_seq to 0 for non-recurrent models, and
+ * deepseek runs none.
+ */
+uint32_t llama_n_rs_seq(const struct llama_context *ctx);
+
+/**
+ * Attention is always causal (llama_set_causal_attn(false) is refused).
+ */
+bool llama_get_causal_attn(const struct llama_context *ctx);
+
+/**
+ * NUMA placement: only GGML_NUMA_STRATEGY_DISABLED (the default) is accepted; any other
+ * strategy is logged as not supported (the call has no effect).
+ */
+void llama_numa_init(enum ggml_numa_strategy numa);
+
+/**
+ * ggml thread pools are not used: deepseek runs its own pool per context. Attaching one is
+ * logged and has no effect.
+ */
+void llama_attach_threadpool(struct llama_context *ctx,
+                             ggml_threadpool_t _threadpool,
+                             ggml_threadpool_t _threadpool_batch);
+
+void llama_detach_threadpool(struct llama_context *ctx);
+
+/**
+ * Model-specific suppress tokens (`tokenizer.ggml.suppress_tokens`, Whisper-style models):
+ * none for the models deepseek runs; a file that has the key gets the reason logged.
+ *
+ * # Safety
+ * `n_suppress_tokens` must be NULL or writable.
+ */
+const llama_token *llama_vocab_get_suppress_tokens(const struct llama_vocab *vocab,
+                                                   int32_t *n_suppress_tokens);
+
+/**
+ * `<prefix>-%05d-of-%05d.gguf` with split_no + 1; the length written, or 0 when it does not fit.
+ *
+ * # Safety
+ * `split_path` writable for `maxlen` bytes; `path_prefix` NUL-terminated.
+ */
+int32_t llama_split_path(char *split_path,
+                         size_t maxlen,
+                         const char *path_prefix,
+                         int32_t split_no,
+                         int32_t split_count);
+
+/**
+ * The prefix of `split_path` when it ends in `-%05d-of-%05d.gguf` for these numbers: copies
+ * at most maxlen - 1 bytes of it and returns its full length; 0 otherwise.
+ *
+ * # Safety
+ * `split_prefix` writable for `maxlen` bytes; `split_path` NUL-terminated.
+ */
+int32_t llama_split_prefix(char *split_prefix,
+                           size_t maxlen,
+                           const char *split_path,
+                           int32_t split_no,
+                           int32_t split_count);
+
+struct llama_model_quantize_params llama_model_quantize_default_params(void);
+
+/**
+ * One path loads as llama_model_load_from_file; several (split files) are not supported.
+ *
+ * # Safety
+ * `paths` must point to `n_paths` NUL-terminated strings.
+ */
+struct llama_model *llama_model_load_from_splits(const char **paths,
+                                                 size_t n_paths,
+                                                 struct llama_model_params params);
+
+/**
+ * Not supported: model quantization. Logs one line; returns 1 (upstream's failure value).
+ */
+uint32_t llama_model_quantize(const char *fname_inp,
+                              const char *fname_out,
+                              const struct llama_model_quantize_params *params);
+
+/**
+ * No adapter is ever created; freeing NULL is a no-op, anything else is logged.
+ */
+void llama_adapter_lora_free(struct llama_adapter_lora *adapter);
+
+/**
+ * Setting no adapters (n_adapters == 0) succeeds (0); any adapter is not supported (-1).
+ */
+int32_t llama_set_adapters_lora(struct llama_context *ctx,
+                                struct llama_adapter_lora **adapters,
+                                size_t n_adapters,
+                                float *scales);
+
+/**
+ * Clearing the control vector (data NULL) succeeds (0); setting one is not supported (-1).
+ */
+int32_t llama_set_adapter_cvec(struct llama_context *ctx,
+                               const float *data,
+                               size_t len,
+                               int32_t n_embd,
+                               int32_t il_start,
+                               int32_t il_end);
+
+/**
+ * No extended batch is ever created; freeing NULL is a no-op, anything else is logged.
+ */
+void llama_batch_ext_free(struct llama_batch_ext *batch);
+
+/**
+ * Not supported: the extended batch API. Logs one line.
+ */
+void llama_batch_ext_clear(struct llama_batch_ext *batch);
+
+/**
+ * Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
+ * attaching one fails (false).
+ */
+bool llama_set_sampler(struct llama_context *ctx, llama_seq_id seq_id, struct llama_sampler *smpl);
+
+/**
+ * Always true, as upstream (a parameter filter for training, which is not supported).
+ */
+bool llama_opt_param_filter_all(const struct ggml_tensor *tensor, void *userdata);
+
+/**
+ * Not supported: building models from user tensors. Logs one line; returns NULL.
+ */
+struct llama_model *llama_model_init_from_user(struct gguf_context *metadata,
+                                               llama_model_set_tensor_data_t set_tensor_data,
+                                               void *set_tensor_data_ud,
+                                               struct llama_model_params params);
+
+/**
+ * Not supported: loading from a FILE* (use llama_model_load_from_file). Logs one line; returns NULL.
+ */
+struct llama_model *llama_model_load_from_file_ptr(FILE *file,
+                                                   struct llama_model_params params);
+
+/**
+ * Not supported: saving models. Logs one line.
+ */
+void llama_model_save_to_file(const struct llama_model *model, const char *path_model);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns NULL.
+ */
+struct llama_adapter_lora *llama_adapter_lora_init(struct llama_model *model,
+                                                   const char *path_lora);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns NULL.
+ */
+struct llama_adapter_lora *llama_adapter_lora_init_from_file_ptr(struct llama_model *model,
+                                                                 FILE *file);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns -1.
+ */
+int32_t llama_adapter_meta_val_str(const struct llama_adapter_lora *adapter,
+                                   const char *key,
+                                   char *buf,
+                                   size_t buf_size);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns -1.
+ */
+int32_t llama_adapter_meta_count(const struct llama_adapter_lora *adapter);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns -1.
+ */
+int32_t llama_adapter_meta_key_by_index(const struct llama_adapter_lora *adapter,
+                                        int32_t i,
+                                        char *buf,
+                                        size_t buf_size);
+
+/**
+ * Not supported: LoRA adapters. Logs one line; returns -1.
+ */
+int32_t llama_adapter_meta_val_str_by_index(const struct llama_adapter_lora *adapter,
+                                            int32_t i,
+                                            char *buf,
+                                            size_t buf_size);
+
+/**
+ * Not supported: aLoRA adapters. Logs one line; returns 0.
+ */
+uint64_t llama_adapter_get_alora_n_invocation_tokens(const struct llama_adapter_lora *adapter);
+
+/**
+ * Not supported: aLoRA adapters. Logs one line; returns NULL.
+ */
+const llama_token *llama_adapter_get_alora_invocation_tokens(const struct llama_adapter_lora *adapter);
+
+/**
+ * Not supported: the extended batch API (use llama_batch). Logs one line; returns NULL.
+ */
+struct llama_batch_ext *llama_batch_ext_init(struct llama_context *ctx);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns -1.
+ */
+int32_t llama_batch_ext_add(struct llama_batch_ext *batch, llama_seq_id seq_id);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns -1.
+ */
+int32_t llama_batch_ext_add_token(struct llama_batch_ext *batch,
+                                  llama_seq_id seq_id,
+                                  llama_token id);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns -1.
+ */
+int32_t llama_batch_ext_add_embd(struct llama_batch_ext *batch,
+                                 llama_seq_id seq_id,
+                                 struct llama_embd embd);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_add_seq(struct llama_batch_ext *batch, int32_t idx, llama_seq_id seq_id);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_set_embd_token(struct llama_batch_ext *batch,
+                                    int32_t idx,
+                                    struct llama_embd embd);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_set_embd_state(struct llama_batch_ext *batch,
+                                    int32_t idx,
+                                    struct llama_embd embd);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_set_output_embd(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_set_output_logits(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+/**
+ * Not supported: the extended batch API. Logs one line; returns false.
+ */
+bool llama_batch_ext_set_pos(struct llama_batch_ext *batch, int32_t idx, const llama_pos *pos);
+
+/**
+ * Not supported: the extended batch API (use llama_decode). Logs one line; returns -1.
+ */
+int32_t llama_process(struct llama_context *ctx,
+                      enum llama_process_type type_,
+                      struct llama_batch_ext *batch);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
+ */
+llama_token llama_get_sampled_token_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns NULL.
+ */
+float *llama_get_sampled_probs_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns 0.
+ */
+uint32_t llama_get_sampled_probs_count_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns NULL.
+ */
+float *llama_get_sampled_logits_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns 0.
+ */
+uint32_t llama_get_sampled_logits_count_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns NULL.
+ */
+llama_token *llama_get_sampled_candidates_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: backend sampling. Logs one line; returns 0.
+ */
+uint32_t llama_get_sampled_candidates_count_ith(struct llama_context *ctx, int32_t i);
+
+/**
+ * Not supported: training. Logs one line.
+ */
+void llama_opt_init(struct llama_context *lctx,
+                    struct llama_model *model,
+                    struct llama_opt_params lopt_params);
+
+/**
+ * Not supported: training. Logs one line.
+ */
+void llama_opt_epoch(struct llama_context *lctx,
+                     ggml_opt_dataset_t dataset,
+                     ggml_opt_result_t result_train,
+                     ggml_opt_result_t result_eval,
+                     int64_t idata_split,
+                     ggml_opt_epoch_callback callback_train,
+                     ggml_opt_epoch_callback callback_eval);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* DEEPSEEK_H */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Declared by hand with upstream's return type (excluded from cbindgen's output): the Rust
+ * functions return the enum llama_token_attr bit set as a 32-bit value, the same ABI. */
+enum llama_token_attr llama_vocab_get_attr(const struct llama_vocab *vocab, llama_token token);
+enum llama_token_attr llama_token_get_attr(const struct llama_vocab *vocab, llama_token token);
+#ifdef __cplusplus
+}
+#endif

@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh smollm2 qwen05
 cargo build --release
+ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked programs load
 cargo test --release -- --test-threads 2

@@ -13,6 +13,11 @@ fn root() -> PathBuf {
 fn lib_dir() -> PathBuf {
     let dir = root().join("target/release");
     assert!(dir.join("libdeepseek.so").exists(), "target/release/libdeepseek.so is missing: run `cargo build --release` first");
+    // The library's SONAME is libdeepseek.so.0: programs linked with -ldeepseek load that name.
+    let so0 = dir.join("libdeepseek.so.0");
+    if !so0.exists() {
+        let _ = std::os::unix::fs::symlink("libdeepseek.so", &so0);
+    }
     dir
 }
 

@@ -16,3 +16,5 @@ pub mod perf;
 pub mod sampler_iface;
 pub mod sampling;
 pub mod vocab;
+pub mod misc;
+pub mod unsupported;

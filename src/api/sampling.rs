@@ -289,7 +289,7 @@ pub unsafe extern "C" fn llama_sampler_init_dry(
     dry_base: f32,
     dry_allowed_length: i32,
     dry_penalty_last_n: i32,
-    seq_breakers: *const *const c_char,
+    seq_breakers: *mut *const c_char,
     num_breakers: usize,
 ) -> *mut llama_sampler {
     guard("llama_sampler_init_dry", || {
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn llama_sampler_init_dry(
         // SAFETY: live vocab handle (NULL is caught).
         let v = unsafe { as_ref(vocab, "vocab") }?;
         // SAFETY: num_breakers readable pointers (caller).
-        let ptrs = unsafe { as_slice(seq_breakers, num_breakers, "seq_breakers") }?;
+        let ptrs = unsafe { as_slice(seq_breakers as *const *const c_char, num_breakers, "seq_breakers") }?;
         let mut breakers: Vec<&[u8]> = Vec::with_capacity(ptrs.len());
         for (i, &p) in ptrs.iter().enumerate() {
             if p.is_null() {

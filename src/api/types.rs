@@ -464,3 +464,145 @@ pub const LLAMA_STATE_SEQ_FLAGS_NONE: u32 = 0;
 pub const LLAMA_STATE_SEQ_FLAGS_SWA_ONLY: u32 = 1;
 pub const LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: u32 = 1;
 pub const LLAMA_STATE_SEQ_FLAGS_ON_DEVICE: u32 = 2;
+
+// ---- Types of the features deepseek does not implement (their functions fail; see
+// ---- src/api/unsupported.rs). Declared so programs using them compile and link.
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_model_meta_key {
+    LLAMA_MODEL_META_KEY_SAMPLING_SEQUENCE = 0,
+    LLAMA_MODEL_META_KEY_SAMPLING_TOP_K = 1,
+    LLAMA_MODEL_META_KEY_SAMPLING_TOP_P = 2,
+    LLAMA_MODEL_META_KEY_SAMPLING_MIN_P = 3,
+    LLAMA_MODEL_META_KEY_SAMPLING_XTC_PROBABILITY = 4,
+    LLAMA_MODEL_META_KEY_SAMPLING_XTC_THRESHOLD = 5,
+    LLAMA_MODEL_META_KEY_SAMPLING_TEMP = 6,
+    LLAMA_MODEL_META_KEY_SAMPLING_PENALTY_LAST_N = 7,
+    LLAMA_MODEL_META_KEY_SAMPLING_PENALTY_REPEAT = 8,
+    LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT = 9,
+    LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_TAU = 10,
+    LLAMA_MODEL_META_KEY_SAMPLING_MIROSTAT_ETA = 11,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum llama_process_type {
+    LLAMA_PROCESS_TYPE_ENCODE = 0,
+    LLAMA_PROCESS_TYPE_DECODE = 1,
+}
+
+/// ggml-cpu.h's NUMA strategies (llama_numa_init).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ggml_numa_strategy {
+    GGML_NUMA_STRATEGY_DISABLED = 0,
+    GGML_NUMA_STRATEGY_DISTRIBUTE = 1,
+    GGML_NUMA_STRATEGY_ISOLATE = 2,
+    GGML_NUMA_STRATEGY_NUMACTL = 3,
+    GGML_NUMA_STRATEGY_MIRROR = 4,
+    GGML_NUMA_STRATEGY_COUNT = 5,
+}
+
+/// ggml-opt.h's optimizer types (llama_opt_params).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ggml_opt_optimizer_type {
+    GGML_OPT_OPTIMIZER_TYPE_ADAMW = 0,
+    GGML_OPT_OPTIMIZER_TYPE_SGD = 1,
+    GGML_OPT_OPTIMIZER_TYPE_COUNT = 2,
+}
+
+/// cbindgen:field-names=[pattern, type]
+#[repr(C)]
+pub struct llama_model_tensor_override {
+    pub pattern: *const c_char,
+    pub type_: ggml_type,
+}
+
+#[repr(C)]
+pub struct llama_model_imatrix_data {
+    pub name: *const c_char,
+    pub data: *const f32,
+    pub size: usize,
+}
+
+/// cbindgen:field-names=[nthread, ftype, output_tensor_type, token_embedding_type, allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run, imatrix, kv_overrides, tt_overrides, prune_layers, max_buf_size]
+#[repr(C)]
+pub struct llama_model_quantize_params {
+    pub nthread: i32,
+    pub ftype: llama_ftype,
+    pub output_tensor_type: ggml_type,
+    pub token_embedding_type: ggml_type,
+    pub allow_requantize: bool,
+    pub quantize_output_tensor: bool,
+    pub only_copy: bool,
+    pub pure_: bool,
+    pub keep_split: bool,
+    pub dry_run: bool,
+    pub imatrix: *const llama_model_imatrix_data,
+    pub kv_overrides: *const llama_model_kv_override,
+    pub tt_overrides: *const llama_model_tensor_override,
+    pub prune_layers: *const i32,
+    pub max_buf_size: usize,
+}
+
+/// `struct llama_adapter_lora` (never created: adapters are not supported).
+pub struct llama_adapter_lora;
+/// `struct llama_batch_ext` (never created: the extended batch API is not supported).
+pub struct llama_batch_ext;
+
+#[repr(C)]
+pub struct llama_embd {
+    pub data: *const f32,
+    pub n_rows: usize,
+    pub n_embd: usize,
+}
+
+pub type llama_model_set_tensor_data_t = Option<unsafe extern "C" fn(tensor: *mut ggml_tensor, userdata: *mut c_void)>;
+
+pub struct ggml_opt_dataset;
+pub struct ggml_opt_result;
+pub struct ggml_opt_context;
+pub type ggml_opt_dataset_t = *mut ggml_opt_dataset;
+pub type ggml_opt_result_t = *mut ggml_opt_result;
+pub type ggml_opt_context_t = *mut ggml_opt_context;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ggml_opt_optimizer_params_adamw {
+    pub alpha: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub wd: f32,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ggml_opt_optimizer_params_sgd {
+    pub alpha: f32,
+    pub wd: f32,
+}
+/// ggml-opt.h's `struct ggml_opt_optimizer_params` (its members are anonymous structs upstream;
+/// named here, same layout).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ggml_opt_optimizer_params {
+    pub adamw: ggml_opt_optimizer_params_adamw,
+    pub sgd: ggml_opt_optimizer_params_sgd,
+}
+pub type ggml_opt_get_optimizer_params = Option<unsafe extern "C" fn(userdata: *mut c_void) -> ggml_opt_optimizer_params>;
+pub type ggml_opt_epoch_callback = Option<
+    unsafe extern "C" fn(train: bool, opt_ctx: ggml_opt_context_t, dataset: ggml_opt_dataset_t, result: ggml_opt_result_t, ibatch: i64, ibatch_max: i64, t_start_us: i64),
+>;
+pub type llama_opt_param_filter = Option<unsafe extern "C" fn(tensor: *const ggml_tensor, userdata: *mut c_void) -> bool>;
+
+#[repr(C)]
+pub struct llama_opt_params {
+    pub n_ctx_train: u32,
+    pub param_filter: llama_opt_param_filter,
+    pub param_filter_ud: *mut c_void,
+    pub get_opt_pars: ggml_opt_get_optimizer_params,
+    pub get_opt_pars_ud: *mut c_void,
+    pub optimizer_type: ggml_opt_optimizer_type,
+}

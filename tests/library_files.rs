@@ -1,0 +1,41 @@
+//! The shared library's identity: SONAME libdeepseek.so.0, and only the C API is exported
+//! (llama_*, ggml_*, ds_*: no Rust symbols leak).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn lib(name: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release").join(name);
+    assert!(p.exists(), "{} is missing: run `cargo build --release` first", p.display());
+    p
+}
+
+fn tool(args: &[&str], file: &PathBuf) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).arg(file).output().unwrap_or_else(|e| panic!("{}: {e}", args[0]));
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn soname_is_libdeepseek_so_0() {
+    let dynamic = tool(&["readelf", "-d"], &lib("libdeepseek.so"));
+    let soname: Vec<&str> = dynamic.lines().filter(|l| l.contains("(SONAME)")).collect();
+    assert_eq!(soname.len(), 1, "{dynamic}");
+    assert!(soname[0].contains("[libdeepseek.so.0]"), "{}", soname[0]);
+}
+
+fn is_api(sym: &str) -> bool {
+    ["llama_", "ggml_", "ds_"].iter().any(|p| sym.starts_with(p))
+}
+
+#[test]
+fn only_the_c_api_is_exported() {
+    let syms = tool(&["nm", "-D", "--defined-only"], &lib("libdeepseek.so"));
+    let names: Vec<&str> = syms.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
+    assert!(names.len() > 250, "too few exported symbols ({}):\n{syms}", names.len());
+    let leaked: Vec<&&str> = names.iter().filter(|s| !is_api(s)).collect();
+    assert!(leaked.is_empty(), "symbols outside llama_*/ggml_*/ds_* are exported: {leaked:?}");
+    assert!(names.contains(&"llama_decode") && names.contains(&"ggml_backend_load_all"));
+    // the checker itself must be able to fail
+    assert!(!is_api("_ZN8deepseek3api4misc17h0123456789abcdefE") && !is_api("rust_eh_personality"));
+}
