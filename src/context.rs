@@ -101,6 +101,9 @@ fn pad(n: u32) -> u32 {
 impl Context {
     pub fn new(model: Arc<Model>, p: &ContextParams) -> Result<Context, String> {
         let hp = &model.hp;
+        if model.vocab_only {
+            return Err("the model was loaded with vocab_only: it has no weights to run".into());
+        }
         if p.n_batch == 0 && p.n_ubatch == 0 {
             return Err("n_batch and n_ubatch cannot both be zero".into());
         }

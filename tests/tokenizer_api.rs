@@ -139,3 +139,28 @@ fn eight_threads_tokenize_like_one() {
         }
     }
 }
+
+#[test]
+fn vocab_only_models_tokenize_and_refuse_contexts() {
+    use deepseek::api::context::{llama_context_default_params, llama_init_from_model};
+    use deepseek::api::model::{llama_model_default_params, llama_model_load_from_file};
+    let path = std::ffi::CString::new(data("vocab/deepseek-r1-qwen.gguf").to_str().unwrap()).unwrap();
+    let mut mp = llama_model_default_params();
+    // SAFETY: a NUL-terminated path.
+    assert!(unsafe { llama_model_load_from_file(path.as_ptr(), mp) }.is_null(), "a file without tensors is not a full model");
+    mp.vocab_only = true;
+    // SAFETY: as above.
+    let m = unsafe { llama_model_load_from_file(path.as_ptr(), mp) };
+    assert!(!m.is_null());
+    let v = llama_model_get_vocab(m);
+    assert_eq!(llama_vocab_n_tokens(v), 152064);
+    let corpus = std::fs::read_to_string(data("tokenize/deepseek-r1-qwen.jsonl")).unwrap();
+    for line in corpus.lines().filter(|l| !l.trim().is_empty()).take(20) {
+        let j = common::json::Json::parse(line);
+        let text = j.get("text").str();
+        assert_eq!(tokenize(v, text.as_bytes(), true, true), j.get("ids_special").i32s(), "{text:?}");
+    }
+    assert!(llama_init_from_model(m, llama_context_default_params()).is_null(), "no context on a vocab-only model");
+    // SAFETY: freed once.
+    unsafe { llama_model_free(m) };
+}

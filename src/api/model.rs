@@ -81,11 +81,9 @@ pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, p
                 return Err("kv_overrides are not supported yet".into());
             }
         }
-        if params.vocab_only {
-            return Err("vocab_only loading is not supported yet".into());
-        }
         let load_start = std::time::Instant::now();
         let model = match params.progress_callback {
+            _ if params.vocab_only => Model::load_vocab_only(std::path::Path::new(path), mmap),
             None => Model::load(std::path::Path::new(path), mmap),
             Some(cb) => {
                 let user_data = params.progress_callback_user_data;

@@ -27,11 +27,23 @@ pub struct Model {
     pub n_params: u64,
     /// Bytes of tensor data.
     pub size_bytes: u64,
+    /// Loaded with `vocab_only`: hyper-parameters and vocabulary, no weights (no contexts).
+    pub vocab_only: bool,
 }
 
 impl Model {
     pub fn load(path: &Path, mmap: bool) -> Result<Model, String> {
         Self::from_file(GgufFile::open(path, mmap)?)
+    }
+
+    /// Only the vocabulary and hyper-parameters (llama.h's `vocab_only`): tensors are neither
+    /// needed nor read, and no context can be made from the result.
+    pub fn load_vocab_only(path: &Path, mmap: bool) -> Result<Model, String> {
+        let file = GgufFile::open(path, mmap)?;
+        let vocab = Vocab::from_gguf(&file)?;
+        let hp = HParams::from_gguf(&file, vocab.n_tokens())?;
+        crate::sys::stats::models_add(1);
+        Ok(Model { file, hp, weights: Weights::absent(), mla_layers: Vec::new(), vocab, n_params: 0, size_bytes: 0, vocab_only: true })
     }
 
     /// Loads and brings every tensor's bytes into memory (page by page, in file order),
@@ -84,7 +96,7 @@ impl Model {
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::models_add(1);
-        Ok(Model { file, hp, weights, mla_layers, vocab, n_params, size_bytes })
+        Ok(Model { file, hp, weights, mla_layers, vocab, n_params, size_bytes, vocab_only: false })
     }
 
     /// A weight matrix view.

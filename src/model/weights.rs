@@ -79,6 +79,12 @@ pub(super) fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<
 }
 
 impl Weights {
+    /// No weights (a vocab-only model).
+    pub fn absent() -> Weights {
+        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, offset: 0, n_bytes: 0 };
+        Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None, layers: Vec::new() }
+    }
+
     pub fn from_file(f: &GgufFile, hp: &HParams) -> Result<Weights, String> {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
