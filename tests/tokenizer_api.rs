@@ -164,3 +164,4 @@ fn vocab_only_models_tokenize_and_refuse_contexts() {
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };
 }
+
