@@ -175,6 +175,16 @@ impl<T> SharedOut<T> {
     pub fn new(s: &mut [T]) -> Self {
         SharedOut { ptr: s.as_mut_ptr(), len: s.len() }
     }
+    /// The base pointer; writes through it must respect the same disjointness contract.
+    pub fn ptr(&self) -> *mut T {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
     /// # Safety
     /// No other thread may access `range` while the returned slice lives.
     #[allow(clippy::mut_from_ref)]
