@@ -63,8 +63,13 @@ fn chunk_rows(rows: usize, n_act: usize) -> usize {
         // decode: ~64 chunks per matrix so both cores stay busy to the end
         (rows / 64).clamp(4, 256)
     } else {
-        // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it
-        (rows / 8).clamp(1, 16)
+        // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
+        // multiple of 8 rows for the 8-row kernels
+        if rows >= 64 {
+            16
+        } else {
+            (rows / 4).max(1)
+        }
     }
 }
 
@@ -78,6 +83,8 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     }
     let nb = w.cols / w.ty.block_len();
     let kernels = simd::dot_fns(w.ty);
+    // several activation rows: 8 weight rows at a time where a kernel exists
+    let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
     let shared = SharedOut::new(out);
     let chunk = chunk_rows(w.rows, n_rows);
     let n_chunks = w.rows.div_ceil(chunk);
@@ -91,7 +98,17 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
         let mut t0 = 0;
         while t0 < n_rows {
             let nt = (n_rows - t0).min(TILE);
-            for r in rows.clone() {
+            let mut r0 = rows.start;
+            if let Some(g) = gemm8 {
+                while r0 + 8 <= rows.end {
+                    // SAFETY: rows r0..r0+8 lie inside w.data, activation rows t0..t0+nt inside
+                    // act, outputs (t, r0..r0+8) inside out and written only by this chunk; the
+                    // CPU features were detected by simd::gemm8_fns.
+                    unsafe { g[nt - 1](nb, w.data.as_ptr().add(r0 * rb), rb, act.as_ptr().add(t0 * arb), arb, shared.ptr().add(t0 * w.rows + r0), w.rows) };
+                    r0 += 8;
+                }
+            }
+            for r in r0..rows.end {
                 match kernels {
                     Some(k) => {
                         // SAFETY: row r has nb blocks inside w.data (asserted above); activation
@@ -131,7 +148,7 @@ mod tests {
             seed ^= seed << 17;
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256)] {
+        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256)] {
             for rows in [1, 3, 37, 300] {
                 for n in [1, 2, 5, 9] {
                     let rb = ty.row_bytes(cols).unwrap();
@@ -154,7 +171,17 @@ mod tests {
                     for t in 0..n {
                         for r in 0..rows {
                             let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
-                            assert_eq!(out[t * rows + r].to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
+                            let got = out[t * rows + r];
+                            if n == 1 || simd::gemm8_fns(ty).is_none() {
+                                // decode and the per-row kernels: bit for bit
+                                assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
+                            } else {
+                                let (mut wf, mut af) = (vec![0f32; cols], vec![0f32; cols]);
+                                quant::dequantize_row(ty, w.row(r), &mut wf);
+                                quant::dequantize_row(ty.vec_dot_type(), &act_ref[t * arb..(t + 1) * arb], &mut af);
+                                let sum_abs: f32 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs()).sum();
+                                assert!((got - want).abs() <= 1e-5 * sum_abs, "{} rows {rows} n {n} ({t}, {r}): {got} vs {want}", ty.name());
+                            }
                         }
                     }
                 }

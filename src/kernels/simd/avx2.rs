@@ -614,3 +614,115 @@ pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
         acc[i] += crate::quant::f16_to_f32(v[i]) * vs;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// prefill: 8 weight rows × R activation rows
+
+/// Signature of the 8-row kernels: weight rows `w + j * w_stride` (j < 8), activation rows
+/// `a + i * a_stride` (i < R); result (i, j) to `out + i * out_stride + j`.
+///
+/// These reduce each block's integer products to one sum per row before the FMA, so they
+/// sum in a different order from the reference (within a relative 1e-6 of it, not bit-exact).
+#[inline(always)]
+unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const MIN: bool>(
+    nb: usize,
+    w: *const u8,
+    w_stride: usize,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    offset: i8,
+    unpack: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: see the module docs, with 8 weight rows.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let offv = _mm256_set1_epi8(offset);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let mut dh = [0u16; 8];
+            let mut mh = [0u16; 8];
+            let mut q = [_mm256_setzero_si256(); 8];
+            for j in 0..8 {
+                let wb = w.add(j * w_stride + ib * WB);
+                dh[j] = std::ptr::read_unaligned(wb as *const u16);
+                if MIN {
+                    mh[j] = std::ptr::read_unaligned(wb.add(2) as *const u16);
+                }
+                q[j] = unpack(wb);
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i));
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * AB);
+                let y = load256(ab.add(AB - 32));
+                let p = |j: usize| _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], y), ones);
+                let h01 = _mm256_hadd_epi32(p(0), p(1));
+                let h23 = _mm256_hadd_epi32(p(2), p(3));
+                let h45 = _mm256_hadd_epi32(p(4), p(5));
+                let h67 = _mm256_hadd_epi32(p(6), p(7));
+                let h0123 = _mm256_hadd_epi32(h01, h23);
+                let h4567 = _mm256_hadd_epi32(h45, h67);
+                let mut isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
+                if !MIN {
+                    // the quants were taken unsigned: subtract offset * sum(y)
+                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(offv, y), ones);
+                    let s = _mm256_hadd_epi32(s, s);
+                    let s = _mm256_hadd_epi32(s, s);
+                    let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 1));
+                    isum = _mm256_sub_epi32(isum, s);
+                } else {
+                    summs[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(f16_at(ab.add(2))), summs[r]);
+                }
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(f16_at(ab)));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
+            }
+        }
+        for r in 0..R {
+            let v = if MIN { _mm256_add_ps(acc[r], summs[r]) } else { acc[r] };
+            _mm256_storeu_ps(out.add(r * out_stride), v);
+        }
+    }
+}
+
+/// Q4_0 × Q8_0, 8 weight rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q4_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8_legacy::<R, Q4_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, out, out_stride, 8, |b| bytes_from_nibbles_32(b.add(2))) }
+}
+
+/// Q5_0 × Q8_0, 8 weight rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        gemm8_legacy::<R, Q5_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, out, out_stride, 16, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
+        })
+    }
+}
+
+/// Q4_1 × Q8_1, 8 weight rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q4_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8_legacy::<R, Q4_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, out, out_stride, 0, |b| bytes_from_nibbles_32(b.add(4))) }
+}
+
+/// Q5_1 × Q8_1, 8 weight rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q5_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        gemm8_legacy::<R, Q5_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, out, out_stride, 0, |b| {
+            let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bytes_from_nibbles_32(b.add(8)), hi)
+        })
+    }
+}

@@ -20,6 +20,16 @@ pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usiz
 /// Kernels for 1, 2, 3 and 4 activation rows per weight row.
 pub type DotFns = [DotFn; 4];
 
+/// Eight weight rows (`w + j * w_stride`) against `R` activation rows; result (i, j) to
+/// `out + i * out_stride + j`. Sums in a different order from the reference (prefill only).
+///
+/// # Safety
+/// As [`DotFn`], for the 8 weight rows.
+pub type Gemm8Fn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize);
+
+/// 8-row kernels for 1, 2, 3 and 4 activation rows.
+pub type Gemm8Fns = [Gemm8Fn; 4];
+
 /// Quantizes one activation row; `dst.len()` must be the row's size in the target format.
 ///
 /// # Safety
@@ -87,6 +97,39 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
                 GgmlType::F16 => Some(&F16),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 => None,
+    }
+}
+
+/// The 8-weight-row kernels for `ty` (used for several activation rows), or None.
+pub fn gemm8_fns(ty: GgmlType) -> Option<&'static Gemm8Fns> {
+    gemm8_fns_at(level(), ty)
+}
+
+/// As [`gemm8_fns`] at a given level.
+pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            macro_rules! g {
+                ($f:ident) => {
+                    [avx2::$f::<1> as Gemm8Fn, avx2::$f::<2> as Gemm8Fn, avx2::$f::<3> as Gemm8Fn, avx2::$f::<4> as Gemm8Fn]
+                };
+            }
+            static Q4_0: Gemm8Fns = g!(gemm8_q4_0);
+            static Q5_0: Gemm8Fns = g!(gemm8_q5_0);
+            static Q4_1: Gemm8Fns = g!(gemm8_q4_1);
+            static Q5_1: Gemm8Fns = g!(gemm8_q5_1);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q4_1 => Some(&Q4_1),
+                GgmlType::Q5_1 => Some(&Q5_1),
                 _ => None,
             }
         }

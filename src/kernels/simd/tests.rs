@@ -214,3 +214,69 @@ fn env_var_forces_scalar_level_only_through_level() {
         assert!(quantize_fn_at(Level::Scalar, ty).is_none());
     }
 }
+
+fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
+    if !available() {
+        return;
+    }
+    let fns = gemm8_fns_at(LEVEL, ty).expect("kernel");
+    let vt = ty.vec_dot_type();
+    let mut rng = Rng(0x1234_5678 ^ ty as u64);
+    for &cols in col_choices {
+        for raw in [false, true] {
+            let nb = cols / ty.block_len();
+            let n_act = 5;
+            let arb = vt.row_bytes(cols).unwrap();
+            let wrb = ty.row_bytes(cols).unwrap();
+            let mut act = vec![0u8; arb * n_act];
+            for t in 0..n_act {
+                let x = rng.row(cols);
+                quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
+            }
+            let mut w = Vec::new();
+            for _ in 0..9 {
+                w.extend(weight_row(&mut rng, ty, cols, raw));
+            }
+            for (ri, f) in fns.iter().enumerate() {
+                let r = ri + 1;
+                for t0 in 0..=n_act - r {
+                    for j0 in [0, 1] {
+                        let stride = 11;
+                        let mut out = vec![f32::NAN; stride * r];
+                        // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
+                        // r rows of `stride` slots.
+                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, act.as_ptr().add(t0 * arb), arb, out.as_mut_ptr(), stride) };
+                        for i in 0..r {
+                            for j in 0..8 {
+                                let (t, wr) = (t0 + i, j0 + j);
+                                let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
+                                let want = quant::vec_dot(ty, cols, wrow, arow);
+                                let got = out[i * stride + j];
+                                let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;
+                                assert!(((got - want) as f64).abs() <= tol, "{} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
+                            }
+                            assert!(out[i * stride + 8].is_nan());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm8_q4_0() {
+    check_gemm8(GgmlType::Q4_0, &[32, 96, 896]);
+}
+#[test]
+fn gemm8_q5_0() {
+    check_gemm8(GgmlType::Q5_0, &[32, 96, 896]);
+}
+#[test]
+fn gemm8_q4_1() {
+    check_gemm8(GgmlType::Q4_1, &[32, 96, 576]);
+}
+#[test]
+fn gemm8_q5_1() {
+    check_gemm8(GgmlType::Q5_1, &[32, 160]);
+}
