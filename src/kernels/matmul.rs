@@ -95,11 +95,13 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
             break;
         }
         let rows = c * chunk..((c + 1) * chunk).min(w.rows);
-        let mut t0 = 0;
-        while t0 < n_rows {
-            let nt = (n_rows - t0).min(TILE);
-            let mut r0 = rows.start;
-            if let Some(g) = gemm8 {
+        let mut r_rest = rows.start;
+        if let Some(g) = gemm8 {
+            // 8 weight rows × up to 8 activation rows per call
+            let mut t0 = 0;
+            while t0 < n_rows {
+                let nt = (n_rows - t0).min(8);
+                let mut r0 = rows.start;
                 while r0 + 8 <= rows.end {
                     // SAFETY: rows r0..r0+8 lie inside w.data, activation rows t0..t0+nt inside
                     // act, outputs (t, r0..r0+8) inside out and written only by this chunk; the
@@ -107,8 +109,14 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
                     unsafe { g[nt - 1](nb, w.data.as_ptr().add(r0 * rb), rb, act.as_ptr().add(t0 * arb), arb, shared.ptr().add(t0 * w.rows + r0), w.rows) };
                     r0 += 8;
                 }
+                r_rest = r0;
+                t0 += nt;
             }
-            for r in r0..rows.end {
+        }
+        let mut t0 = 0;
+        while t0 < n_rows {
+            let nt = (n_rows - t0).min(TILE);
+            for r in r_rest..rows.end {
                 match kernels {
                     Some(k) => {
                         // SAFETY: row r has nb blocks inside w.data (asserted above); activation
@@ -150,7 +158,7 @@ mod tests {
         };
         for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256)] {
             for rows in [1, 3, 37, 300] {
-                for n in [1, 2, 5, 9] {
+                for n in [1, 2, 5, 9, 17] {
                     let rb = ty.row_bytes(cols).unwrap();
                     let mut data = vec![0u8; rb * rows];
                     for r in 0..rows {

@@ -27,8 +27,8 @@ pub type DotFns = [DotFn; 4];
 /// As [`DotFn`], for the 8 weight rows.
 pub type Gemm8Fn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize);
 
-/// 8-row kernels for 1, 2, 3 and 4 activation rows.
-pub type Gemm8Fns = [Gemm8Fn; 4];
+/// 8-row kernels for 1 to 8 activation rows.
+pub type Gemm8Fns = [Gemm8Fn; 8];
 
 /// Quantizes one activation row; `dst.len()` must be the row's size in the target format.
 ///
@@ -118,7 +118,16 @@ pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
         Level::Avx2 => {
             macro_rules! g {
                 ($f:ident) => {
-                    [avx2::$f::<1> as Gemm8Fn, avx2::$f::<2> as Gemm8Fn, avx2::$f::<3> as Gemm8Fn, avx2::$f::<4> as Gemm8Fn]
+                    [
+                        avx2::$f::<1> as Gemm8Fn,
+                        avx2::$f::<2> as Gemm8Fn,
+                        avx2::$f::<3> as Gemm8Fn,
+                        avx2::$f::<4> as Gemm8Fn,
+                        avx2::$f::<5> as Gemm8Fn,
+                        avx2::$f::<6> as Gemm8Fn,
+                        avx2::$f::<7> as Gemm8Fn,
+                        avx2::$f::<8> as Gemm8Fn,
+                    ]
                 };
             }
             static Q4_0: Gemm8Fns = g!(gemm8_q4_0);

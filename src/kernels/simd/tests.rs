@@ -225,7 +225,7 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
     for &cols in col_choices {
         for raw in [false, true] {
             let nb = cols / ty.block_len();
-            let n_act = 5;
+            let n_act = 9;
             let arb = vt.row_bytes(cols).unwrap();
             let wrb = ty.row_bytes(cols).unwrap();
             let mut act = vec![0u8; arb * n_act];
