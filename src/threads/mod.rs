@@ -16,6 +16,11 @@ use std::thread::{self, JoinHandle, Thread};
 /// Spins before parking: long enough to cover the gap between two matmuls of one decode.
 const SPIN_ITERS: u32 = 20_000;
 
+/// Spins of the caller waiting for workers to finish before it yields its CPU: a worker that
+/// has not finished a chunk within a few microseconds has most likely been preempted (the
+/// machine is shared), and yielding lets it run again sooner.
+const WAIT_SPIN_ITERS: u32 = 500;
+
 type Job = *const (dyn Fn(usize, usize) + Sync);
 
 struct Shared {
@@ -128,7 +133,7 @@ impl ThreadPool {
         let mut spins = 0u32;
         while s.done.load(Ordering::Acquire) != by_workers {
             spins += 1;
-            if spins < SPIN_ITERS {
+            if spins < WAIT_SPIN_ITERS {
                 std::hint::spin_loop();
             } else {
                 thread::yield_now();
