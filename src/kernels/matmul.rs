@@ -85,6 +85,35 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     let kernels = simd::dot_fns(w.ty);
     // several activation rows: 8 weight rows at a time where a kernel exists
     let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
+    thread_local! {
+        /// Per-block activation data for the 8-row kernels; grows, never shrinks.
+        static AUX: std::cell::RefCell<Vec<simd::ActAux>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    AUX.with_borrow_mut(|aux| {
+        if gemm8.is_some() {
+            if aux.len() < n_rows * nb {
+                aux.resize(n_rows * nb, simd::ActAux::default());
+            }
+            simd::fill_act_aux(w.ty, &act[..n_rows * arb], &mut aux[..n_rows * nb]);
+        }
+        run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, gemm8, aux.as_ptr() as usize);
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_chunks(
+    pool: &ThreadPool,
+    w: &WeightMatrix<'_>,
+    act: &[u8],
+    n_rows: usize,
+    out: &mut [f32],
+    nb: usize,
+    rb: usize,
+    arb: usize,
+    kernels: Option<&simd::DotFns>,
+    gemm8: Option<&simd::Gemm8Fns>,
+    aux_addr: usize,
+) {
     let shared = SharedOut::new(out);
     let chunk = chunk_rows(w.rows, n_rows);
     let n_chunks = w.rows.div_ceil(chunk);
@@ -106,7 +135,10 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
                     // SAFETY: rows r0..r0+8 lie inside w.data, activation rows t0..t0+nt inside
                     // act, outputs (t, r0..r0+8) inside out and written only by this chunk; the
                     // CPU features were detected by simd::gemm8_fns.
-                    unsafe { g[nt - 1](nb, w.data.as_ptr().add(r0 * rb), rb, act.as_ptr().add(t0 * arb), arb, shared.ptr().add(t0 * w.rows + r0), w.rows) };
+                    unsafe {
+                        let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
+                        g[nt - 1](nb, w.data.as_ptr().add(r0 * rb), rb, act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
+                    };
                     r0 += 8;
                 }
                 r_rest = r0;

@@ -19,6 +19,8 @@
 
 use std::arch::x86_64::*;
 
+use super::ActAux;
+
 const QK_K: usize = 256;
 
 // Block sizes (bytes).
@@ -619,26 +621,27 @@ pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
 // prefill: 8 weight rows × R activation rows
 
 /// Signature of the 8-row kernels: weight rows `w + j * w_stride` (j < 8), activation rows
-/// `a + i * a_stride` (i < R); result (i, j) to `out + i * out_stride + j`.
+/// `a + i * a_stride` (i < R) with their per-block [`ActAux`] at `aux + i * nb`; result (i, j)
+/// to `out + i * out_stride + j`.
 ///
 /// These reduce each block's integer products to one sum per row before the FMA, so they
 /// sum in a different order from the reference (within a relative 1e-6 of it, not bit-exact).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const MIN: bool>(
     nb: usize,
     w: *const u8,
     w_stride: usize,
     a: *const u8,
     a_stride: usize,
+    aux: *const ActAux,
     out: *mut f32,
     out_stride: usize,
-    offset: i8,
     unpack: impl Fn(*const u8) -> __m256i,
 ) {
-    // SAFETY: see the module docs, with 8 weight rows.
+    // SAFETY: see the module docs, with 8 weight rows; aux holds R rows of nb entries.
     unsafe {
         let ones = _mm256_set1_epi16(1);
-        let offv = _mm256_set1_epi8(offset);
         let mut acc = [_mm256_setzero_ps(); R];
         let mut summs = [_mm256_setzero_ps(); R];
         for ib in 0..nb {
@@ -657,6 +660,7 @@ unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const M
             let mw = _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i));
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * AB);
+                let x = &*aux.add(r * nb + ib);
                 let y = load256(ab.add(AB - 32));
                 let p = |j: usize| _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], y), ones);
                 let h01 = _mm256_hadd_epi32(p(0), p(1));
@@ -666,17 +670,13 @@ unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const M
                 let h0123 = _mm256_hadd_epi32(h01, h23);
                 let h4567 = _mm256_hadd_epi32(h45, h67);
                 let mut isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
-                if !MIN {
-                    // the quants were taken unsigned: subtract offset * sum(y)
-                    let s = _mm256_madd_epi16(_mm256_maddubs_epi16(offv, y), ones);
-                    let s = _mm256_hadd_epi32(s, s);
-                    let s = _mm256_hadd_epi32(s, s);
-                    let s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 1));
-                    isum = _mm256_sub_epi32(isum, s);
+                if MIN {
+                    summs[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s), summs[r]);
                 } else {
-                    summs[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(f16_at(ab.add(2))), summs[r]);
+                    // the quants were taken unsigned: subtract offset * sum(y)
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(x.corr));
                 }
-                let d = _mm256_mul_ps(dw, _mm256_set1_ps(f16_at(ab)));
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(x.d));
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
             }
         }
@@ -689,17 +689,17 @@ unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const M
 
 /// Q4_0 × Q8_0, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q4_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8_q4_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { gemm8_legacy::<R, Q4_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, out, out_stride, 8, |b| bytes_from_nibbles_32(b.add(2))) }
+    unsafe { gemm8_legacy::<R, Q4_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| bytes_from_nibbles_32(b.add(2))) }
 }
 
 /// Q5_0 × Q8_0, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        gemm8_legacy::<R, Q5_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, out, out_stride, 16, |b| {
+        gemm8_legacy::<R, Q5_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| {
             let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
             let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
@@ -709,17 +709,17 @@ pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usiz
 
 /// Q4_1 × Q8_1, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q4_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8_q4_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { gemm8_legacy::<R, Q4_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, out, out_stride, 0, |b| bytes_from_nibbles_32(b.add(4))) }
+    unsafe { gemm8_legacy::<R, Q4_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| bytes_from_nibbles_32(b.add(4))) }
 }
 
 /// Q5_1 × Q8_1, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q5_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8_q5_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        gemm8_legacy::<R, Q5_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, out, out_stride, 0, |b| {
+        gemm8_legacy::<R, Q5_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| {
             let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
             let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(bytes_from_nibbles_32(b.add(8)), hi)

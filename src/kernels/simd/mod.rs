@@ -20,12 +20,41 @@ pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usiz
 /// Kernels for 1, 2, 3 and 4 activation rows per weight row.
 pub type DotFns = [DotFn; 4];
 
-/// Eight weight rows (`w + j * w_stride`) against `R` activation rows; result (i, j) to
-/// `out + i * out_stride + j`. Sums in a different order from the reference (prefill only).
+/// Eight weight rows (`w + j * w_stride`) against `R` activation rows with their per-block
+/// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
+/// different order from the reference (used for several activation rows only).
 ///
 /// # Safety
-/// As [`DotFn`], for the 8 weight rows.
-pub type Gemm8Fn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize);
+/// As [`DotFn`], for the 8 weight rows; `aux` must hold `R * nb` entries filled by
+/// [`fill_act_aux`] for the same activations.
+pub type Gemm8Fn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
+
+/// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
+/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16), and Q8_1's `s` as f32.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ActAux {
+    pub d: f32,
+    pub corr: i32,
+    pub s: f32,
+}
+
+/// Per-block activation data for the 8-row kernels of weight type `ty` (`act` holds whole
+/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block).
+pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
+    let (q8_1, offset) = match ty {
+        GgmlType::Q4_0 => (false, 8),
+        GgmlType::Q5_0 => (false, 16),
+        _ => (true, 0),
+    };
+    let ab = ty.vec_dot_type().block_bytes();
+    for (x, b) in aux.iter_mut().zip(act.chunks_exact(ab)) {
+        let sum: i32 = b[ab - 32..].iter().map(|&v| v as i8 as i32).sum();
+        x.d = crate::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+        x.corr = offset * sum;
+        x.s = if q8_1 { crate::quant::f16_to_f32(u16::from_le_bytes([b[2], b[3]])) } else { 0.0 };
+    }
+}
 
 /// 8-row kernels for 1 to 8 activation rows.
 pub type Gemm8Fns = [Gemm8Fn; 8];

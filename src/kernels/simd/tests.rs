@@ -237,6 +237,8 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
             for _ in 0..9 {
                 w.extend(weight_row(&mut rng, ty, cols, raw));
             }
+            let mut aux = vec![ActAux::default(); n_act * nb];
+            fill_act_aux(ty, &act, &mut aux);
             for (ri, f) in fns.iter().enumerate() {
                 let r = ri + 1;
                 for t0 in 0..=n_act - r {
@@ -245,7 +247,7 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
                         let mut out = vec![f32::NAN; stride * r];
                         // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
                         // r rows of `stride` slots.
-                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, act.as_ptr().add(t0 * arb), arb, out.as_mut_ptr(), stride) };
+                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
                         for i in 0..r {
                             for j in 0..8 {
                                 let (t, wr) = (t0 + i, j0 + j);
