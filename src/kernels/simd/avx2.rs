@@ -247,17 +247,6 @@ unsafe fn scales_mins_k4(p: *const u8) -> ([u8; 8], [u8; 8]) {
     (sc, m)
 }
 
-/// bsums of a Q8_K block as i32 (16 values).
-#[inline(always)]
-unsafe fn bsums(ab: *const u8) -> [i32; 16] {
-    let mut s = [0i32; 16];
-    for (j, v) in s.iter_mut().enumerate() {
-        // SAFETY: the 32 bsum bytes sit at offset 260 of the 292-byte block.
-        *v = unsafe { std::ptr::read_unaligned(ab.add(4 + QK_K + 2 * j) as *const i16) } as i32;
-    }
-    s
-}
-
 /// Q4_K and Q5_K × Q8_K. `QH`: Q5_K (5th bits in `qh`), else Q4_K.
 #[inline(always)]
 unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
@@ -275,6 +264,7 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             let wd = f16_at(wb);
             let wdmin = f16_at(wb.add(2));
             let (sc, mins) = scales_mins_k4(wb.add(4));
+            let minv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(mins.as_ptr() as *const __m128i));
             let mut sumi = [_mm256_setzero_si256(); R];
             let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
             for c in 0..4 {
@@ -300,16 +290,18 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
                 let yd = f32_at(ab);
-                let bs = bsums(ab);
-                let term = |j: usize| mins[j] as i32 * (bs[2 * j] + bs[2 * j + 1]);
-                let prod = [term(0) + term(1), term(2) + term(3), term(4) + term(5), term(6) + term(7)];
+                // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
+                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+                let t = _mm256_mullo_epi32(pairs, minv);
+                let h = _mm256_hadd_epi32(t, t); // [p0, p1, p0, p1 | p2, p3, p2, p3]
+                let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 let dmin = -yd * wdmin;
                 if QH {
-                    let s: i32 = prod.iter().sum();
-                    summs[r] = dmin.mul_add(s as f32, summs[r]);
+                    let s = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0b01_00_11_10));
+                    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+                    summs[r] = dmin.mul_add(_mm_cvtsi128_si32(s) as f32, summs[r]);
                 } else {
-                    let p = _mm_cvtepi32_ps(_mm_loadu_si128(prod.as_ptr() as *const __m128i));
-                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), p, acc_m[r]);
+                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
                 }
                 let d = _mm256_set1_ps(yd * wd);
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
