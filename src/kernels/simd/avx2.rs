@@ -15,7 +15,7 @@
 //! `nb` readable weight blocks, each `a + i * a_stride` (i < R) to `nb` readable activation
 //! blocks of the matching type, and each `out + i * out_stride` to a writable f32.
 
-#![allow(clippy::missing_safety_doc)]
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop, clippy::too_many_arguments)]
 
 use std::arch::x86_64::*;
 
@@ -447,7 +447,7 @@ pub unsafe fn quantize_q8_1(src: &[f32], dst: &mut [u8]) {
 unsafe fn quantize_q8_x<const SUM: bool>(src: &[f32], dst: &mut [u8]) {
     let bb = if SUM { Q8_1_B } else { Q8_0_B };
     let nb = src.len() / 32;
-    assert!(src.len() % 32 == 0 && dst.len() == nb * bb);
+    assert!(src.len().is_multiple_of(32) && dst.len() == nb * bb);
     // SAFETY: block ib reads src[32ib..32ib+32] and writes dst[bb*ib..bb*(ib+1)], in bounds by
     // the assert above.
     unsafe {
@@ -494,7 +494,7 @@ unsafe fn quantize_q8_x<const SUM: bool>(src: &[f32], dst: &mut [u8]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
     let nb = src.len() / QK_K;
-    assert!(src.len() % QK_K == 0 && dst.len() == nb * Q8_K_B);
+    assert!(src.len().is_multiple_of(QK_K) && dst.len() == nb * Q8_K_B);
     // SAFETY: block ib reads src[256ib..] (256 floats) and writes dst[292ib..] (292 bytes).
     unsafe {
         let sign = _mm256_set1_ps(-0.0);
