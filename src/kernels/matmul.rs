@@ -55,7 +55,7 @@ pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usiz
 }
 
 /// Activation rows per tile (the widest kernel).
-const TILE: usize = 4;
+const TILE: usize = 8;
 
 /// Weight rows per chunk handed to a thread.
 fn chunk_rows(rows: usize, n_act: usize) -> usize {

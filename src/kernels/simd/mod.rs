@@ -17,8 +17,8 @@ use crate::quant::GgmlType;
 /// (guaranteed for the tables this module hands out).
 pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize);
 
-/// Kernels for 1, 2, 3 and 4 activation rows per weight row.
-pub type DotFns = [DotFn; 4];
+/// Kernels for 1 to 8 activation rows per weight row.
+pub type DotFns = [DotFn; 8];
 
 /// Eight weight rows (`w + j * w_stride`) against `R` activation rows with their per-block
 /// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
@@ -91,7 +91,16 @@ pub fn level() -> Level {
 
 macro_rules! table {
     ($f:ident) => {
-        [avx2::$f::<1> as DotFn, avx2::$f::<2> as DotFn, avx2::$f::<3> as DotFn, avx2::$f::<4> as DotFn]
+        [
+            avx2::$f::<1> as DotFn,
+            avx2::$f::<2> as DotFn,
+            avx2::$f::<3> as DotFn,
+            avx2::$f::<4> as DotFn,
+            avx2::$f::<5> as DotFn,
+            avx2::$f::<6> as DotFn,
+            avx2::$f::<7> as DotFn,
+            avx2::$f::<8> as DotFn,
+        ]
     };
 }
 

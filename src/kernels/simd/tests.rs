@@ -100,7 +100,7 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
     for &cols in col_choices {
         for raw in [false, true] {
             let nb = cols / ty.block_len();
-            let n_act = 5; // odd: exercises every tile width
+            let n_act = 9; // odd: exercises every tile width
             let arb = vt.row_bytes(cols).unwrap();
             let mut act = vec![0u8; arb * n_act];
             for t in 0..n_act {
