@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# Side by side, alternating: our bench/perf.rs and llama.cpp's llama-bench on the same model.
+# Side by side, alternating (A B A B ...): bench/llama_bench.c built against our libdeepseek and
+# against upstream libllama.so (LLAMA_LIB, default /work/ref/build/bin), same model, same threads.
 # Usage: bench/compare.sh [MODEL.gguf] [THREADS] [PAIRS]
-# Needs a llama.cpp build with llama-bench (LLAMA_BIN, default /work/ref/build/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$HOME/.cache/deepseek/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
 T="${2:-2}"
 PAIRS="${3:-3}"
-LLAMA_BIN="${LLAMA_BIN:-/work/ref/build/bin}"
-cargo bench -q --bench perf --no-run 2>/dev/null
-OURS=$(cargo bench -q --bench perf --no-run --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
+LLAMA_LIB="${LLAMA_LIB:-/work/ref/build/bin}"
+TARGET="${CARGO_TARGET_DIR:-target}"
+OUT="$(mktemp -d)"
+cargo build -q --release --lib
+cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$TARGET/release" -ldeepseek -Wl,-rpath,"$(realpath "$TARGET/release")"
+HAVE_UP=0
+if [ -e "$LLAMA_LIB/libllama.so" ]; then
+  UPINC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)")"
+  GGINC="$(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
+  cc -O2 -I"$UPINC" -I"$GGINC" bench/llama_bench.c -o "$OUT/upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")" && HAVE_UP=1
+fi
 grep -m1 'model name' /proc/cpuinfo
+echo "flags: $(grep -o 'avx[^ ]*\|fma\|f16c' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for i in $(seq "$PAIRS"); do
-  echo "== pair $i"
-  "$OURS" -m "$MODEL" -t "$T" -p 64 -n 32 -r 3 2>/dev/null | grep -E '^(pp|tg|cpu)' | sed 's/^/deepseek  /'
-  if [ -x "$LLAMA_BIN/llama-bench" ]; then
-    LD_LIBRARY_PATH="$LLAMA_BIN" "$LLAMA_BIN/llama-bench" -m "$MODEL" -t "$T" -p 64 -n 32 -r 3 -o md 2>/dev/null | grep -E 'pp64|tg32' | sed 's/^/llama.cpp /'
-  fi
+  echo "deepseek  $("$OUT/ours" "$MODEL" "$T" 64 32 3)"
+  [ "$HAVE_UP" = 1 ] && echo "llama.cpp $("$OUT/upstream" "$MODEL" "$T" 64 32 3)"
 done
+rm -rf "$OUT"
