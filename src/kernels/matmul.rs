@@ -54,6 +54,11 @@ pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usiz
     }
 }
 
+thread_local! {
+    /// Each thread's unpacked panel of 8 weight rows; grows, never shrinks.
+    static PANEL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
 
@@ -86,7 +91,7 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     // several activation rows: 8 weight rows at a time where a kernel exists
     let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
     thread_local! {
-        /// Per-block activation data for the 8-row kernels; grows, never shrinks.
+        /// Per-block activation data for the 8-row kernels (on the calling thread); grows, never shrinks.
         static AUX: std::cell::RefCell<Vec<simd::ActAux>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     AUX.with_borrow_mut(|aux| {
@@ -126,24 +131,33 @@ fn run_chunks(
         let rows = c * chunk..((c + 1) * chunk).min(w.rows);
         let mut r_rest = rows.start;
         if let Some(g) = gemm8 {
-            // 8 weight rows × up to 8 activation rows per call
-            let mut t0 = 0;
-            while t0 < n_rows {
-                let nt = (n_rows - t0).min(8);
+            // 8 weight rows at a time, unpacked once into this thread's panel, × up to 8
+            // activation rows per call
+            PANEL.with_borrow_mut(|panel| {
+                if panel.len() < nb * simd::PANEL_BLOCK {
+                    panel.resize(nb * simd::PANEL_BLOCK, 0);
+                }
                 let mut r0 = rows.start;
                 while r0 + 8 <= rows.end {
-                    // SAFETY: rows r0..r0+8 lie inside w.data, activation rows t0..t0+nt inside
-                    // act, outputs (t, r0..r0+8) inside out and written only by this chunk; the
+                    // SAFETY: rows r0..r0+8 lie inside w.data; the panel holds nb blocks; the
                     // CPU features were detected by simd::gemm8_fns.
-                    unsafe {
-                        let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
-                        g[nt - 1](nb, w.data.as_ptr().add(r0 * rb), rb, act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
-                    };
+                    unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel.as_mut_ptr()) };
+                    let mut t0 = 0;
+                    while t0 < n_rows {
+                        let nt = (n_rows - t0).min(8);
+                        // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
+                        // inside the aux buffer (filled for n_rows rows); outputs (t, r0..r0+8)
+                        // lie inside out and only this chunk writes them.
+                        unsafe {
+                            let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
+                            g.gemm[nt - 1](nb, panel.as_ptr(), act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
+                        };
+                        t0 += nt;
+                    }
                     r0 += 8;
                 }
                 r_rest = r0;
-                t0 += nt;
-            }
+            });
         }
         let mut t0 = 0;
         while t0 < n_rows {

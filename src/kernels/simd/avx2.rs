@@ -612,49 +612,55 @@ pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
 // ---------------------------------------------------------------------------------------------
 // prefill: 8 weight rows × R activation rows
 
-/// Signature of the 8-row kernels: weight rows `w + j * w_stride` (j < 8), activation rows
-/// `a + i * a_stride` (i < R) with their per-block [`ActAux`] at `aux + i * nb`; result (i, j)
-/// to `out + i * out_stride + j`.
-///
-/// These reduce each block's integer products to one sum per row before the FMA, so they
-/// sum in a different order from the reference (within a relative 1e-6 of it, not bit-exact).
+/// Bytes of one block of an 8-row panel: 8 × 32 unpacked quants (unsigned), 8 f32 scales,
+/// 8 f32 minimums.
+pub const PANEL_BLOCK: usize = 320;
+
+/// Unpacks 8 weight rows (`w + j * w_stride`) of `nb` blocks into a panel (`nb * PANEL_BLOCK`
+/// bytes at `panel`), so that the 8-row kernels read them ready for `maddubs`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const MIN: bool>(
-    nb: usize,
-    w: *const u8,
-    w_stride: usize,
-    a: *const u8,
-    a_stride: usize,
-    aux: *const ActAux,
-    out: *mut f32,
-    out_stride: usize,
-    unpack: impl Fn(*const u8) -> __m256i,
-) {
-    // SAFETY: see the module docs, with 8 weight rows; aux holds R rows of nb entries.
+unsafe fn unpack8<const WB: usize, const MIN: bool>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * PANEL_BLOCK bytes at panel.
     unsafe {
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut summs = [_mm256_setzero_ps(); R];
         for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
             let mut dh = [0u16; 8];
             let mut mh = [0u16; 8];
-            let mut q = [_mm256_setzero_si256(); 8];
             for j in 0..8 {
                 let wb = w.add(j * w_stride + ib * WB);
                 dh[j] = std::ptr::read_unaligned(wb as *const u16);
                 if MIN {
                     mh[j] = std::ptr::read_unaligned(wb.add(2) as *const u16);
                 }
-                q[j] = unpack(wb);
+                _mm256_storeu_si256(pb.add(32 * j) as *mut __m256i, unpack(wb));
             }
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i));
-            let mw = _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i));
+            _mm256_storeu_ps(pb.add(256) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
+            _mm256_storeu_ps(pb.add(288) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i)));
+        }
+    }
+}
+
+/// 8 weight rows (an unpacked panel of `nb` blocks) × R activation rows (`a + i * a_stride`,
+/// with their per-block [`ActAux`] at `aux + i * nb`); result (i, j) to
+/// `out + i * out_stride + j`.
+///
+/// Each block's integer products are reduced to one sum per row before the FMA, so these sum
+/// in a different order from the reference (not bit-exact; well within 1e-5 of it).
+#[inline(always)]
+unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let dw = _mm256_loadu_ps(pb.add(256) as *const f32);
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * AB);
                 let x = &*aux.add(r * nb + ib);
                 let y = load256(ab.add(AB - 32));
-                let p = |j: usize| _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], y), ones);
+                let p = |j: usize| _mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * j)), y), ones);
                 let h01 = _mm256_hadd_epi32(p(0), p(1));
                 let h23 = _mm256_hadd_epi32(p(2), p(3));
                 let h45 = _mm256_hadd_epi32(p(4), p(5));
@@ -663,6 +669,7 @@ unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const M
                 let h4567 = _mm256_hadd_epi32(h45, h67);
                 let mut isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
                 if MIN {
+                    let mw = _mm256_loadu_ps(pb.add(288) as *const f32);
                     summs[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s), summs[r]);
                 } else {
                     // the quants were taken unsigned: subtract offset * sum(y)
@@ -679,19 +686,31 @@ unsafe fn gemm8_legacy<const R: usize, const WB: usize, const AB: usize, const M
     }
 }
 
-/// Q4_0 × Q8_0, 8 weight rows.
+/// 8-row panel × Q8_0 activations (Q4_0 / Q5_0 weights).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q4_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8p_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { gemm8_legacy::<R, Q4_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| bytes_from_nibbles_32(b.add(2))) }
+    unsafe { gemm8p::<R, Q8_0_B, false>(nb, panel, a, a_stride, aux, out, out_stride) }
 }
 
-/// Q5_0 × Q8_0, 8 weight rows.
+/// 8-row panel × Q8_1 activations (Q4_1 / Q5_1 weights).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8p_q8_1<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8p::<R, Q8_1_B, true>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack8::<Q4_0_B, false>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        gemm8_legacy::<R, Q5_0_B, Q8_0_B, false>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| {
+        unpack8::<Q5_0_B, false>(nb, w, w_stride, panel, |b| {
             let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
             let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
@@ -699,19 +718,17 @@ pub unsafe fn gemm8_q5_0<const R: usize>(nb: usize, w: *const u8, w_stride: usiz
     }
 }
 
-/// Q4_1 × Q8_1, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q4_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn unpack8_q4_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { gemm8_legacy::<R, Q4_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| bytes_from_nibbles_32(b.add(4))) }
+    unsafe { unpack8::<Q4_1_B, true>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(4))) }
 }
 
-/// Q5_1 × Q8_1, 8 weight rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q5_1<const R: usize>(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn unpack8_q5_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        gemm8_legacy::<R, Q5_1_B, Q8_1_B, true>(nb, w, w_stride, a, a_stride, aux, out, out_stride, |b| {
+        unpack8::<Q5_1_B, true>(nb, w, w_stride, panel, |b| {
             let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
             let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(bytes_from_nibbles_32(b.add(8)), hi)

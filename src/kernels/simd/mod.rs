@@ -20,14 +20,31 @@ pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usiz
 /// Kernels for 1 to 8 activation rows per weight row.
 pub type DotFns = [DotFn; 8];
 
-/// Eight weight rows (`w + j * w_stride`) against `R` activation rows with their per-block
+/// Unpacks 8 weight rows (`w + j * w_stride`, `nb` blocks) into a panel of
+/// `nb * PANEL_BLOCK` bytes.
+///
+/// # Safety
+/// The pointers must cover what is described; the CPU features must be present.
+pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8);
+
+/// An unpacked panel of 8 weight rows against `R` activation rows with their per-block
 /// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
 /// different order from the reference (used for several activation rows only).
 ///
 /// # Safety
-/// As [`DotFn`], for the 8 weight rows; `aux` must hold `R * nb` entries filled by
-/// [`fill_act_aux`] for the same activations.
-pub type Gemm8Fn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
+/// As [`DotFn`]; `aux` must hold `R * nb` entries filled by [`fill_act_aux`] for the same
+/// activations, and the panel must come from the matching [`UnpackFn`].
+pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
+
+/// Bytes per block of an unpacked 8-row panel.
+pub const PANEL_BLOCK: usize = 320;
+
+/// The 8-row (prefill) kernels of a weight type: the unpacker and the panel kernels for 1 to 8
+/// activation rows.
+pub struct Gemm8Fns {
+    pub unpack: UnpackFn,
+    pub gemm: [PanelFn; 8],
+}
 
 /// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
 /// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16), and Q8_1's `s` as f32.
@@ -55,9 +72,6 @@ pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
         x.s = if q8_1 { crate::quant::f16_to_f32(u16::from_le_bytes([b[2], b[3]])) } else { 0.0 };
     }
 }
-
-/// 8-row kernels for 1 to 8 activation rows.
-pub type Gemm8Fns = [Gemm8Fn; 8];
 
 /// Quantizes one activation row; `dst.len()` must be the row's size in the target format.
 ///
@@ -154,24 +168,28 @@ pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
+            const _: () = assert!(avx2::PANEL_BLOCK == PANEL_BLOCK);
             macro_rules! g {
-                ($f:ident) => {
-                    [
-                        avx2::$f::<1> as Gemm8Fn,
-                        avx2::$f::<2> as Gemm8Fn,
-                        avx2::$f::<3> as Gemm8Fn,
-                        avx2::$f::<4> as Gemm8Fn,
-                        avx2::$f::<5> as Gemm8Fn,
-                        avx2::$f::<6> as Gemm8Fn,
-                        avx2::$f::<7> as Gemm8Fn,
-                        avx2::$f::<8> as Gemm8Fn,
-                    ]
+                ($u:ident, $f:ident) => {
+                    Gemm8Fns {
+                        unpack: avx2::$u as UnpackFn,
+                        gemm: [
+                            avx2::$f::<1> as PanelFn,
+                            avx2::$f::<2> as PanelFn,
+                            avx2::$f::<3> as PanelFn,
+                            avx2::$f::<4> as PanelFn,
+                            avx2::$f::<5> as PanelFn,
+                            avx2::$f::<6> as PanelFn,
+                            avx2::$f::<7> as PanelFn,
+                            avx2::$f::<8> as PanelFn,
+                        ],
+                    }
                 };
             }
-            static Q4_0: Gemm8Fns = g!(gemm8_q4_0);
-            static Q5_0: Gemm8Fns = g!(gemm8_q5_0);
-            static Q4_1: Gemm8Fns = g!(gemm8_q4_1);
-            static Q5_1: Gemm8Fns = g!(gemm8_q5_1);
+            static Q4_0: Gemm8Fns = g!(unpack8_q4_0, gemm8p_q8_0);
+            static Q5_0: Gemm8Fns = g!(unpack8_q5_0, gemm8p_q8_0);
+            static Q4_1: Gemm8Fns = g!(unpack8_q4_1, gemm8p_q8_1);
+            static Q5_1: Gemm8Fns = g!(unpack8_q5_1, gemm8p_q8_1);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),

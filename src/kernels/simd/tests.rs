@@ -239,7 +239,12 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
             }
             let mut aux = vec![ActAux::default(); n_act * nb];
             fill_act_aux(ty, &act, &mut aux);
-            for (ri, f) in fns.iter().enumerate() {
+            let mut panels = vec![vec![0u8; nb * PANEL_BLOCK]; 2];
+            for (j0, panel) in panels.iter_mut().enumerate() {
+                // SAFETY: rows j0..j0+8 of nb blocks exist; the panel has nb * PANEL_BLOCK bytes.
+                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr()) };
+            }
+            for (ri, f) in fns.gemm.iter().enumerate() {
                 let r = ri + 1;
                 for t0 in 0..=n_act - r {
                     for j0 in [0, 1] {
@@ -247,7 +252,7 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
                         let mut out = vec![f32::NAN; stride * r];
                         // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
                         // r rows of `stride` slots.
-                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
+                        unsafe { f(nb, panels[j0].as_ptr(), act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
                         for i in 0..r {
                             for j in 0..8 {
                                 let (t, wr) = (t0 + i, j0 + j);
