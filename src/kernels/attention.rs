@@ -17,7 +17,30 @@ impl HeadScratch {
 }
 
 fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
+    let n = a.len().min(b.len());
+    if let Some(k) = super::simd::dot_fns(crate::quant::GgmlType::F16) {
+        let mut out = 0f32;
+        // SAFETY: both slices hold n F16 values; the kernel's CPU features were detected.
+        unsafe { k[0](n, a.as_ptr() as *const u8, b.as_ptr() as *const u8, 0, &mut out, 0) };
+        return out;
+    }
     a.iter().zip(b).map(|(&x, &y)| f16_to_f32(x) * f16_to_f32(y)).sum()
+}
+
+/// acc = acc * ms + v * vs (the scaling skipped when ms == 1), per element.
+fn scale_add(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if super::simd::level() == super::simd::Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        unsafe { super::simd::avx2::scale_add_f16(acc, v, ms, vs) };
+        return;
+    }
+    for (a, &x) in acc.iter_mut().zip(v) {
+        if ms != 1.0 {
+            *a *= ms;
+        }
+        *a += f16_to_f32(x) * vs;
+    }
 }
 
 /// out = softmax(scale · q·Kᵀ) V over the key/value rows `cells` yields (each a slice of
@@ -42,14 +65,11 @@ pub fn attend<'a>(
             ms = (m - score).exp();
             vs = 1.0;
             m = score;
-            s.acc.iter_mut().for_each(|a| *a *= ms);
         } else {
             ms = 1.0;
             vs = (score - m).exp();
         }
-        for (a, &x) in s.acc.iter_mut().zip(v) {
-            *a += f16_to_f32(x) * vs;
-        }
+        scale_add(&mut s.acc, v, ms, vs);
         sum = sum * ms + vs;
     }
     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
@@ -64,7 +84,12 @@ mod tests {
 
     #[test]
     fn matches_two_pass_softmax_in_f64() {
-        let hd = 16;
+        for hd in [16, 64, 72, 128] {
+            check(hd);
+        }
+    }
+
+    fn check(hd: usize) {
         let q: Vec<f32> = (0..hd).map(|i| (i as f32 * 0.7).sin()).collect();
         let keys: Vec<Vec<u16>> = (0..9).map(|j| (0..hd).map(|i| f32_to_f16(((i * j) as f32 * 0.3).cos())).collect()).collect();
         let vals: Vec<Vec<u16>> = (0..9).map(|j| (0..hd).map(|i| f32_to_f16((i + j) as f32 * 0.1 - 0.5)).collect()).collect();
@@ -78,7 +103,7 @@ mod tests {
         let z: f64 = w.iter().sum();
         for d in 0..hd {
             let r: f64 = (0..9).map(|j| w[j] * f16_to_f32(vals[j][d]) as f64).sum::<f64>() / z;
-            assert!((out[d] as f64 - r).abs() < 1e-5, "{d}: {} vs {r}", out[d]);
+            assert!((out[d] as f64 - r).abs() < 1e-5, "hd {hd} d {d}: {} vs {r}", out[d]);
         }
     }
 }

@@ -1,9 +1,18 @@
 //! Weight matrix × activation rows. Weights stay in their GGUF block format; activations are
 //! quantized once per row to the weight type's vec_dot_type (as ggml does), and every output
-//! is one integer-accumulated dot product. Rows of the weight are split across the pool.
+//! is one integer-accumulated dot product.
+//!
+//! Work is split over the pool in chunks of weight rows handed out by an atomic counter, so a
+//! thread that starts late or runs slow takes fewer chunks. With several activation rows
+//! (prefill, batched decode) each chunk of weight rows is multiplied by tiles of up to 4
+//! activation rows, so each weight block is loaded and unpacked once per tile while the chunk
+//! stays in L1; a single activation row (decode) streams each weight row once.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::simd;
 use crate::quant::{self, GgmlType};
-use crate::threads::{split_range, SharedOut, ThreadPool};
+use crate::threads::{SharedOut, ThreadPool};
 
 /// A borrowed weight matrix: `rows` rows of `cols` elements, each `ty.row_bytes(cols)` bytes.
 #[derive(Clone, Copy)]
@@ -33,25 +42,204 @@ pub fn activation_bytes(w_ty: GgmlType, cols: usize, n_rows: usize) -> usize {
 pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usize, dst: &mut [u8]) {
     let vt = w_ty.vec_dot_type();
     let rb = vt.row_bytes(cols).expect("validated at load");
+    let q = simd::quantize_fn(vt);
     for r in 0..n_rows {
-        quant::quantize_row(vt, &x[r * cols..(r + 1) * cols], &mut dst[r * rb..(r + 1) * rb]);
+        let (src, d) = (&x[r * cols..(r + 1) * cols], &mut dst[r * rb..(r + 1) * rb]);
+        match q {
+            // SAFETY: quantize_fn only returns kernels whose CPU features are present; the
+            // kernel checks the sizes.
+            Some(f) => unsafe { f(src, d) },
+            None => quant::quantize_row(vt, src, d),
+        }
+    }
+}
+
+thread_local! {
+    /// Each thread's unpacked panel of 8 weight rows; grows, never shrinks.
+    static PANEL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Activation rows per tile (the widest kernel).
+const TILE: usize = 8;
+
+/// Weight rows per chunk handed to a thread.
+fn chunk_rows(rows: usize, n_act: usize) -> usize {
+    if n_act == 1 {
+        // decode: ~64 chunks per matrix so both cores stay busy to the end
+        (rows / 64).clamp(4, 256)
+    } else {
+        // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
+        // multiple of 8 rows for the 8-row kernels
+        if rows >= 64 {
+            16
+        } else {
+            (rows / 4).max(1)
+        }
     }
 }
 
 /// out[t * w.rows + r] = dot(w.row(r), act row t), for t < n_rows.
 pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize, out: &mut [f32]) {
     let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
-    assert!(act.len() >= arb * n_rows && out.len() >= w.rows * n_rows);
-    let shared = SharedOut::new(out);
-    pool.run(&|ith, nth| {
-        let rows = split_range(w.rows, ith, nth);
-        for t in 0..n_rows {
-            let a = &act[t * arb..(t + 1) * arb];
-            // SAFETY: thread ith alone writes rows `rows` of output row t.
-            let o = unsafe { shared.slice(t * w.rows + rows.start..t * w.rows + rows.end) };
-            for (i, r) in rows.clone().enumerate() {
-                o[i] = quant::vec_dot(w.ty, w.cols, w.row(r), a);
+    let rb = w.row_bytes();
+    assert!(act.len() >= arb * n_rows && out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
+    if n_rows == 0 || w.rows == 0 {
+        return;
+    }
+    let nb = w.cols / w.ty.block_len();
+    let kernels = simd::dot_fns(w.ty);
+    // several activation rows: 8 weight rows at a time where a kernel exists
+    let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
+    thread_local! {
+        /// Per-block activation data for the 8-row kernels (on the calling thread); grows, never shrinks.
+        static AUX: std::cell::RefCell<Vec<simd::ActAux>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    AUX.with_borrow_mut(|aux| {
+        if gemm8.is_some() {
+            if aux.len() < n_rows * nb {
+                aux.resize(n_rows * nb, simd::ActAux::default());
             }
+            simd::fill_act_aux(w.ty, &act[..n_rows * arb], &mut aux[..n_rows * nb]);
+        }
+        run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, gemm8, aux.as_ptr() as usize);
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_chunks(
+    pool: &ThreadPool,
+    w: &WeightMatrix<'_>,
+    act: &[u8],
+    n_rows: usize,
+    out: &mut [f32],
+    nb: usize,
+    rb: usize,
+    arb: usize,
+    kernels: Option<&simd::DotFns>,
+    gemm8: Option<&simd::Gemm8Fns>,
+    aux_addr: usize,
+) {
+    let shared = SharedOut::new(out);
+    let chunk = chunk_rows(w.rows, n_rows);
+    let n_chunks = w.rows.div_ceil(chunk);
+    let next = AtomicUsize::new(0);
+    pool.run(&|_ith, _nth| loop {
+        let c = next.fetch_add(1, Ordering::Relaxed);
+        if c >= n_chunks {
+            break;
+        }
+        let rows = c * chunk..((c + 1) * chunk).min(w.rows);
+        let mut r_rest = rows.start;
+        if let Some(g) = gemm8 {
+            // 8 weight rows at a time, unpacked once into this thread's panel, × up to 8
+            // activation rows per call
+            PANEL.with_borrow_mut(|panel| {
+                if panel.len() < nb * simd::PANEL_BLOCK {
+                    panel.resize(nb * simd::PANEL_BLOCK, 0);
+                }
+                let mut r0 = rows.start;
+                while r0 + 8 <= rows.end {
+                    // SAFETY: rows r0..r0+8 lie inside w.data; the panel holds nb blocks; the
+                    // CPU features were detected by simd::gemm8_fns.
+                    unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel.as_mut_ptr()) };
+                    let mut t0 = 0;
+                    while t0 < n_rows {
+                        let nt = (n_rows - t0).min(8);
+                        // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
+                        // inside the aux buffer (filled for n_rows rows); outputs (t, r0..r0+8)
+                        // lie inside out and only this chunk writes them.
+                        unsafe {
+                            let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
+                            g.gemm[nt - 1](nb, panel.as_ptr(), act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
+                        };
+                        t0 += nt;
+                    }
+                    r0 += 8;
+                }
+                r_rest = r0;
+            });
+        }
+        let mut t0 = 0;
+        while t0 < n_rows {
+            let nt = (n_rows - t0).min(TILE);
+            for r in r_rest..rows.end {
+                match kernels {
+                    Some(k) => {
+                        // SAFETY: row r has nb blocks inside w.data (asserted above); activation
+                        // rows t0..t0+nt lie inside act; outputs (t, r) for t in t0..t0+nt lie
+                        // inside out, and only this chunk writes column r. The kernel's CPU
+                        // features were detected by simd::dot_fns.
+                        unsafe {
+                            k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, shared.ptr().add(t0 * w.rows + r), w.rows)
+                        }
+                    }
+                    None => {
+                        for t in t0..t0 + nt {
+                            let v = quant::vec_dot(w.ty, w.cols, w.row(r), &act[t * arb..(t + 1) * arb]);
+                            // SAFETY: only this chunk writes column r of the output.
+                            unsafe { shared.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
+                        }
+                    }
+                }
+            }
+            t0 += nt;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver (chunks, tiles, threads) gives the reference's dot product for every output.
+    #[test]
+    fn matmul_matches_vec_dot() {
+        let pool = ThreadPool::new(2).unwrap();
+        let mut seed = 7u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256)] {
+            for rows in [1, 3, 37, 300] {
+                for n in [1, 2, 5, 9, 17] {
+                    let rb = ty.row_bytes(cols).unwrap();
+                    let mut data = vec![0u8; rb * rows];
+                    for r in 0..rows {
+                        let x: Vec<f32> = (0..cols).map(|_| rnd()).collect();
+                        quant::quantize_row_ref(ty, &x, &mut data[r * rb..(r + 1) * rb]);
+                    }
+                    let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
+                    let mut act = vec![0u8; activation_bytes(ty, cols, n)];
+                    quantize_activations(ty, &x, cols, n, &mut act);
+                    let w = WeightMatrix { ty, rows, cols, data: &data };
+                    let mut out = vec![f32::NAN; rows * n];
+                    matmul(&pool, &w, &act, n, &mut out);
+                    let arb = ty.vec_dot_type().row_bytes(cols).unwrap();
+                    let mut act_ref = vec![0u8; arb * n];
+                    for t in 0..n {
+                        quant::quantize_row(ty.vec_dot_type(), &x[t * cols..(t + 1) * cols], &mut act_ref[t * arb..(t + 1) * arb]);
+                    }
+                    for t in 0..n {
+                        for r in 0..rows {
+                            let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
+                            let got = out[t * rows + r];
+                            if n == 1 || simd::gemm8_fns(ty).is_none() {
+                                // decode and the per-row kernels: bit for bit
+                                assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
+                            } else {
+                                let (mut wf, mut af) = (vec![0f32; cols], vec![0f32; cols]);
+                                quant::dequantize_row(ty, w.row(r), &mut wf);
+                                quant::dequantize_row(ty.vec_dot_type(), &act_ref[t * arb..(t + 1) * arb], &mut af);
+                                let sum_abs: f32 = wf.iter().zip(&af).map(|(x, y)| (x * y).abs()).sum();
+                                assert!((got - want).abs() <= 1e-5 * sum_abs, "{} rows {rows} n {n} ({t}, {r}): {got} vs {want}", ty.name());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

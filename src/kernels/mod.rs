@@ -5,6 +5,7 @@ pub mod attention;
 pub mod matmul;
 pub mod norm;
 pub mod rope;
+pub mod simd;
 
 /// SiLU-gated unit in place: gate[i] = silu(gate[i]) * up[i], as ggml_swiglu computes it (f32).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
@@ -55,7 +56,7 @@ pub fn system_info() -> &'static std::ffi::CStr {
     INFO.get_or_init(|| {
         let f = cpu_features();
         let b = |x: bool| x as u8;
-        let s = format!("CPU : AVX2 = {} | FMA = {} | F16C = {} | AVX512 = {} | AVX512_VNNI = {} | deepseek scalar kernels | ", b(f.avx2), b(f.fma), b(f.f16c), b(f.avx512f), b(f.avx512vnni));
+        let s = format!("CPU : AVX2 = {} | FMA = {} | F16C = {} | AVX512 = {} | AVX512_VNNI = {} | deepseek kernels = {:?} | ", b(f.avx2), b(f.fma), b(f.f16c), b(f.avx512f), b(f.avx512vnni), simd::level());
         std::ffi::CString::new(s).expect("no NUL")
     })
 }

@@ -1,6 +1,11 @@
 //! threads: a context's worker pool. `run` hands one job to every thread and returns when all
 //! are done. Workers spin briefly on a generation counter, then park; no mutex, no allocation
 //! per job. The pool knows nothing about models or kernels. Dropping it joins the workers.
+//!
+//! Each job has one slot per thread index `ith`. A worker that wakes claims its slot and runs
+//! `f(ith, nth)`; when the caller has finished `f(0, nth)` it claims the slots no worker has
+//! claimed yet and runs them itself. So a worker that the OS has not scheduled (the machine is
+//! shared) never stalls a job: every index still runs exactly once, on whichever thread got it.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -11,13 +16,24 @@ use std::thread::{self, JoinHandle, Thread};
 /// Spins before parking: long enough to cover the gap between two matmuls of one decode.
 const SPIN_ITERS: u32 = 20_000;
 
+/// Spins of the caller waiting for workers to finish before it yields its CPU: a worker that
+/// has not finished a chunk within a few microseconds has most likely been preempted (the
+/// machine is shared), and yielding lets it run again sooner.
+const WAIT_SPIN_ITERS: u32 = 500;
+
 type Job = *const (dyn Fn(usize, usize) + Sync);
 
 struct Shared {
-    /// The current job; written by the owner before `generation` is bumped, read by workers after.
+    /// The current job; written by the owner before `generation` is bumped, read by workers
+    /// after they claimed their slot.
     job: UnsafeCell<Option<Job>>,
     generation: AtomicU64,
-    pending: AtomicUsize,
+    /// Per thread index: `2 * generation` while open, `2 * generation + 1` once claimed.
+    slots: Box<[AtomicU64]>,
+    /// Threads taking part in the current job.
+    job_nth: AtomicUsize,
+    /// Slots run by workers in the current job that have finished.
+    done: AtomicUsize,
     stop: AtomicBool,
     panicked: AtomicBool,
     n_threads: usize,
@@ -25,8 +41,9 @@ struct Shared {
     active: AtomicUsize,
 }
 
-// SAFETY: `job` is only written by the owner while no worker reads it (between jobs: all workers
-// have decremented `pending` and wait on `generation`), published with Release/Acquire.
+// SAFETY: `job` is only written by the owner between jobs (every slot claimed by a worker has
+// been reported in `done`, so no worker reads it), and published through the slots'
+// Release/Acquire.
 unsafe impl Sync for Shared {}
 // SAFETY: as above; the raw job pointer is only dereferenced during `run`, which outlives its use.
 unsafe impl Send for Shared {}
@@ -44,7 +61,9 @@ impl ThreadPool {
         let shared = Arc::new(Shared {
             job: UnsafeCell::new(None),
             generation: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
+            slots: (0..n_threads).map(|_| AtomicU64::new(1)).collect(),
+            job_nth: AtomicUsize::new(n_threads),
+            done: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             n_threads,
@@ -72,39 +91,58 @@ impl ThreadPool {
         self.shared.active.store(n.clamp(1, self.shared.n_threads), Ordering::Relaxed);
     }
 
-    /// Runs `f(ith, nth)` on every thread of the pool (ith 0 on the caller) and waits for all.
-    /// A panic in any thread is re-raised here after all threads finished.
+    /// Runs `f(ith, nth)` once for every `ith < nth` (ith 0 on the caller; the others on the
+    /// workers, or on the caller when a worker has not picked its index up by the time the
+    /// caller is done) and waits for all. A panic anywhere is re-raised here after all finished.
     pub fn run(&self, f: &(dyn Fn(usize, usize) + Sync)) {
-        let nth = self.shared.active.load(Ordering::Relaxed);
+        let s = &*self.shared;
+        let nth = s.active.load(Ordering::Relaxed);
         if nth == 1 {
             f(0, 1);
             return;
         }
-        // SAFETY: workers are idle (pending == 0 after the previous run), so nobody reads `job`.
-        // The pointer's lifetime is erased; it is only used until `pending` returns to 0 below.
+        let gen = s.generation.load(Ordering::Relaxed) + 1;
+        // SAFETY: no worker reads `job` now (all slots of the previous job were claimed and the
+        // claimed ones reported done). The pointer's lifetime is erased; it is only used until
+        // the workers that claimed a slot of this job report done below.
         unsafe {
             let job: Job = std::mem::transmute::<&(dyn Fn(usize, usize) + Sync), Job>(f);
-            *self.shared.job.get() = Some(job);
+            *s.job.get() = Some(job);
         }
-        self.shared.pending.store(self.shared.n_threads - 1, Ordering::Relaxed);
-        self.shared.generation.fetch_add(1, Ordering::Release);
-        for (_, t) in &self.workers {
+        s.job_nth.store(nth, Ordering::Relaxed);
+        s.done.store(0, Ordering::Relaxed);
+        for slot in &s.slots[1..nth] {
+            slot.store(2 * gen, Ordering::Release);
+        }
+        s.generation.store(gen, Ordering::Release);
+        for (_, t) in &self.workers[..nth - 1] {
             t.unpark();
         }
-        let mine = catch_unwind(AssertUnwindSafe(|| f(0, nth)));
+        let mut result = catch_unwind(AssertUnwindSafe(|| f(0, nth)));
+        let mut by_workers = 0;
+        for (ith, slot) in s.slots.iter().enumerate().take(nth).skip(1) {
+            if slot.compare_exchange(2 * gen, 2 * gen + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                let r = catch_unwind(AssertUnwindSafe(|| f(ith, nth)));
+                if result.is_ok() {
+                    result = r;
+                }
+            } else {
+                by_workers += 1;
+            }
+        }
         let mut spins = 0u32;
-        while self.shared.pending.load(Ordering::Acquire) != 0 {
+        while s.done.load(Ordering::Acquire) != by_workers {
             spins += 1;
-            if spins < SPIN_ITERS {
+            if spins < WAIT_SPIN_ITERS {
                 std::hint::spin_loop();
             } else {
                 thread::yield_now();
             }
         }
-        if let Err(p) = mine {
+        if let Err(p) = result {
             std::panic::resume_unwind(p);
         }
-        if self.shared.panicked.swap(false, Ordering::Relaxed) {
+        if s.panicked.swap(false, Ordering::Relaxed) {
             panic!("a worker thread panicked");
         }
     }
@@ -130,16 +168,21 @@ fn worker_loop(s: &Shared, ith: usize) {
             return;
         }
         seen = gen;
-        // SAFETY: the owner wrote `job` before the Release bump we observed with Acquire, and
-        // keeps the closure alive until `pending` reaches 0.
+        // Claim this thread's slot of job `gen`; fails if the job is older or newer than that,
+        // if this index does not take part, or if the caller already ran it.
+        if s.slots[ith].compare_exchange(2 * gen, 2 * gen + 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            continue;
+        }
+        let nth = s.job_nth.load(Ordering::Relaxed);
+        // SAFETY: the owner wrote `job` before the Release store of our slot that our claim
+        // read with Acquire, and keeps the closure alive until we report done.
         let job = unsafe { (*s.job.get()).expect("job published") };
         // SAFETY: see above.
         let f = unsafe { &*job };
-        let nth = s.active.load(Ordering::Relaxed);
-        if ith < nth && catch_unwind(AssertUnwindSafe(|| f(ith, nth))).is_err() {
+        if catch_unwind(AssertUnwindSafe(|| f(ith, nth))).is_err() {
             s.panicked.store(true, Ordering::Relaxed);
         }
-        s.pending.fetch_sub(1, Ordering::Release);
+        s.done.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -174,6 +217,16 @@ unsafe impl<T: Send> Sync for SharedOut<T> {}
 impl<T> SharedOut<T> {
     pub fn new(s: &mut [T]) -> Self {
         SharedOut { ptr: s.as_mut_ptr(), len: s.len() }
+    }
+    /// The base pointer; writes through it must respect the same disjointness contract.
+    pub fn ptr(&self) -> *mut T {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
     /// # Safety
     /// No other thread may access `range` while the returned slice lives.
@@ -214,6 +267,26 @@ mod tests {
             ok.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(ok.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn every_index_runs_once_when_workers_are_slow() {
+        let pool = ThreadPool::new(4).unwrap();
+        for round in 0..2000usize {
+            pool.set_active(1 + round % 4);
+            let nth_want = 1 + round % 4;
+            let hits = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+            pool.run(&|ith, nth| {
+                assert_eq!(nth, nth_want);
+                if round % 7 == 0 && ith == 0 {
+                    thread::yield_now();
+                }
+                hits[ith].fetch_add(1, Ordering::Relaxed);
+            });
+            for (i, h) in hits.iter().enumerate() {
+                assert_eq!(h.load(Ordering::Relaxed), (i < nth_want) as usize, "round {round} index {i}");
+            }
+        }
     }
 
     #[test]

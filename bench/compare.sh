@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Side by side, alternating (A B A B ...): bench/llama_bench.c built against our libdeepseek and
+# against upstream libllama.so (LLAMA_LIB, default /work/ref/build/bin), same model, same threads.
+# Usage: bench/compare.sh [MODEL.gguf] [THREADS] [PAIRS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL="${1:-$HOME/.cache/deepseek/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
+T="${2:-2}"
+PAIRS="${3:-3}"
+LLAMA_LIB="${LLAMA_LIB:-/work/ref/build/bin}"
+TARGET="${CARGO_TARGET_DIR:-target}"
+OUT="$(mktemp -d)"
+cargo build -q --release --lib
+cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$TARGET/release" -ldeepseek -Wl,-rpath,"$(realpath "$TARGET/release")"
+HAVE_UP=0
+if [ -e "$LLAMA_LIB/libllama.so" ]; then
+  UPINC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)")"
+  GGINC="$(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
+  cc -O2 -I"$UPINC" -I"$GGINC" bench/llama_bench.c -o "$OUT/upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")" && HAVE_UP=1
+fi
+grep -m1 'model name' /proc/cpuinfo
+echo "flags: $(grep -o 'avx[^ ]*\|fma\|f16c' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+for i in $(seq "$PAIRS"); do
+  echo "deepseek  $("$OUT/ours" "$MODEL" "$T" 64 32 3)"
+  [ "$HAVE_UP" = 1 ] && echo "llama.cpp $("$OUT/upstream" "$MODEL" "$T" 64 32 3)"
+done
+rm -rf "$OUT"

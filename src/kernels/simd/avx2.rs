@@ -1,0 +1,737 @@
+//! AVX2 + FMA + F16C kernels.
+//!
+//! The dot products follow the lane layout of ggml-cpu's AVX2 kernels, which is also what the
+//! scalar reference in `crate::quant` models: 32-bit lane `k` of a block's integer sum holds the
+//! products of elements `4k..4k+4` of every 32-element group, the lanes are accumulated with one
+//! FMA per block and reduced in `hsum_float_8` order. Integer sums are exact, so the results are
+//! the reference's bit for bit (the tests still only ask for a tolerance).
+//!
+//! Every kernel takes one weight row and `R` activation rows (`a + i * a_stride`), and writes the
+//! `R` dot products to `out + i * out_stride`. With `R > 1` each weight block is loaded and
+//! unpacked once for all `R` activation rows (prefill tiles).
+//!
+//! # Safety (all `unsafe fn` here)
+//! The caller must have checked that the CPU supports AVX2, FMA and F16C, that `w` points to
+//! `nb` readable weight blocks, each `a + i * a_stride` (i < R) to `nb` readable activation
+//! blocks of the matching type, and each `out + i * out_stride` to a writable f32.
+
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use std::arch::x86_64::*;
+
+use super::ActAux;
+
+const QK_K: usize = 256;
+
+// Block sizes (bytes).
+const Q4_0_B: usize = 18;
+const Q4_1_B: usize = 20;
+const Q5_0_B: usize = 22;
+const Q5_1_B: usize = 24;
+const Q8_0_B: usize = 34;
+const Q8_1_B: usize = 36;
+const Q4_K_B: usize = 144;
+const Q5_K_B: usize = 176;
+const Q6_K_B: usize = 210;
+const Q8_K_B: usize = 292;
+
+// ---------------------------------------------------------------------------------------------
+// helpers (always inlined into the `#[target_feature]` kernels that call them)
+
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const u16) as i32))) }
+}
+
+#[inline(always)]
+unsafe fn f32_to_f16_bits(x: f32) -> u16 {
+    // SAFETY: register-only F16C intrinsic; callers enable F16C.
+    unsafe { _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT), 0) as u16 }
+}
+
+#[inline(always)]
+unsafe fn f32_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 4 readable bytes at p.
+    unsafe { std::ptr::read_unaligned(p as *const f32) }
+}
+
+#[inline(always)]
+unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 32 readable bytes at p.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+/// `hsum_float_8`: ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+#[inline(always)]
+unsafe fn hsum_float_8(x: __m256) -> f32 {
+    // SAFETY: register-only AVX intrinsics; callers enable AVX2.
+    unsafe {
+        let mut res = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+        res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+        res = _mm_add_ss(res, _mm_movehdup_ps(res));
+        _mm_cvtss_f32(res)
+    }
+}
+
+/// 32 nibbles of 16 bytes: low nibbles are elements 0..16, high nibbles 16..32.
+#[inline(always)]
+unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 16 readable bytes at p.
+    unsafe {
+        let tmp = _mm_loadu_si128(p as *const __m128i);
+        let bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp), _mm_srli_epi16(tmp, 4), 1);
+        _mm256_and_si256(_mm256_set1_epi8(0x0f), bytes)
+    }
+}
+
+/// Byte `j` = 0xff if bit `j` of `x` is set, else 0.
+#[inline(always)]
+unsafe fn bytes_from_bits_32(x: u32) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe {
+        let shuf_mask = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+        let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(x as i32), shuf_mask);
+        let bit_mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe_u64 as i64);
+        let bytes = _mm256_or_si256(bytes, bit_mask);
+        _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1))
+    }
+}
+
+/// Per 32-bit lane: sum of 4 products of unsigned `ax` bytes and signed `sy` bytes.
+#[inline(always)]
+unsafe fn mul_sum_us8_pairs(ax: __m256i, sy: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(ax, sy)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// legacy formats against Q8_0 / Q8_1
+
+/// Shared body of Q4_0 / Q5_0 / Q8_0 × Q8_0: `unpack(w_block)` gives the signed int8 quants.
+#[inline(always)]
+unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    unpack: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let dw = f16_at(wb);
+            let qx = unpack(wb);
+            let ax = _mm256_sign_epi8(qx, qx);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_0_B);
+                let d = _mm256_set1_ps(dw * f16_at(ab));
+                let qy = load256(ab.add(2));
+                let sy = _mm256_sign_epi8(qy, qx);
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy));
+                acc[r] = _mm256_fmadd_ps(d, q, acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q8_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract; 32 quant bytes follow the 2-byte scale.
+    unsafe { dot_signed_q8_0::<R, Q8_0_B>(nb, w, a, a_stride, out, out_stride, |b| load256(b.add(2))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract; 16 nibble bytes follow the 2-byte scale.
+    unsafe {
+        dot_signed_q8_0::<R, Q4_0_B>(nb, w, a, a_stride, out, out_stride, |b| {
+            _mm256_sub_epi8(bytes_from_nibbles_32(b.add(2)), _mm256_set1_epi8(8))
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
+    unsafe {
+        dot_signed_q8_0::<R, Q5_0_B>(nb, w, a, a_stride, out, out_stride, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            let bx = bytes_from_nibbles_32(b.add(6));
+            // (nibble | 0xf0) = nibble - 16 where the 5th bit is clear
+            let hi = _mm256_andnot_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0xf0u8 as i8));
+            _mm256_or_si256(bx, hi)
+        })
+    }
+}
+
+/// Shared body of Q4_1 / Q5_1 × Q8_1: unsigned quants, `summs += m * s`.
+#[inline(always)]
+unsafe fn dot_unsigned_q8_1<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    unpack: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [0f32; R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let dw = f16_at(wb);
+            let mw = f16_at(wb.add(2));
+            let qx = unpack(wb);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_1_B);
+                summs[r] = mw.mul_add(f16_at(ab.add(2)), summs[r]);
+                let d = _mm256_set1_ps(dw * f16_at(ab));
+                let qy = load256(ab.add(4));
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy));
+                acc[r] = _mm256_fmadd_ps(d, q, acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]) + summs[r];
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_1<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_unsigned_q8_1::<R, Q4_1_B>(nb, w, a, a_stride, out, out_stride, |b| bytes_from_nibbles_32(b.add(4))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_1<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        dot_unsigned_q8_1::<R, Q5_1_B>(nb, w, a, a_stride, out, out_stride, |b| {
+            let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
+            let bx = bytes_from_nibbles_32(b.add(8));
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bx, hi)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants against Q8_K
+
+/// The 8 6-bit scales and 8 6-bit mins of a Q4_K / Q5_K block (`get_scale_min_k4` for all j).
+#[inline(always)]
+unsafe fn scales_mins_k4(p: *const u8) -> ([u8; 8], [u8; 8]) {
+    // SAFETY: caller guarantees 12 readable bytes at p.
+    let q: [u8; 12] = unsafe { std::ptr::read_unaligned(p as *const [u8; 12]) };
+    let mut sc = [0u8; 8];
+    let mut m = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = q[j] & 63;
+        m[j] = q[j + 4] & 63;
+    }
+    for j in 4..8 {
+        sc[j] = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+    (sc, m)
+}
+
+/// Q4_K and Q5_K × Q8_K. `QH`: Q5_K (5th bits in `qh`), else Q4_K.
+#[inline(always)]
+unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    let wbytes = if QH { Q5_K_B } else { Q4_K_B };
+    let qs_off = if QH { 48 } else { 16 };
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_m = [_mm_setzero_ps(); R];
+        let mut summs = [0f32; R];
+        let m4 = _mm256_set1_epi8(0x0f);
+        let one = _mm256_set1_epi8(1);
+        for ib in 0..nb {
+            let wb = w.add(ib * wbytes);
+            let wd = f16_at(wb);
+            let wdmin = f16_at(wb.add(2));
+            let (sc, mins) = scales_mins_k4(wb.add(4));
+            let minv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(mins.as_ptr() as *const __m128i));
+            let mut sumi = [_mm256_setzero_si256(); R];
+            let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
+            for c in 0..4 {
+                let q4bits = load256(wb.add(qs_off + 32 * c));
+                let mut q4l = _mm256_and_si256(q4bits, m4);
+                let mut q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+                if QH {
+                    // 5th bit of group g = 2c + h at bit g of qh[l]
+                    let bl = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32)), one);
+                    let bh = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
+                    q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
+                    q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
+                }
+                let sl = _mm256_set1_epi16(sc[2 * c] as i16);
+                let sh = _mm256_set1_epi16(sc[2 * c + 1] as i16);
+                for r in 0..R {
+                    let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c);
+                    let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
+                    let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let yd = f32_at(ab);
+                // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
+                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+                let t = _mm256_mullo_epi32(pairs, minv);
+                let h = _mm256_hadd_epi32(t, t); // [p0, p1, p0, p1 | p2, p3, p2, p3]
+                let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                let dmin = -yd * wdmin;
+                if QH {
+                    let s = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0b01_00_11_10));
+                    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+                    summs[r] = dmin.mul_add(_mm_cvtsi128_si32(s) as f32, summs[r]);
+                } else {
+                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+                }
+                let d = _mm256_set1_ps(yd * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            let extra = if QH {
+                summs[r]
+            } else {
+                let mut m = [0f32; 4];
+                _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
+                (m[0] + m[2]) + (m[1] + m[3])
+            };
+            *out.add(r * out_stride) = hsum_float_8(acc[r]) + extra;
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk_45::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk_45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: ql[128] | qh[64] | scales[16] | d.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m2 = _mm256_set1_epi8(0x03);
+        for ib in 0..nb {
+            let wb = w.add(ib * Q6_K_B);
+            let wd = f16_at(wb.add(208));
+            let sc8 = _mm_loadu_si128(wb.add(192) as *const __m128i);
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            let sc: [i8; 16] = std::ptr::read_unaligned(wb.add(192) as *const [i8; 16]);
+            let mut sumi = [_mm256_setzero_si256(); R];
+            for n in 0..2 {
+                let qh = load256(wb.add(128 + 32 * n));
+                let ql0 = load256(wb.add(64 * n));
+                let ql1 = load256(wb.add(64 * n + 32));
+                for s in 0..4 {
+                    let lowbytes = if s % 2 == 0 { ql0 } else { ql1 };
+                    let low = if s < 2 { _mm256_and_si256(lowbytes, m4) } else { _mm256_and_si256(_mm256_srli_epi16(lowbytes, 4), m4) };
+                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)), m2);
+                    let q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+                    let g = 4 * n + s;
+                    let scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1] as i16), _mm_set1_epi16(sc[2 * g] as i16));
+                    for r in 0..R {
+                        let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g);
+                        let p = _mm256_madd_epi16(scv, _mm256_maddubs_epi16(q, load256(aq)));
+                        sumi[r] = _mm256_add_epi32(sumi[r], p);
+                    }
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = load256(ab.add(4 + QK_K));
+                let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                let s = _mm256_sub_epi32(sumi[r], sub);
+                let d = _mm256_set1_ps(f32_at(ab) * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// float weights
+
+/// 16-lane reduction of two 8-lane halves in `_mm512_reduce_add_ps` order.
+#[inline(always)]
+unsafe fn reduce16(lo: __m256, hi: __m256) -> f32 {
+    // SAFETY: register-only AVX intrinsics. t = lo + hi (lanes i and i+8), then hsum_float_8's
+    // order ((t0+t4) + (t2+t6)) + ((t1+t5) + (t3+t7)) is the reference's reduce16.
+    unsafe { hsum_float_8(_mm256_add_ps(lo, hi)) }
+}
+
+/// F16 weights × F16 activations (`n` elements), the AVX-512F layout of ggml_vec_dot_f16
+/// emulated with pairs of 8-lane registers.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_f16<const R: usize>(n: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs (here `n` counts elements of 2 bytes).
+    unsafe {
+        let steps = n / 64;
+        let mut acc = [[_mm256_setzero_ps(); 8]; R];
+        let ldh = |p: *const u8| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+        for s in 0..steps {
+            let mut wv = [_mm256_setzero_ps(); 8];
+            for (j, v) in wv.iter_mut().enumerate() {
+                *v = ldh(w.add(2 * (64 * s + 8 * j)));
+            }
+            for r in 0..R {
+                let ar = a.add(r * a_stride);
+                for j in 0..8 {
+                    acc[r][j] = _mm256_fmadd_ps(wv[j], ldh(ar.add(2 * (64 * s + 8 * j))), acc[r][j]);
+                }
+            }
+        }
+        for r in 0..R {
+            let v = &acc[r];
+            // accumulator J (16 lanes) = (v[2J], v[2J+1]); (s0+s2), (s1+s3), then s0+s1
+            let s0l = _mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6]));
+            let s0h = _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7]));
+            let mut sumf = reduce16(s0l, s0h) as f64;
+            let ar = a.add(r * a_stride);
+            for i in 64 * steps..n {
+                sumf += (f16_at(w.add(2 * i)) * f16_at(ar.add(2 * i))) as f64;
+            }
+            *out.add(r * out_stride) = sumf as f32;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// activation quantization
+
+/// Q8_0 (x86 `quantize_row_q8_0`): `src.len()` a multiple of 32, `dst` 34 bytes per block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
+    // SAFETY: the caller checked dst.len() == src.len() / 32 * 34 and the CPU features.
+    unsafe { quantize_q8_x::<false>(src, dst) }
+}
+
+/// Q8_1 (x86 `quantize_row_q8_1`): as Q8_0 plus `s = d * sum(q)`; 36 bytes per block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_q8_1(src: &[f32], dst: &mut [u8]) {
+    // SAFETY: as quantize_q8_0 with 36-byte blocks.
+    unsafe { quantize_q8_x::<true>(src, dst) }
+}
+
+#[inline(always)]
+unsafe fn quantize_q8_x<const SUM: bool>(src: &[f32], dst: &mut [u8]) {
+    let bb = if SUM { Q8_1_B } else { Q8_0_B };
+    let nb = src.len() / 32;
+    assert!(src.len().is_multiple_of(32) && dst.len() == nb * bb);
+    // SAFETY: block ib reads src[32ib..32ib+32] and writes dst[bb*ib..bb*(ib+1)], in bounds by
+    // the assert above.
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for ib in 0..nb {
+            let x = src.as_ptr().add(32 * ib);
+            let v0 = _mm256_loadu_ps(x);
+            let v1 = _mm256_loadu_ps(x.add(8));
+            let v2 = _mm256_loadu_ps(x.add(16));
+            let v3 = _mm256_loadu_ps(x.add(24));
+            let mut m = _mm256_andnot_ps(sign, v0);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v1));
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v2));
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v3));
+            let mut m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            let amax = _mm_cvtss_f32(m4);
+            let d = amax / 127.0;
+            let o = dst.as_mut_ptr().add(bb * ib);
+            let dh = f32_to_f16_bits(d);
+            std::ptr::write_unaligned(o as *mut u16, dh);
+            let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+            let r = |v| _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v, id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            let (i0, i1, i2, i3) = (r(v0), r(v1), r(v2), r(v3));
+            if SUM {
+                let s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+                let mut l = [0i32; 8];
+                _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, s);
+                let sum: i32 = l.iter().sum();
+                let sh = f32_to_f16_bits(d * sum as f32);
+                std::ptr::write_unaligned(o.add(2) as *mut u16, sh);
+            }
+            let p01 = _mm256_packs_epi32(i0, i1);
+            let p23 = _mm256_packs_epi32(i2, i3);
+            let p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+            _mm256_storeu_si256(o.add(if SUM { 4 } else { 2 }) as *mut __m256i, p);
+        }
+    }
+}
+
+/// Q8_K (`quantize_row_q8_K`): `src.len()` a multiple of 256, 292 bytes per block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
+    let nb = src.len() / QK_K;
+    assert!(src.len().is_multiple_of(QK_K) && dst.len() == nb * Q8_K_B);
+    // SAFETY: block ib reads src[256ib..] (256 floats) and writes dst[292ib..] (292 bytes).
+    unsafe {
+        let sign = _mm256_set1_ps(-0.0);
+        let perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        for ib in 0..nb {
+            let x = src.as_ptr().add(QK_K * ib);
+            let o = dst.as_mut_ptr().add(Q8_K_B * ib);
+            let mut m = _mm256_setzero_ps();
+            for j in 0..32 {
+                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x.add(8 * j))));
+            }
+            let mut m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            let amax = _mm_cvtss_f32(m4);
+            if amax == 0.0 {
+                std::ptr::write_bytes(o, 0, Q8_K_B);
+                continue;
+            }
+            // the first element whose |x| is amax gives the sign (as the scalar loop does)
+            let am = _mm256_set1_ps(amax);
+            let mut max = amax;
+            for j in 0..32 {
+                let v = _mm256_loadu_ps(x.add(8 * j));
+                let eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, v), am, _CMP_EQ_OQ));
+                if eq != 0 {
+                    max = *x.add(8 * j + eq.trailing_zeros() as usize);
+                    break;
+                }
+            }
+            let iscale = -127.0 / max;
+            let is = _mm256_set1_ps(iscale);
+            let c127 = _mm256_set1_epi32(127);
+            let q = o.add(4);
+            for j in 0..8 {
+                let xj = x.add(32 * j);
+                let r = |k: usize| {
+                    let v = _mm256_mul_ps(is, _mm256_loadu_ps(xj.add(8 * k)));
+                    _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), c127)
+                };
+                let p01 = _mm256_packs_epi32(r(0), r(1));
+                let p23 = _mm256_packs_epi32(r(2), r(3));
+                let p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+                _mm256_storeu_si256(q.add(32 * j) as *mut __m256i, p);
+                // bsums of the two 16-element halves
+                let lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
+                let hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
+                let one = _mm256_set1_epi16(1);
+                let sl = _mm256_madd_epi16(lo, one);
+                let sh = _mm256_madd_epi16(hi, one);
+                // hadd: [l0+l1, l2+l3, h0+h1, h2+h3 | l4+l5, l6+l7, h4+h5, h6+h7]
+                let h = _mm256_hadd_epi32(sl, sh);
+                let h = _mm256_hadd_epi32(h, h);
+                // [L0123, H0123, .., .. | L4567, H4567, .., ..]
+                let t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                let bl = _mm_cvtsi128_si32(t) as i16;
+                let bh = _mm_extract_epi32(t, 1) as i16;
+                std::ptr::write_unaligned(o.add(4 + QK_K + 4 * j) as *mut i16, bl);
+                std::ptr::write_unaligned(o.add(4 + QK_K + 4 * j + 2) as *mut i16, bh);
+            }
+            std::ptr::write_unaligned(o as *mut f32, 1.0 / iscale);
+        }
+    }
+}
+
+/// F16 activations (`quantize_row` for F16 weights): round to nearest even.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_f16(src: &[f32], dst: &mut [u8]) {
+    assert!(dst.len() == 2 * src.len());
+    let n8 = src.len() / 8;
+    // SAFETY: chunk i reads src[8i..8i+8] and writes dst[16i..16i+16], in bounds.
+    unsafe {
+        for i in 0..n8 {
+            let v = _mm256_loadu_ps(src.as_ptr().add(8 * i));
+            let h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+            _mm_storeu_si128(dst.as_mut_ptr().add(16 * i) as *mut __m128i, h);
+        }
+    }
+    for i in 8 * n8..src.len() {
+        dst[2 * i..2 * i + 2].copy_from_slice(&crate::quant::f32_to_f16(src[i]).to_le_bytes());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// attention helpers
+
+/// acc[i] = acc[i] * ms + f16(v[i]) * vs, with the same two roundings per element as the scalar
+/// code (a multiply, then the multiply-add written as mul + add); `ms == 1` skips the scaling.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
+    let n = acc.len().min(v.len());
+    let n8 = n / 8;
+    // SAFETY: chunk i touches acc[8i..8i+8] and v[8i..8i+8], inside both slices.
+    unsafe {
+        let msv = _mm256_set1_ps(ms);
+        let vsv = _mm256_set1_ps(vs);
+        for i in 0..n8 {
+            let p = acc.as_mut_ptr().add(8 * i);
+            let mut a = _mm256_loadu_ps(p);
+            if ms != 1.0 {
+                a = _mm256_mul_ps(a, msv);
+            }
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(8 * i) as *const __m128i));
+            _mm256_storeu_ps(p, _mm256_add_ps(a, _mm256_mul_ps(x, vsv)));
+        }
+    }
+    for i in 8 * n8..n {
+        if ms != 1.0 {
+            acc[i] *= ms;
+        }
+        acc[i] += crate::quant::f16_to_f32(v[i]) * vs;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// prefill: 8 weight rows × R activation rows
+
+/// Bytes of one block of an 8-row panel: 8 × 32 unpacked quants (unsigned), 8 f32 scales,
+/// 8 f32 minimums.
+pub const PANEL_BLOCK: usize = 320;
+
+/// Unpacks 8 weight rows (`w + j * w_stride`) of `nb` blocks into a panel (`nb * PANEL_BLOCK`
+/// bytes at `panel`), so that the 8-row kernels read them ready for `maddubs`.
+#[inline(always)]
+unsafe fn unpack8<const WB: usize, const MIN: bool>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * PANEL_BLOCK bytes at panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut dh = [0u16; 8];
+            let mut mh = [0u16; 8];
+            for j in 0..8 {
+                let wb = w.add(j * w_stride + ib * WB);
+                dh[j] = std::ptr::read_unaligned(wb as *const u16);
+                if MIN {
+                    mh[j] = std::ptr::read_unaligned(wb.add(2) as *const u16);
+                }
+                _mm256_storeu_si256(pb.add(32 * j) as *mut __m256i, unpack(wb));
+            }
+            _mm256_storeu_ps(pb.add(256) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
+            _mm256_storeu_ps(pb.add(288) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i)));
+        }
+    }
+}
+
+/// 8 weight rows (an unpacked panel of `nb` blocks) × R activation rows (`a + i * a_stride`,
+/// with their per-block [`ActAux`] at `aux + i * nb`); result (i, j) to
+/// `out + i * out_stride + j`.
+///
+/// Each block's integer products are reduced to one sum per row before the FMA, so these sum
+/// in a different order from the reference (not bit-exact; well within 1e-5 of it).
+#[inline(always)]
+unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut summs = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let dw = _mm256_loadu_ps(pb.add(256) as *const f32);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * AB);
+                let x = &*aux.add(r * nb + ib);
+                let y = load256(ab.add(AB - 32));
+                let p = |j: usize| _mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * j)), y), ones);
+                let h01 = _mm256_hadd_epi32(p(0), p(1));
+                let h23 = _mm256_hadd_epi32(p(2), p(3));
+                let h45 = _mm256_hadd_epi32(p(4), p(5));
+                let h67 = _mm256_hadd_epi32(p(6), p(7));
+                let h0123 = _mm256_hadd_epi32(h01, h23);
+                let h4567 = _mm256_hadd_epi32(h45, h67);
+                let mut isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20), _mm256_permute2x128_si256(h0123, h4567, 0x31));
+                if MIN {
+                    let mw = _mm256_loadu_ps(pb.add(288) as *const f32);
+                    summs[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x.s), summs[r]);
+                } else {
+                    // the quants were taken unsigned: subtract offset * sum(y)
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(x.corr));
+                }
+                let d = _mm256_mul_ps(dw, _mm256_set1_ps(x.d));
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[r]);
+            }
+        }
+        for r in 0..R {
+            let v = if MIN { _mm256_add_ps(acc[r], summs[r]) } else { acc[r] };
+            _mm256_storeu_ps(out.add(r * out_stride), v);
+        }
+    }
+}
+
+/// 8-row panel × Q8_0 activations (Q4_0 / Q5_0 weights).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8p_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8p::<R, Q8_0_B, false>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// 8-row panel × Q8_1 activations (Q4_1 / Q5_1 weights).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8p_q8_1<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8p::<R, Q8_1_B, true>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack8::<Q4_0_B, false>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        unpack8::<Q5_0_B, false>(nb, w, w_stride, panel, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
+        })
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q4_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack8::<Q4_1_B, true>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(4))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q5_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        unpack8::<Q5_1_B, true>(nb, w, w_stride, panel, |b| {
+            let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bytes_from_nibbles_32(b.add(8)), hi)
+        })
+    }
+}

@@ -1,0 +1,229 @@
+//! SIMD kernels, chosen once at start-up from the CPU's features (`crate::kernels::cpu_features`).
+//!
+//! Levels: AVX2 + FMA + F16C (x86-64), else none (the scalar reference in `crate::quant` is
+//! used). Setting the environment variable `DEEPSEEK_KERNELS=scalar` forces the scalar path, so
+//! both can be tested on one machine. Room is left for AVX-512 and NEON tables.
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+
+use crate::quant::GgmlType;
+
+/// One weight row (`nb` blocks at `w`) against `R` activation rows (`a + i * a_stride` bytes),
+/// results to `out + i * out_stride` floats. `R` is the index in a [`DotFns`] table plus one.
+///
+/// # Safety
+/// The pointers must cover the blocks described, and the kernel's CPU features must be present
+/// (guaranteed for the tables this module hands out).
+pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize);
+
+/// Kernels for 1 to 8 activation rows per weight row.
+pub type DotFns = [DotFn; 8];
+
+/// Unpacks 8 weight rows (`w + j * w_stride`, `nb` blocks) into a panel of
+/// `nb * PANEL_BLOCK` bytes.
+///
+/// # Safety
+/// The pointers must cover what is described; the CPU features must be present.
+pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8);
+
+/// An unpacked panel of 8 weight rows against `R` activation rows with their per-block
+/// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
+/// different order from the reference (used for several activation rows only).
+///
+/// # Safety
+/// As [`DotFn`]; `aux` must hold `R * nb` entries filled by [`fill_act_aux`] for the same
+/// activations, and the panel must come from the matching [`UnpackFn`].
+pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
+
+/// Bytes per block of an unpacked 8-row panel.
+pub const PANEL_BLOCK: usize = 320;
+
+/// The 8-row (prefill) kernels of a weight type: the unpacker and the panel kernels for 1 to 8
+/// activation rows.
+pub struct Gemm8Fns {
+    pub unpack: UnpackFn,
+    pub gemm: [PanelFn; 8],
+}
+
+/// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
+/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16), and Q8_1's `s` as f32.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ActAux {
+    pub d: f32,
+    pub corr: i32,
+    pub s: f32,
+}
+
+/// Per-block activation data for the 8-row kernels of weight type `ty` (`act` holds whole
+/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block).
+pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
+    let (q8_1, offset) = match ty {
+        GgmlType::Q4_0 => (false, 8),
+        GgmlType::Q5_0 => (false, 16),
+        _ => (true, 0),
+    };
+    let ab = ty.vec_dot_type().block_bytes();
+    for (x, b) in aux.iter_mut().zip(act.chunks_exact(ab)) {
+        let sum: i32 = b[ab - 32..].iter().map(|&v| v as i8 as i32).sum();
+        x.d = crate::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
+        x.corr = offset * sum;
+        x.s = if q8_1 { crate::quant::f16_to_f32(u16::from_le_bytes([b[2], b[3]])) } else { 0.0 };
+    }
+}
+
+/// Quantizes one activation row; `dst.len()` must be the row's size in the target format.
+///
+/// # Safety
+/// The kernel's CPU features must be present (guaranteed for what [`quantize_fn`] returns).
+pub type QuantFn = unsafe fn(src: &[f32], dst: &mut [u8]);
+
+/// The instruction-set level in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Scalar,
+    Avx2,
+}
+
+/// The level chosen at start-up (once): AVX2 if the CPU has AVX2, FMA and F16C and
+/// `DEEPSEEK_KERNELS` is not `scalar`.
+pub fn level() -> Level {
+    static LEVEL: once_cell::sync::OnceCell<Level> = once_cell::sync::OnceCell::new();
+    *LEVEL.get_or_init(|| {
+        if std::env::var("DEEPSEEK_KERNELS").map(|v| v.eq_ignore_ascii_case("scalar")).unwrap_or(false) {
+            return Level::Scalar;
+        }
+        let f = super::cpu_features();
+        if cfg!(target_arch = "x86_64") && f.avx2 && f.fma && f.f16c {
+            Level::Avx2
+        } else {
+            Level::Scalar
+        }
+    })
+}
+
+macro_rules! table {
+    ($f:ident) => {
+        [
+            avx2::$f::<1> as DotFn,
+            avx2::$f::<2> as DotFn,
+            avx2::$f::<3> as DotFn,
+            avx2::$f::<4> as DotFn,
+            avx2::$f::<5> as DotFn,
+            avx2::$f::<6> as DotFn,
+            avx2::$f::<7> as DotFn,
+            avx2::$f::<8> as DotFn,
+        ]
+    };
+}
+
+/// The SIMD dot kernels for weights of type `ty` (against `ty.vec_dot_type()` activations),
+/// or None when only the scalar reference handles it.
+pub fn dot_fns(ty: GgmlType) -> Option<&'static DotFns> {
+    dot_fns_at(level(), ty)
+}
+
+/// As [`dot_fns`] at a given level (None for the scalar level).
+pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            static Q4_0: DotFns = table!(dot_q4_0);
+            static Q4_1: DotFns = table!(dot_q4_1);
+            static Q5_0: DotFns = table!(dot_q5_0);
+            static Q5_1: DotFns = table!(dot_q5_1);
+            static Q8_0: DotFns = table!(dot_q8_0);
+            static Q4_K: DotFns = table!(dot_q4_k);
+            static Q5_K: DotFns = table!(dot_q5_k);
+            static Q6_K: DotFns = table!(dot_q6_k);
+            static F16: DotFns = table!(dot_f16);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q4_1 => Some(&Q4_1),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q5_1 => Some(&Q5_1),
+                GgmlType::Q8_0 => Some(&Q8_0),
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                GgmlType::F16 => Some(&F16),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 => None,
+    }
+}
+
+/// The 8-weight-row kernels for `ty` (used for several activation rows), or None.
+pub fn gemm8_fns(ty: GgmlType) -> Option<&'static Gemm8Fns> {
+    gemm8_fns_at(level(), ty)
+}
+
+/// As [`gemm8_fns`] at a given level.
+pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            const _: () = assert!(avx2::PANEL_BLOCK == PANEL_BLOCK);
+            macro_rules! g {
+                ($u:ident, $f:ident) => {
+                    Gemm8Fns {
+                        unpack: avx2::$u as UnpackFn,
+                        gemm: [
+                            avx2::$f::<1> as PanelFn,
+                            avx2::$f::<2> as PanelFn,
+                            avx2::$f::<3> as PanelFn,
+                            avx2::$f::<4> as PanelFn,
+                            avx2::$f::<5> as PanelFn,
+                            avx2::$f::<6> as PanelFn,
+                            avx2::$f::<7> as PanelFn,
+                            avx2::$f::<8> as PanelFn,
+                        ],
+                    }
+                };
+            }
+            static Q4_0: Gemm8Fns = g!(unpack8_q4_0, gemm8p_q8_0);
+            static Q5_0: Gemm8Fns = g!(unpack8_q5_0, gemm8p_q8_0);
+            static Q4_1: Gemm8Fns = g!(unpack8_q4_1, gemm8p_q8_1);
+            static Q5_1: Gemm8Fns = g!(unpack8_q5_1, gemm8p_q8_1);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q4_1 => Some(&Q4_1),
+                GgmlType::Q5_1 => Some(&Q5_1),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 => None,
+    }
+}
+
+/// The SIMD quantizer for activation format `vt`, or None (use `quant::quantize_row`).
+pub fn quantize_fn(vt: GgmlType) -> Option<QuantFn> {
+    quantize_fn_at(level(), vt)
+}
+
+/// As [`quantize_fn`] at a given level.
+pub fn quantize_fn_at(level: Level, vt: GgmlType) -> Option<QuantFn> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => match vt {
+            GgmlType::Q8_0 => Some(avx2::quantize_q8_0 as QuantFn),
+            GgmlType::Q8_1 => Some(avx2::quantize_q8_1 as QuantFn),
+            GgmlType::Q8K => Some(avx2::quantize_q8_k as QuantFn),
+            GgmlType::F16 => Some(avx2::quantize_f16 as QuantFn),
+            _ => None,
+        },
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,289 @@
+//! SIMD kernels against the scalar reference (`crate::quant`) on random data.
+
+use super::*;
+use crate::quant::{self, f32_to_f16, GgmlType};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn normal(&mut self) -> f32 {
+        let s: f32 = (0..4).map(|_| self.unit()).sum();
+        (s - 2.0) * 1.732
+    }
+    /// Activation-like rows: per-32 scales, outliers, zeros, an occasional all-zero group.
+    fn row(&mut self, n: usize) -> Vec<f32> {
+        let mut scale = 1.0;
+        (0..n)
+            .map(|i| {
+                if i % 32 == 0 {
+                    scale = if self.next() % 17 == 0 { 0.0 } else { 2f32.powi((self.next() % 9) as i32 - 4) };
+                }
+                match self.next() % 64 {
+                    0 => 0.0,
+                    1 => self.normal() * 8.0 * scale,
+                    2 => (self.next() % 5) as f32 * 0.5 * scale, // ties
+                    _ => self.normal() * scale,
+                }
+            })
+            .collect()
+    }
+}
+
+const LEVEL: Level = Level::Avx2;
+
+fn available() -> bool {
+    let f = crate::kernels::cpu_features();
+    f.avx2 && f.fma && f.f16c
+}
+
+/// Offsets of the f16 scale fields in a block (to keep random blocks finite).
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
+        GgmlType::Q6K => &[208],
+        _ => &[],
+    }
+}
+
+/// A weight row: quantized by the reference quantizer, or random bytes with sane scales.
+fn weight_row(rng: &mut Rng, ty: GgmlType, cols: usize, raw: bool) -> Vec<u8> {
+    let mut w = vec![0u8; ty.row_bytes(cols).unwrap()];
+    if ty == GgmlType::F16 {
+        let x = rng.row(cols);
+        quant::quantize_row_ref(ty, &x, &mut w);
+        return w;
+    }
+    if raw {
+        for b in w.iter_mut() {
+            *b = rng.next() as u8;
+        }
+        let bb = ty.block_bytes();
+        for blk in w.chunks_exact_mut(bb) {
+            for &off in f16_fields(ty) {
+                let v = (rng.unit() - 0.3) * 0.02;
+                blk[off..off + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+            }
+        }
+    } else {
+        let x: Vec<f32> = rng.row(cols).iter().map(|v| v * 0.05).collect();
+        quant::quantize_row_ref(ty, &x, &mut w);
+    }
+    w
+}
+
+fn abs_products(ty: GgmlType, cols: usize, w: &[u8], a: &[u8]) -> f64 {
+    let mut wf = vec![0f32; cols];
+    let mut af = vec![0f32; cols];
+    quant::dequantize_row(ty, w, &mut wf);
+    quant::dequantize_row(ty.vec_dot_type(), a, &mut af);
+    wf.iter().zip(&af).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum()
+}
+
+fn check_type(ty: GgmlType, col_choices: &[usize]) {
+    if !available() {
+        eprintln!("skipping: no AVX2/FMA/F16C");
+        return;
+    }
+    let fns = dot_fns_at(LEVEL, ty).expect("kernel");
+    let vt = ty.vec_dot_type();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ty as u64);
+    let (mut exact, mut total) = (0, 0);
+    for &cols in col_choices {
+        for raw in [false, true] {
+            let nb = cols / ty.block_len();
+            let n_act = 9; // odd: exercises every tile width
+            let arb = vt.row_bytes(cols).unwrap();
+            let mut act = vec![0u8; arb * n_act];
+            for t in 0..n_act {
+                let x = rng.row(cols);
+                quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
+            }
+            for _ in 0..3 {
+                let w = weight_row(&mut rng, ty, cols, raw);
+                let want: Vec<f32> = (0..n_act).map(|t| quant::vec_dot(ty, cols, &w, &act[t * arb..(t + 1) * arb])).collect();
+                for (ri, f) in fns.iter().enumerate() {
+                    let r = ri + 1;
+                    for t0 in 0..=n_act - r {
+                        let mut out = vec![f32::NAN; 2 * r];
+                        // SAFETY: w holds nb blocks, act rows t0..t0+r exist, out has 2r slots.
+                        unsafe { f(nb, w.as_ptr(), act.as_ptr().add(t0 * arb), arb, out.as_mut_ptr(), 2) };
+                        for i in 0..r {
+                            let t = t0 + i;
+                            let got = out[2 * i];
+                            let tol = 1e-5 * abs_products(ty, cols, &w, &act[t * arb..(t + 1) * arb]) + 1e-30;
+                            assert!(
+                                ((got - want[t]) as f64).abs() <= tol,
+                                "{} cols {cols} raw {raw} R {r} row {t}: simd {got} vs scalar {} (tol {tol})",
+                                ty.name(),
+                                want[t]
+                            );
+                            total += 1;
+                            exact += (got.to_bits() == want[t].to_bits()) as usize;
+                            assert!(out[2 * i + 1].is_nan(), "wrote outside its stride");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The kernels reproduce the reference's lane layout, so they agree bit for bit.
+    assert_eq!(exact, total, "{}: {exact} of {total} bit-identical", ty.name());
+}
+
+#[test]
+fn q4_0() {
+    check_type(GgmlType::Q4_0, &[32, 96, 896]);
+}
+#[test]
+fn q4_1() {
+    check_type(GgmlType::Q4_1, &[32, 96, 576]);
+}
+#[test]
+fn q5_0() {
+    check_type(GgmlType::Q5_0, &[32, 96, 896]);
+}
+#[test]
+fn q5_1() {
+    check_type(GgmlType::Q5_1, &[32, 160]);
+}
+#[test]
+fn q8_0() {
+    check_type(GgmlType::Q8_0, &[32, 96, 896]);
+}
+#[test]
+fn q4_k() {
+    check_type(GgmlType::Q4K, &[256, 768, 4864]);
+}
+#[test]
+fn q5_k() {
+    check_type(GgmlType::Q5K, &[256, 768]);
+}
+#[test]
+fn q6_k() {
+    check_type(GgmlType::Q6K, &[256, 768, 4864]);
+}
+#[test]
+fn f16() {
+    check_type(GgmlType::F16, &[1, 7, 64, 100, 896]);
+}
+
+#[test]
+fn quantizers_match_reference_bytes() {
+    if !available() {
+        return;
+    }
+    let mut rng = Rng(12345);
+    for vt in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8K, GgmlType::F16] {
+        let f = quantize_fn_at(LEVEL, vt).expect("quantizer");
+        let cols_list: &[usize] = if vt == GgmlType::Q8K { &[256, 512, 4864] } else { &[32, 64, 896, 4864] };
+        for &cols in cols_list {
+            for rep in 0..20 {
+                let mut x = rng.row(cols);
+                if rep == 0 {
+                    x.iter_mut().for_each(|v| *v = 0.0);
+                }
+                if rep == 1 {
+                    // equal magnitudes of both signs: the first one decides Q8_K's sign
+                    x.iter_mut().enumerate().for_each(|(i, v)| *v = if i % 3 == 0 { -1.5 } else { 1.5 });
+                }
+                let n = vt.row_bytes(cols).unwrap();
+                let (mut want, mut got) = (vec![0u8; n], vec![0u8; n]);
+                quant::quantize_row(vt, &x, &mut want);
+                // SAFETY: sizes match; the features were checked by available().
+                unsafe { f(&x, &mut got) };
+                assert_eq!(got, want, "{} cols {cols} rep {rep}", vt.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn env_var_forces_scalar_level_only_through_level() {
+    // dot_fns_at(Scalar) never hands out SIMD kernels.
+    for ty in GgmlType::ALL {
+        assert!(dot_fns_at(Level::Scalar, ty).is_none());
+        assert!(quantize_fn_at(Level::Scalar, ty).is_none());
+    }
+}
+
+fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
+    if !available() {
+        return;
+    }
+    let fns = gemm8_fns_at(LEVEL, ty).expect("kernel");
+    let vt = ty.vec_dot_type();
+    let mut rng = Rng(0x1234_5678 ^ ty as u64);
+    for &cols in col_choices {
+        for raw in [false, true] {
+            let nb = cols / ty.block_len();
+            let n_act = 9;
+            let arb = vt.row_bytes(cols).unwrap();
+            let wrb = ty.row_bytes(cols).unwrap();
+            let mut act = vec![0u8; arb * n_act];
+            for t in 0..n_act {
+                let x = rng.row(cols);
+                quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
+            }
+            let mut w = Vec::new();
+            for _ in 0..9 {
+                w.extend(weight_row(&mut rng, ty, cols, raw));
+            }
+            let mut aux = vec![ActAux::default(); n_act * nb];
+            fill_act_aux(ty, &act, &mut aux);
+            let mut panels = vec![vec![0u8; nb * PANEL_BLOCK]; 2];
+            for (j0, panel) in panels.iter_mut().enumerate() {
+                // SAFETY: rows j0..j0+8 of nb blocks exist; the panel has nb * PANEL_BLOCK bytes.
+                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr()) };
+            }
+            for (ri, f) in fns.gemm.iter().enumerate() {
+                let r = ri + 1;
+                for t0 in 0..=n_act - r {
+                    for j0 in [0, 1] {
+                        let stride = 11;
+                        let mut out = vec![f32::NAN; stride * r];
+                        // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
+                        // r rows of `stride` slots.
+                        unsafe { f(nb, panels[j0].as_ptr(), act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
+                        for i in 0..r {
+                            for j in 0..8 {
+                                let (t, wr) = (t0 + i, j0 + j);
+                                let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
+                                let want = quant::vec_dot(ty, cols, wrow, arow);
+                                let got = out[i * stride + j];
+                                let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;
+                                assert!(((got - want) as f64).abs() <= tol, "{} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
+                            }
+                            assert!(out[i * stride + 8].is_nan());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm8_q4_0() {
+    check_gemm8(GgmlType::Q4_0, &[32, 96, 896]);
+}
+#[test]
+fn gemm8_q5_0() {
+    check_gemm8(GgmlType::Q5_0, &[32, 96, 896]);
+}
+#[test]
+fn gemm8_q4_1() {
+    check_gemm8(GgmlType::Q4_1, &[32, 96, 576]);
+}
+#[test]
+fn gemm8_q5_1() {
+    check_gemm8(GgmlType::Q5_1, &[32, 160]);
+}
