@@ -614,7 +614,7 @@ pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
 
 /// Bytes of one block of an 8-row panel: 8 × 32 unpacked quants (unsigned), 8 f32 scales,
 /// 8 f32 minimums.
-pub const PANEL_BLOCK: usize = 320;
+pub(crate) const PANEL_BLOCK: usize = 320;
 
 /// Unpacks 8 weight rows (`w + j * w_stride`) of `nb` blocks into a panel (`nb * PANEL_BLOCK`
 /// bytes at `panel`), so that the 8-row kernels read them ready for `maddubs`.

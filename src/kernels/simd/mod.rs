@@ -37,7 +37,7 @@ pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *
 pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
 
 /// Bytes per block of an unpacked 8-row panel.
-pub const PANEL_BLOCK: usize = 320;
+pub(crate) const PANEL_BLOCK: usize = 320;
 
 /// The 8-row (prefill) kernels of a weight type: the unpacker and the panel kernels for 1 to 8
 /// activation rows.
