@@ -11,6 +11,7 @@ LLAMA_LIB="${LLAMA_LIB:-/work/ref/build/bin}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 OUT="$(mktemp -d)"
 cargo build -q --release --lib
+ln -sf libdeepseek.so "$TARGET/release/libdeepseek.so.0"
 cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$TARGET/release" -ldeepseek -Wl,-rpath,"$(realpath "$TARGET/release")"
 HAVE_UP=0
 if [ -e "$LLAMA_LIB/libllama.so" ]; then
