@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# deepseek2 speed against llama.cpp: writes (once) a synthetic model with DeepSeek-V2-Lite's layer
+# shapes and Q4_K_M-style random weights (bench/make_synthetic_deepseek2.rs; 4 layers ≈ 1.1 GB
+# under target/bench), prints its KV bytes per token, then runs bench/compare.sh on it.
+# usage: bench/deepseek2.sh [N_LAYERS] [THREADS] [PAIRS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+L=${1:-4}
+MODEL=target/bench/synthetic-deepseek2-${L}l.gguf
+mkdir -p target/bench
+if [ ! -f "$MODEL" ]; then
+  cargo run --release -q --example make_synthetic_deepseek2 -- "$MODEL" "$L"
+fi
+bench/compare.sh "$MODEL" "${2:-2}" "${3:-2}"
