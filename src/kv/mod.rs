@@ -7,6 +7,7 @@ pub mod seqset;
 
 use crate::kernels::rope::{self, RopeParams};
 use crate::quant::{f16_to_f32, f32_to_f16};
+use crate::sys::alloc::try_zeroed;
 pub use seqset::SeqSet;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,13 +50,6 @@ pub struct KvCache {
     rope_freq_factors: Option<Vec<f32>>,
 }
 
-fn try_zeroed(n: usize) -> Result<Vec<u16>, String> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate {} bytes for the KV cache", n * 2))?;
-    v.resize(n, 0);
-    Ok(v)
-}
-
 impl KvCache {
     pub fn new(shape: KvShape, rope: RopeParams, rope_freq_factors: Option<Vec<f32>>) -> Result<KvCache, String> {
         let kv_dim = shape.n_head_kv * shape.head_dim;
@@ -64,8 +58,8 @@ impl KvCache {
         let mut k = Vec::with_capacity(shape.n_layer);
         let mut v = Vec::with_capacity(shape.n_layer);
         for _ in 0..shape.n_layer {
-            k.push(try_zeroed(per_layer)?);
-            v.push(if shape.with_v { try_zeroed(per_layer)? } else { Vec::new() });
+            k.push(try_zeroed(per_layer, "the KV cache")?);
+            v.push(if shape.with_v { try_zeroed(per_layer, "the KV cache")? } else { Vec::new() });
         }
         let mut cells = Vec::new();
         cells.try_reserve_exact(total_cells).map_err(|_| "cannot allocate KV cell metadata".to_string())?;

@@ -16,6 +16,7 @@ use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
 use crate::kv::KvCache;
 use crate::quant;
+use crate::sys::alloc::try_zeroed;
 use crate::threads::{split_range, SharedOut, ThreadPool};
 
 /// Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
@@ -50,13 +51,6 @@ pub struct MlaScratch {
     heads: Vec<HeadScratch>,
 }
 
-fn zeros<T: Clone + Default>(n: usize) -> Result<Vec<T>, String> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate scratch of {n} elements"))?;
-    v.resize(n, T::default());
-    Ok(v)
-}
-
 impl MlaScratch {
     pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
         let hp = &model.hp;
@@ -79,28 +73,28 @@ impl MlaScratch {
         let widest = e.max(m.q_lora_rank).max(h * m.v_head).max(ff);
         Ok(MlaScratch {
             n_ubatch,
-            x: zeros(n * e)?,
-            xn: zeros(n * widest)?,
-            qa: zeros(n * m.q_lora_rank)?,
-            qa_normed: zeros(n * m.q_lora_rank)?,
-            q: zeros(n * h * m.qk_head)?,
-            kv: zeros(n * (c + r))?,
-            krow: zeros(c + r)?,
-            head_in: zeros(n * c.max(m.qk_nope))?,
-            head_out: zeros(n * c.max(m.v_head))?,
-            q_full: zeros(n * h * (c + r))?,
-            o_lat: zeros(n * h * c)?,
-            o: zeros(n * h * m.v_head)?,
-            proj: zeros(n * e)?,
-            gate: zeros(n * ff)?,
-            up: zeros(n * ff)?,
-            moe: zeros(n * e)?,
-            gather: zeros(n * e)?,
-            router: zeros(n * m.n_expert)?,
-            chosen: zeros(n * m.n_expert_used)?,
+            x: try_zeroed(n * e, "scratch")?,
+            xn: try_zeroed(n * widest, "scratch")?,
+            qa: try_zeroed(n * m.q_lora_rank, "scratch")?,
+            qa_normed: try_zeroed(n * m.q_lora_rank, "scratch")?,
+            q: try_zeroed(n * h * m.qk_head, "scratch")?,
+            kv: try_zeroed(n * (c + r), "scratch")?,
+            krow: try_zeroed(c + r, "scratch")?,
+            head_in: try_zeroed(n * c.max(m.qk_nope), "scratch")?,
+            head_out: try_zeroed(n * c.max(m.v_head), "scratch")?,
+            q_full: try_zeroed(n * h * (c + r), "scratch")?,
+            o_lat: try_zeroed(n * h * c, "scratch")?,
+            o: try_zeroed(n * h * m.v_head, "scratch")?,
+            proj: try_zeroed(n * e, "scratch")?,
+            gate: try_zeroed(n * ff, "scratch")?,
+            up: try_zeroed(n * ff, "scratch")?,
+            moe: try_zeroed(n * e, "scratch")?,
+            gather: try_zeroed(n * e, "scratch")?,
+            router: try_zeroed(n * m.n_expert, "scratch")?,
+            chosen: try_zeroed(n * m.n_expert_used, "scratch")?,
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
-            act: zeros(act)?,
-            rope_cache: zeros(r.max(2))?,
+            act: try_zeroed(act, "scratch")?,
+            rope_cache: try_zeroed(r.max(2), "scratch")?,
             heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(c + r)).collect(),
         })
     }

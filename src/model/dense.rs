@@ -11,6 +11,7 @@ use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
 use crate::kv::KvCache;
 use crate::quant::{self, GgmlType};
+use crate::sys::alloc::try_zeroed;
 use crate::threads::{split_range, SharedOut, ThreadPool};
 
 /// One micro-batch as the forward pass sees it: per token its id, position, KV cell and the
@@ -40,13 +41,6 @@ pub struct DenseScratch {
     heads: Vec<HeadScratch>,
 }
 
-fn try_vec<T: Clone>(n: usize, fill: T) -> Result<Vec<T>, String> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate scratch of {n} elements"))?;
-    v.resize(n, fill);
-    Ok(v)
-}
-
 impl DenseScratch {
     pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<DenseScratch, String> {
         let hp = &model.hp;
@@ -56,18 +50,18 @@ impl DenseScratch {
         let act_bytes = mats.map(|m| activation_bytes(m.ty, m.cols, n_ubatch)).max().unwrap_or(0);
         Ok(DenseScratch {
             n_ubatch,
-            x: try_vec(n_ubatch * hp.n_embd, 0.0)?,
-            xn: try_vec(n_ubatch * widest, 0.0)?,
-            q: try_vec(n_ubatch * hp.q_dim(), 0.0)?,
-            k: try_vec(n_ubatch * hp.kv_dim_k(), 0.0)?,
-            v: try_vec(n_ubatch * hp.kv_dim_v(), 0.0)?,
-            att: try_vec(n_ubatch * hp.n_head * hp.head_dim_v, 0.0)?,
-            proj: try_vec(n_ubatch * hp.n_embd, 0.0)?,
-            gate: try_vec(n_ubatch * hp.n_ff, 0.0)?,
-            up: try_vec(n_ubatch * hp.n_ff, 0.0)?,
-            act: try_vec(act_bytes, 0u8)?,
+            x: try_zeroed(n_ubatch * hp.n_embd, "scratch")?,
+            xn: try_zeroed(n_ubatch * widest, "scratch")?,
+            q: try_zeroed(n_ubatch * hp.q_dim(), "scratch")?,
+            k: try_zeroed(n_ubatch * hp.kv_dim_k(), "scratch")?,
+            v: try_zeroed(n_ubatch * hp.kv_dim_v(), "scratch")?,
+            att: try_zeroed(n_ubatch * hp.n_head * hp.head_dim_v, "scratch")?,
+            proj: try_zeroed(n_ubatch * hp.n_embd, "scratch")?,
+            gate: try_zeroed(n_ubatch * hp.n_ff, "scratch")?,
+            up: try_zeroed(n_ubatch * hp.n_ff, "scratch")?,
+            act: try_zeroed(act_bytes, "scratch")?,
             act_ty: None,
-            rope_cache: try_vec(hp.n_rot.max(2), 0.0)?,
+            rope_cache: try_zeroed(hp.n_rot.max(2), "scratch")?,
             heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
         })
     }
