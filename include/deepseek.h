@@ -530,6 +530,94 @@ struct llama_model_params {
 
 typedef uint32_t llama_state_seq_flags;
 
+/**
+ * Process-wide figures of the library. Live counts and bytes return to 0 when every model,
+ * context and sampler is freed. Safe to call from any thread at any time.
+ */
+struct ds_stats {
+  /**
+   * Models, contexts and samplers alive (a sampler chain counts with its members).
+   */
+  int64_t live_models;
+  int64_t live_contexts;
+  int64_t live_samplers;
+  /**
+   * Model file bytes mapped (mmap loading) and copied into owned memory (no mmap).
+   */
+  int64_t mapped_model_bytes;
+  int64_t owned_model_bytes;
+  /**
+   * K/V data and KV metadata (cells, sequence tables) of all contexts.
+   */
+  int64_t kv_bytes;
+  int64_t kv_metadata_bytes;
+  /**
+   * Activation scratch and output (logits, embeddings) buffers of all contexts.
+   */
+  int64_t scratch_bytes;
+  /**
+   * The tokenizer keeps no cache (it is linear-time without one), so these read 0.
+   */
+  int64_t tokenizer_cache_entries;
+  int64_t tokenizer_cache_bytes;
+  /**
+   * Sequence-table snapshots alive (current ones plus replaced ones awaiting the epoch)
+   * and published since start.
+   */
+  int64_t seq_snapshots_live;
+  uint64_t seq_snapshots_published;
+  /**
+   * jemalloc: bytes allocated by the library, resident, and retained (0 in builds without
+   * jemalloc).
+   */
+  uint64_t heap_allocated_bytes;
+  uint64_t heap_resident_bytes;
+  uint64_t heap_retained_bytes;
+  /**
+   * llama_decode calls that succeeded, and the tokens they processed as prompt and as
+   * generation (a decode where every sequence advances by one token).
+   */
+  uint64_t decode_calls;
+  uint64_t prompt_tokens;
+  uint64_t generated_tokens;
+  /**
+   * Per-token latency quantiles in microseconds, from the histograms
+   * ds_metrics_prometheus renders (0 before the first decode).
+   */
+  double prompt_token_p50_us;
+  double prompt_token_p90_us;
+  double prompt_token_p99_us;
+  double generation_token_p50_us;
+  double generation_token_p90_us;
+  double generation_token_p99_us;
+};
+
+/**
+ * One context's figures. Safe to call from any thread while the context decodes; not
+ * after llama_free(ctx).
+ */
+struct ds_context_stats {
+  uint32_t n_ctx;
+  uint32_t n_seq_max;
+  /**
+   * Sequences holding KV cells, and cells in use.
+   */
+  uint32_t n_seq_active;
+  uint32_t kv_cells_used;
+  uint64_t kv_bytes;
+  uint64_t kv_metadata_bytes;
+  uint64_t scratch_bytes;
+  uint64_t decode_calls;
+  uint64_t prompt_tokens;
+  uint64_t generated_tokens;
+  double prompt_token_p50_us;
+  double prompt_token_p90_us;
+  double prompt_token_p99_us;
+  double generation_token_p50_us;
+  double generation_token_p90_us;
+  double generation_token_p99_us;
+};
+
 struct llama_perf_context_data {
   double t_start_ms;
   double t_load_ms;
@@ -641,6 +729,11 @@ typedef void (*ggml_opt_epoch_callback)(bool train,
                                         int64_t ibatch,
                                         int64_t ibatch_max,
                                         int64_t t_start_us);
+
+/**
+ * Upper bounds of the latency buckets, in microseconds (a last bucket takes the rest).
+ */
+#define LATENCY_BOUNDS_US { 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -1050,6 +1143,29 @@ size_t llama_state_seq_load_file(struct llama_context *ctx,
                                  llama_token *tokens_out,
                                  size_t n_token_capacity,
                                  size_t *n_token_count_out);
+
+/**
+ * Fills `*out` with the library's figures. Returns 0, or -1 (logged) when `out` is NULL.
+ * Any thread, any time.
+ */
+int32_t ds_stats_get(struct ds_stats *out);
+
+/**
+ * Fills `*out` with `ctx`'s figures. Returns 0, or -1 (logged) when an argument is NULL.
+ * Any thread, also while `ctx` decodes on another; not after llama_free(ctx).
+ */
+int32_t ds_context_stats(const struct llama_context *ctx, struct ds_context_stats *out);
+
+/**
+ * Renders the figures of ds_stats_get, with per-token latency histograms for prompt and
+ * generation, in Prometheus' text exposition format. Writes at most `len` bytes including a
+ * NUL (as snprintf) and returns the full length, so a caller can size its buffer; -1
+ * (logged) when `buf` is NULL and `len` > 0. Any thread, any time.
+ *
+ * # Safety
+ * `buf` must be NULL (with `len` 0) or writable for `len` bytes.
+ */
+int64_t ds_metrics_prometheus(char *buf, size_t len);
 
 struct llama_perf_context_data llama_perf_context(const struct llama_context *ctx);
 

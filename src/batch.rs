@@ -27,6 +27,13 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// The sequences the tokens belong to first (each token's `seq`).
+    pub fn primary_seqs(&self) -> SeqSet {
+        let mut set = SeqSet::EMPTY;
+        self.seq.iter().for_each(|&s| set.insert(s));
+        set
+    }
+
     pub fn len(&self) -> usize {
         self.tokens.len()
     }

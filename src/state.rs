@@ -150,6 +150,7 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
             ctx.kv.restore_rows(layer, target, &k, &v);
         }
     }
+    ctx.kv.sync_seqs();
     if let Some((n_outputs, ids, logits, embd)) = outputs {
         ctx.restore_outputs(n_outputs, &ids, &logits, &embd)?;
     }

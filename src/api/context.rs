@@ -3,8 +3,8 @@
 use std::ptr;
 use std::sync::Arc;
 
-use super::boundary::{as_mut, as_ref, guard, guard_or};
-use super::handles::{llama_context, llama_memory_i, llama_model};
+use super::boundary::{as_ref, guard, guard_or};
+use super::handles::{llama_context, llama_model, ContextOwned};
 use super::types::*;
 use crate::batch::BatchInput;
 use crate::context::{Context, ContextParams, DecodeError};
@@ -112,17 +112,13 @@ pub extern "C" fn llama_init_from_model(model: *mut llama_model, params: llama_c
         let m = unsafe { as_ref(model, "model") }?;
         let p = engine_params(&params)?;
         let ctx = Context::new(Arc::clone(&m.model), &p)?;
-        let handle = Box::into_raw(Box::new(llama_context {
+        Ok(llama_context::boxed(ContextOwned {
             ctx,
             model,
-            memory: llama_memory_i { ctx: ptr::null_mut() },
             abort_callback: params.abort_callback,
             abort_callback_data: params.abort_callback_data,
             perf: crate::api::perf::PerfCounters::new(m.t_load_us, params.no_perf),
-        }));
-        // SAFETY: handle was just created and is uniquely ours.
-        unsafe { (*handle).memory.ctx = handle };
-        Ok(handle)
+        }))
     })
 }
 
@@ -139,22 +135,24 @@ pub unsafe extern "C" fn llama_free(ctx: *mut llama_context) {
         if !ctx.is_null() {
             // SAFETY: ownership returns to us; the caller will not use the pointer again.
             drop(unsafe { Box::from_raw(ctx) });
+            crate::sys::alloc::release_freed();
         }
         Ok(())
     })
 }
 
-fn with_ctx<R: super::boundary::Fallback>(name: &str, ctx: *const llama_context, f: impl FnOnce(&llama_context) -> Result<R, String>) -> R {
+fn with_ctx<R: super::boundary::Fallback>(name: &str, ctx: *const llama_context, f: impl FnOnce(&ContextOwned) -> Result<R, String>) -> R {
     guard(name, || {
-        // SAFETY: llama.h requires a live context handle (NULL is caught).
-        f(unsafe { as_ref(ctx, "ctx") }?)
+        // SAFETY: llama.h requires a live context handle (NULL is caught), used by one
+        // thread at a time.
+        f(unsafe { as_ref(ctx, "ctx")?.owned() })
     })
 }
 
-fn with_ctx_mut<R: super::boundary::Fallback>(name: &str, ctx: *mut llama_context, f: impl FnOnce(&mut llama_context) -> Result<R, String>) -> R {
+fn with_ctx_mut<R: super::boundary::Fallback>(name: &str, ctx: *mut llama_context, f: impl FnOnce(&mut ContextOwned) -> Result<R, String>) -> R {
     guard(name, || {
         // SAFETY: llama.h requires a live context handle used by one thread at a time.
-        f(unsafe { as_mut(ctx, "ctx") }?)
+        f(unsafe { as_ref(ctx, "ctx")?.owned() })
     })
 }
 
@@ -184,7 +182,12 @@ pub extern "C" fn llama_get_model(ctx: *const llama_context) -> *const llama_mod
 }
 #[no_mangle]
 pub extern "C" fn llama_get_memory(ctx: *const llama_context) -> super::handles::llama_memory_t {
-    with_ctx("llama_get_memory", ctx, |c| Ok(&c.memory as *const llama_memory_i as *mut llama_memory_i))
+    guard("llama_get_memory", || {
+        // SAFETY: llama.h requires a live context handle (NULL is caught); the memory handle
+        // is never written after creation.
+        let c = unsafe { as_ref(ctx, "ctx") }?;
+        Ok(&c.memory as *const _ as *mut _)
+    })
 }
 #[no_mangle]
 pub extern "C" fn llama_pooling_type(ctx: *const llama_context) -> llama_pooling_type {
@@ -244,7 +247,7 @@ pub extern "C" fn llama_synchronize(ctx: *mut llama_context) {
 pub unsafe extern "C" fn llama_decode(ctx: *mut llama_context, batch: llama_batch) -> i32 {
     guard_or("llama_decode", -1, || {
         // SAFETY: live context handle used by one thread at a time (llama.h's contract).
-        let c = unsafe { as_mut(ctx, "ctx") }?;
+        let c = unsafe { as_ref(ctx, "ctx")?.owned() };
         if batch.n_tokens <= 0 {
             return Err(format!("n_tokens = {} (must be positive)", batch.n_tokens));
         }

@@ -3,9 +3,10 @@
 
 #![allow(non_camel_case_types)]
 
+use std::cell::UnsafeCell;
 use std::sync::Arc;
 
-use crate::context::Context;
+use crate::context::{Context, ContextMonitor};
 use crate::model::Model;
 
 /// `struct llama_model`: shares the immutable model with every context made from it, so a
@@ -48,12 +49,45 @@ pub struct llama_memory_i {
 pub type llama_memory_t = *mut llama_memory_i;
 
 /// `struct llama_context`.
+// The monitor and the memory back-pointer never change and may be read from any thread at
+// any time; everything else is `ContextOwned`, which llama.h lets only one thread use at a
+// time. Keeping it in an `UnsafeCell` is what makes a reader's `&llama_context` on another
+// thread sound while the owner decodes.
 pub struct llama_context {
+    pub monitor: Arc<ContextMonitor>,
+    pub memory: llama_memory_i,
+    owned: UnsafeCell<ContextOwned>,
+}
+
+/// The part of a context its one user thread works with.
+pub struct ContextOwned {
     pub ctx: Context,
     pub model: *const llama_model,
-    pub memory: llama_memory_i,
     pub abort_callback: crate::api::types::ggml_abort_callback,
     pub abort_callback_data: *mut std::ffi::c_void,
     /// Decode counts and times for llama_perf_context.
     pub perf: crate::api::perf::PerfCounters,
+}
+
+impl llama_context {
+    /// Boxes a new context handle (its memory handle points back at it).
+    pub fn boxed(owned: ContextOwned) -> *mut llama_context {
+        let monitor = Arc::clone(owned.ctx.monitor());
+        let handle = Box::into_raw(Box::new(llama_context { monitor, memory: llama_memory_i { ctx: std::ptr::null_mut() }, owned: UnsafeCell::new(owned) }));
+        // SAFETY: handle was just created and is uniquely ours.
+        unsafe { (*handle).memory.ctx = handle };
+        handle
+    }
+
+    /// The owner's part of the context.
+    ///
+    /// # Safety
+    /// The calling thread must be the only one using the context's owned part for the life
+    /// of the borrow: llama.h's rule that a context is used by one thread at a time (calls
+    /// that only read `monitor` are exempt).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn owned(&self) -> &mut ContextOwned {
+        // SAFETY: exclusive use is the caller's obligation (above).
+        unsafe { &mut *self.owned.get() }
+    }
 }

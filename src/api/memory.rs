@@ -1,17 +1,40 @@
 //! llama_memory_* on the context's KV cache.
 
-use super::boundary::{as_mut, guard};
-use super::handles::llama_memory_t;
+use super::boundary::{as_ref, guard, guard_or};
+use super::handles::{llama_context, llama_memory_t};
 use super::types::{llama_pos, llama_seq_id};
 use crate::context::Context;
 
 fn with_mem<R: super::boundary::Fallback>(name: &str, mem: llama_memory_t, f: impl FnOnce(&mut Context) -> Result<R, String>) -> R {
     guard(name, || {
         // SAFETY: llama.h requires a live memory handle from llama_get_memory.
-        let m = unsafe { as_mut(mem, "mem") }?;
-        // SAFETY: m.ctx points to the context that owns this memory handle.
-        let c = unsafe { as_mut(m.ctx, "mem's context") }?;
-        f(&mut c.ctx)
+        let c = unsafe { context_of(mem) }?;
+        // SAFETY: memory operations change the context: llama.h lets one thread at a time do that.
+        f(&mut unsafe { c.owned() }.ctx)
+    })
+}
+
+/// The context that owns a memory handle.
+///
+/// # Safety
+/// `mem` must be NULL or a live handle from llama_get_memory.
+unsafe fn context_of<'a>(mem: llama_memory_t) -> Result<&'a llama_context, String> {
+    // SAFETY: guaranteed by the caller; the handle is never written after creation.
+    let m = unsafe { as_ref(mem, "mem") }?;
+    // SAFETY: m.ctx points to the live context that owns this memory handle.
+    unsafe { as_ref(m.ctx, "mem's context") }
+}
+
+/// Position range of a sequence, read from the context's published sequence table: callable
+/// from any thread while the context decodes (beyond llama.h, which forbids it).
+fn seq_range(name: &str, mem: llama_memory_t, seq: llama_seq_id) -> Option<(llama_pos, llama_pos)> {
+    guard_or(name, None, || {
+        // SAFETY: llama.h requires a live memory handle; only the monitor is read.
+        let c = unsafe { context_of(mem) }?;
+        if seq < 0 || seq as u32 >= c.monitor.n_seq_max {
+            return Err(format!("seq_id {seq} is out of range [0, {})", c.monitor.n_seq_max));
+        }
+        Ok(Some(c.monitor.seqs.range(seq as usize)))
     })
 }
 
@@ -82,12 +105,12 @@ pub extern "C" fn llama_memory_seq_div(mem: llama_memory_t, seq_id: llama_seq_id
 
 #[no_mangle]
 pub extern "C" fn llama_memory_seq_pos_min(mem: llama_memory_t, seq_id: llama_seq_id) -> llama_pos {
-    with_mem("llama_memory_seq_pos_min", mem, |c| Ok(c.kv.seq_pos_min(check_seq(c, seq_id)?)))
+    seq_range("llama_memory_seq_pos_min", mem, seq_id).map_or(-1, |r| r.0)
 }
 
 #[no_mangle]
 pub extern "C" fn llama_memory_seq_pos_max(mem: llama_memory_t, seq_id: llama_seq_id) -> llama_pos {
-    with_mem("llama_memory_seq_pos_max", mem, |c| Ok(c.kv.seq_pos_max(check_seq(c, seq_id)?)))
+    seq_range("llama_memory_seq_pos_max", mem, seq_id).map_or(-1, |r| r.1)
 }
 
 #[no_mangle]

@@ -12,6 +12,7 @@ pub mod context;
 pub mod memory;
 pub mod model;
 pub mod state;
+pub mod stats;
 pub mod perf;
 pub mod sampler_iface;
 pub mod sampling;

@@ -126,6 +126,7 @@ pub unsafe extern "C" fn llama_model_free(model: *mut llama_model) {
         if !model.is_null() {
             // SAFETY: ownership returns to us; the caller will not use the pointer again.
             drop(unsafe { Box::from_raw(model) });
+            crate::sys::alloc::release_freed();
         }
         Ok(())
     })

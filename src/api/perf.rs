@@ -80,7 +80,7 @@ impl PerfCounters {
 pub extern "C" fn llama_perf_context(ctx: *const llama_context) -> llama_perf_context_data {
     guard_or("llama_perf_context", llama_perf_context_data::default(), || {
         // SAFETY: live context handle (NULL is caught).
-        Ok(unsafe { as_ref(ctx, "ctx") }?.perf.data())
+        Ok(unsafe { as_ref(ctx, "ctx")?.owned() }.perf.data())
     })
 }
 
@@ -114,7 +114,7 @@ pub extern "C" fn llama_perf_context_print(ctx: *const llama_context) {
 pub extern "C" fn llama_perf_context_reset(ctx: *mut llama_context) {
     guard_or("llama_perf_context_reset", (), || {
         // SAFETY: live context handle used by this thread only (NULL is caught).
-        unsafe { super::boundary::as_mut(ctx, "ctx") }?.perf.reset();
+        unsafe { as_ref(ctx, "ctx")?.owned() }.perf.reset();
         Ok(())
     })
 }

@@ -100,13 +100,13 @@ pub fn new_handle(iface: *const llama_sampler_i, ctx: llama_sampler_context_t) -
 
 pub fn new_builtin(s: impl Sampler + Send + 'static) -> *mut llama_sampler {
     let ctx: Box<Builtin> = Box::new(Box::new(s));
-    crate::sys::stats::samplers_add(1);
+    crate::sys::stats::SAMPLERS.add(1);
     new_handle(&BUILTIN_IFACE, Box::into_raw(ctx).cast())
 }
 
 pub fn new_chain(no_perf: bool) -> *mut llama_sampler {
     let ctx: Box<ChainState> = Box::new(Chain::new(no_perf));
-    crate::sys::stats::samplers_add(1);
+    crate::sys::stats::SAMPLERS.add(1);
     new_handle(&CHAIN_IFACE, Box::into_raw(ctx).cast())
 }
 
@@ -242,7 +242,7 @@ unsafe extern "C" fn builtin_clone(h: *const llama_sampler) -> *mut llama_sample
     guard("llama_sampler_clone", || {
         // SAFETY: called through BUILTIN_IFACE, so h is a live built-in handle.
         let copy = unsafe { builtin_mut(h as *mut _) }.clone_box();
-        crate::sys::stats::samplers_add(1);
+        crate::sys::stats::SAMPLERS.add(1);
         Ok(new_handle(&BUILTIN_IFACE, Box::into_raw(Box::new(copy)).cast()))
     })
 }
@@ -253,7 +253,7 @@ unsafe extern "C" fn builtin_free(h: *mut llama_sampler) {
             if !(*h).ctx.is_null() {
                 drop(Box::from_raw((*h).ctx as *mut Builtin));
                 (*h).ctx = ptr::null_mut();
-                crate::sys::stats::samplers_add(-1);
+                crate::sys::stats::SAMPLERS.add(-1);
             }
         }
         Ok(())
@@ -320,7 +320,7 @@ unsafe extern "C" fn chain_free(h: *mut llama_sampler) {
             if !(*h).ctx.is_null() {
                 drop(Box::from_raw((*h).ctx as *mut ChainState));
                 (*h).ctx = ptr::null_mut();
-                crate::sys::stats::samplers_add(-1);
+                crate::sys::stats::SAMPLERS.add(-1);
             }
         }
         Ok(())

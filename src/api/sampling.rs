@@ -116,7 +116,7 @@ pub extern "C" fn llama_sampler_sample(smpl: *mut llama_sampler, ctx: *mut llama
             return Err("smpl is NULL".into());
         }
         // SAFETY: live context handle (NULL is caught), used by this thread only.
-        let c = unsafe { as_ref(ctx, "ctx") }?;
+        let c = unsafe { as_ref(ctx, "ctx")?.owned() };
         let logits = c.ctx.logits_row(idx).map_err(|e| format!("invalid logits id {idx}, reason: {e}"))?;
         // A chain keeps its candidate buffer; other samplers get a temporary one.
         // SAFETY: smpl is a live handle; chain_mut checks it is a chain.

@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 
-use super::boundary::{as_mut, as_slice, as_str, guard};
+use super::boundary::{as_ref, as_slice, as_str, guard};
 use super::handles::llama_context;
 use super::types::{llama_seq_id, llama_state_seq_flags, llama_token, LLAMA_SESSION_MAGIC, LLAMA_SESSION_VERSION, LLAMA_STATE_SEQ_MAGIC, LLAMA_STATE_SEQ_VERSION};
 use crate::context::Context;
@@ -13,7 +13,7 @@ use crate::state;
 fn with_ctx<R: super::boundary::Fallback>(name: &str, ctx: *mut llama_context, f: impl FnOnce(&mut Context) -> Result<R, String>) -> R {
     guard(name, || {
         // SAFETY: llama.h requires a live context handle used by one thread at a time.
-        f(&mut unsafe { as_mut(ctx, "ctx") }?.ctx)
+        f(&mut unsafe { as_ref(ctx, "ctx")?.owned() }.ctx)
     })
 }
 

@@ -1,14 +1,21 @@
 //! kv: the context's KV cache. F16 keys and values per layer, cells that carry a position and a
 //! set of sequence ids, and the memory operations of llama.h. With `kv_unified = false` (the
 //! default) every sequence owns a stream of `n_cells` cells; unified means one shared stream.
-//! All buffers are allocated once at creation (fallibly); nothing grows afterwards.
+//! All buffers are allocated once at creation (fallibly, K/V in page mappings); nothing grows
+//! afterwards. The per-sequence table (`SeqTable`) mirrors the cells for readers on other
+//! threads and is kept current by every operation here.
 
 pub mod seqset;
+pub mod seqtable;
+
+use std::sync::Arc;
 
 use crate::kernels::rope::{self, RopeParams};
 use crate::quant::{f16_to_f32, f32_to_f16};
-use crate::sys::alloc::try_zeroed;
+use crate::sys::pages::Pages;
+use crate::sys::stats::{self, Held};
 pub use seqset::SeqSet;
+pub use seqtable::SeqTable;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
@@ -42,12 +49,20 @@ pub struct KvCache {
     kv_dim: usize,
     cells: Vec<Cell>,
     /// Per layer: n_stream * n_cells rows of kv_dim F16 values.
-    k: Vec<Vec<u16>>,
-    v: Vec<Vec<u16>>,
+    k: Vec<Pages<u16>>,
+    v: Vec<Pages<u16>>,
     /// Where the next slot search in each stream starts.
     head: Vec<usize>,
     rope: RopeParams,
     rope_freq_factors: Option<Vec<f32>>,
+    /// The owner's copy of each sequence's (pos_min, pos_max); the table publishes it.
+    ranges: Vec<(i32, i32)>,
+    /// The owner's copy of the registered set (sequences holding cells).
+    registered: SeqSet,
+    n_used: usize,
+    table: Arc<SeqTable>,
+    _data_bytes: Held,
+    _meta_bytes: Held,
 }
 
 impl KvCache {
@@ -58,21 +73,79 @@ impl KvCache {
         let mut k = Vec::with_capacity(shape.n_layer);
         let mut v = Vec::with_capacity(shape.n_layer);
         for _ in 0..shape.n_layer {
-            k.push(try_zeroed(per_layer, "the KV cache")?);
-            v.push(if shape.with_v { try_zeroed(per_layer, "the KV cache")? } else { Vec::new() });
+            k.push(Pages::zeroed(per_layer, "the KV cache")?);
+            v.push(Pages::zeroed(if shape.with_v { per_layer } else { 0 }, "the KV cache")?);
         }
         let mut cells = Vec::new();
         cells.try_reserve_exact(total_cells).map_err(|_| "cannot allocate KV cell metadata".to_string())?;
         cells.resize(total_cells, Cell::EMPTY);
         let head = vec![0; shape.n_stream];
-        let kv = KvCache { kv_dim, cells, k, v, head, rope, rope_freq_factors, shape };
-        crate::sys::stats::kv_bytes_add(kv.bytes() as i64);
+        let ranges = vec![(-1, -1); shape.n_seq_max];
+        let table = Arc::new(SeqTable::new(shape.n_seq_max));
+        let data_bytes = k.iter().chain(&v).map(|b| b.bytes()).sum();
+        let mut kv = KvCache {
+            kv_dim,
+            cells,
+            k,
+            v,
+            head,
+            rope,
+            rope_freq_factors,
+            ranges,
+            registered: SeqSet::EMPTY,
+            n_used: 0,
+            table,
+            _data_bytes: Held::new(&stats::KV_BYTES, data_bytes),
+            _meta_bytes: Held::new(&stats::KV_META_BYTES, 0),
+            shape,
+        };
+        kv._meta_bytes = Held::new(&stats::KV_META_BYTES, kv.metadata_bytes());
+        kv.table.set_metadata_bytes(kv.metadata_bytes());
         Ok(kv)
     }
 
     /// Bytes of K and V data.
     pub fn bytes(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|b| b.len() * 2).sum()
+        self._data_bytes.amount()
+    }
+
+    /// Bytes of metadata: cells, search heads, per-sequence ranges and the shared table, as
+    /// they are allocated now (nothing here may grow after creation).
+    pub fn metadata_bytes(&self) -> usize {
+        self.cells.capacity() * std::mem::size_of::<Cell>()
+            + self.head.capacity() * std::mem::size_of::<usize>()
+            + self.ranges.capacity() * std::mem::size_of::<(i32, i32)>()
+            + self.table.bytes()
+    }
+
+    /// The table other threads read (shared with the context's monitor).
+    pub fn seq_table(&self) -> &Arc<SeqTable> {
+        &self.table
+    }
+
+    /// Rebuilds every sequence's range, the registered set and the used-cell count from the
+    /// cells, and publishes them (after operations that remove or move cells).
+    pub fn sync_seqs(&mut self) {
+        self.ranges.iter_mut().for_each(|r| *r = (-1, -1));
+        let mut registered = SeqSet::EMPTY;
+        let mut used = 0;
+        for cell in self.cells.iter().filter(|c| !c.is_empty()) {
+            used += 1;
+            for s in cell.seqs.iter() {
+                let r = &mut self.ranges[s];
+                *r = if r.0 < 0 { (cell.pos, cell.pos) } else { (r.0.min(cell.pos), r.1.max(cell.pos)) };
+                registered.insert(s);
+            }
+        }
+        self.n_used = used;
+        // Ranges first, then the set: a reader that sees a sequence registered sees its range.
+        for (s, &r) in self.ranges.iter().enumerate() {
+            self.table.set_range(s, r);
+        }
+        self.registered = registered;
+        self.table.register(registered);
+        self.table.set_used_cells(used);
+        self.table.set_metadata_bytes(self.metadata_bytes());
     }
 
     pub fn kv_dim(&self) -> usize {
@@ -112,13 +185,14 @@ impl KvCache {
     /// Restores a cell's metadata and its raw F16 rows of `layer` (state loading).
     pub fn restore_rows(&mut self, layer: usize, cell: usize, k: &[u16], v: &[u16]) {
         let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        self.k[layer][r.clone()].copy_from_slice(k);
+        self.k[layer].as_mut_slice()[r.clone()].copy_from_slice(k);
         if self.shape.with_v {
-            self.v[layer][r].copy_from_slice(v);
+            self.v[layer].as_mut_slice()[r].copy_from_slice(v);
         }
     }
 
-    /// Sets a cell's metadata (state loading); the stream's search head moves past it.
+    /// Sets a cell's metadata (state loading; `sync_seqs` afterwards); the stream's search
+    /// head moves past it.
     pub fn restore_cell(&mut self, idx: usize, cell: Cell) {
         self.cells[idx] = cell;
         let stream = idx / self.shape.n_cells;
@@ -132,19 +206,19 @@ impl KvCache {
     }
 
     pub fn k_row(&self, layer: usize, cell: usize) -> &[u16] {
-        &self.k[layer][cell * self.kv_dim..(cell + 1) * self.kv_dim]
+        &self.k[layer].as_slice()[cell * self.kv_dim..(cell + 1) * self.kv_dim]
     }
     pub fn v_row(&self, layer: usize, cell: usize) -> &[u16] {
-        &self.v[layer][cell * self.kv_dim..(cell + 1) * self.kv_dim]
+        &self.v[layer].as_slice()[cell * self.kv_dim..(cell + 1) * self.kv_dim]
     }
 
     /// Stores one token's K and V (f32, rounded to F16) into `cell` of `layer`.
     pub fn store(&mut self, layer: usize, cell: usize, k: &[f32], v: &[f32]) {
         let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        for (d, &x) in self.k[layer][r.clone()].iter_mut().zip(k) {
+        for (d, &x) in self.k[layer].as_mut_slice()[r.clone()].iter_mut().zip(k) {
             *d = f32_to_f16(x);
         }
-        for (d, &x) in self.v[layer][r].iter_mut().zip(v) {
+        for (d, &x) in self.v[layer].as_mut_slice()[r].iter_mut().zip(v) {
             *d = f32_to_f16(x);
         }
     }
@@ -152,7 +226,7 @@ impl KvCache {
     /// Stores one token's key row (f32, rounded to F16) into `cell` of `layer` (MLA: no V).
     pub fn store_k(&mut self, layer: usize, cell: usize, k: &[f32]) {
         let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        for (d, &x) in self.k[layer][r].iter_mut().zip(k) {
+        for (d, &x) in self.k[layer].as_mut_slice()[r].iter_mut().zip(k) {
             *d = f32_to_f16(x);
         }
     }
@@ -166,24 +240,41 @@ impl KvCache {
             .find(|&c| self.cells[c].is_empty() && !taken.contains(&c))
     }
 
-    /// Claims `cell` for a token at `pos` belonging to `seqs`.
+    /// Claims the free `cell` for a token at `pos` belonging to `seqs`, and publishes the
+    /// sequences' new ranges (registering a sequence only when it is new).
     pub fn occupy(&mut self, cell: usize, pos: i32, seqs: SeqSet) {
+        debug_assert!(self.cells[cell].is_empty(), "occupy takes free cells only");
         self.cells[cell] = Cell { pos, seqs };
         let stream = cell / self.shape.n_cells;
         self.head[stream] = (cell - stream * self.shape.n_cells + 1) % self.shape.n_cells;
+        self.n_used += 1;
+        for s in seqs.iter() {
+            let r = &mut self.ranges[s];
+            *r = if r.0 < 0 { (pos, pos) } else { (r.0.min(pos), r.1.max(pos)) };
+            self.table.set_range(s, *r);
+        }
+        if seqs.iter().any(|s| !self.registered.contains(s)) {
+            seqs.iter().for_each(|s| self.registered.insert(s));
+            self.table.register(self.registered);
+        }
+        self.table.set_used_cells(self.n_used);
     }
 
-    /// Empties one cell.
-    pub fn free(&mut self, cell: usize) {
-        self.cells[cell] = Cell::EMPTY;
+    /// Empties cells (a failed decode's claims).
+    pub fn free_cells(&mut self, cells: &[usize]) {
+        for &c in cells {
+            self.cells[c] = Cell::EMPTY;
+        }
+        self.sync_seqs();
     }
 
     pub fn clear(&mut self, data: bool) {
         self.cells.iter_mut().for_each(|c| *c = Cell::EMPTY);
         self.head.iter_mut().for_each(|h| *h = 0);
         if data {
-            self.k.iter_mut().chain(self.v.iter_mut()).for_each(|b| b.iter_mut().for_each(|x| *x = 0));
+            self.k.iter_mut().chain(self.v.iter_mut()).for_each(|b| b.clear());
         }
+        self.sync_seqs();
     }
 
     /// The streams an operation on `seq` touches (all for seq < 0).
@@ -219,6 +310,7 @@ impl KvCache {
                 }
             }
         }
+        self.sync_seqs();
     }
 
     /// Makes `dst` share `src`'s cells with pos in [p0, p1). Across streams the whole stream's
@@ -236,6 +328,7 @@ impl KvCache {
                     cell.seqs.insert(dst);
                 }
             }
+            self.sync_seqs();
             return;
         }
         let (r0, r1) = (self.stream_cells(s0), self.stream_cells(s1));
@@ -245,9 +338,10 @@ impl KvCache {
         }
         let d = self.kv_dim;
         for buf in self.k.iter_mut().chain(self.v.iter_mut()).filter(|b| !b.is_empty()) {
-            buf.copy_within(r0.start * d..r0.end * d, r1.start * d);
+            buf.as_mut_slice().copy_within(r0.start * d..r0.end * d, r1.start * d);
         }
         self.head[s1] = self.head[s0];
+        self.sync_seqs();
     }
 
     /// Removes every sequence but `seq` from the cells of `seq`'s stream.
@@ -261,6 +355,7 @@ impl KvCache {
                 *cell = Cell::EMPTY;
             }
         }
+        self.sync_seqs();
     }
 
     /// Applies `f(old_pos) -> new_pos` to the cells of `seq` in [p0, p1), re-rotating their keys
@@ -290,7 +385,7 @@ impl KvCache {
             for layer in 0..self.shape.n_layer {
                 for h in 0..self.shape.n_head_kv {
                     let base = c * self.kv_dim + h * hd;
-                    let k = &mut self.k[layer][base..base + hd];
+                    let k = &mut self.k[layer].as_mut_slice()[base..base + hd];
                     for (r, &x) in row.iter_mut().zip(k.iter()) {
                         *r = f16_to_f32(x);
                     }
@@ -301,6 +396,7 @@ impl KvCache {
                 }
             }
         }
+        self.sync_seqs();
     }
 
     pub fn seq_add(&mut self, seq: usize, p0: i32, p1: i32, shift: i32) {
@@ -316,23 +412,15 @@ impl KvCache {
     }
 
     pub fn seq_pos_min(&self, seq: usize) -> i32 {
-        let s = self.stream_of(seq);
-        self.cells_of_stream(s).filter(|(_, c)| c.seqs.contains(seq)).map(|(_, c)| c.pos).min().unwrap_or(-1)
+        self.ranges[seq].0
     }
 
     pub fn seq_pos_max(&self, seq: usize) -> i32 {
-        let s = self.stream_of(seq);
-        self.cells_of_stream(s).filter(|(_, c)| c.seqs.contains(seq)).map(|(_, c)| c.pos).max().unwrap_or(-1)
+        self.ranges[seq].1
     }
 
     /// Cells in use across all streams.
     pub fn used_cells(&self) -> usize {
-        self.cells.iter().filter(|c| !c.is_empty()).count()
-    }
-}
-
-impl Drop for KvCache {
-    fn drop(&mut self) {
-        crate::sys::stats::kv_bytes_add(-(self.bytes() as i64));
+        self.n_used
     }
 }

@@ -28,6 +28,23 @@ impl SeqSet {
     pub fn from_words(words: [u64; MAX_SEQ / 64]) -> SeqSet {
         SeqSet(words)
     }
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    /// The ids in the set, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> {
+        let words = self.0;
+        (0..words.len()).flat_map(move |i| {
+            let mut w = words[i];
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    i * 64 + bit
+                })
+            })
+        })
+    }
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }

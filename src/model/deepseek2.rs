@@ -52,6 +52,15 @@ pub struct MlaScratch {
 }
 
 impl MlaScratch {
+    /// Bytes held by this scratch.
+    pub fn bytes(&self) -> usize {
+        let floats = [&self.x, &self.xn, &self.qa, &self.qa_normed, &self.q, &self.kv, &self.krow, &self.head_in, &self.head_out, &self.q_full, &self.o_lat, &self.o, &self.proj, &self.gate, &self.up, &self.moe, &self.gather, &self.router];
+        4 * floats.iter().map(|v| v.capacity()).sum::<usize>()
+            + self.chosen.capacity() * std::mem::size_of::<(usize, f32)>()
+            + self.routed.iter().map(|r| r.capacity() * std::mem::size_of::<(usize, f32)>()).sum::<usize>()
+            + self.act.capacity()
+    }
+
     pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
         let hp = &model.hp;
         let m = hp.mla.as_ref().expect("deepseek2 model");

@@ -42,7 +42,7 @@ impl Model {
         let file = GgufFile::open(path, mmap)?;
         let vocab = Vocab::from_gguf(&file)?;
         let hp = HParams::from_gguf(&file, vocab.n_tokens())?;
-        crate::sys::stats::models_add(1);
+        crate::sys::stats::MODELS.add(1);
         Ok(Model { file, hp, weights: Weights::absent(), mla_layers: Vec::new(), vocab, n_params: 0, size_bytes: 0, vocab_only: true })
     }
 
@@ -95,7 +95,7 @@ impl Model {
         };
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
-        crate::sys::stats::models_add(1);
+        crate::sys::stats::MODELS.add(1);
         Ok(Model { file, hp, weights, mla_layers, vocab, n_params, size_bytes, vocab_only: false })
     }
 
@@ -107,6 +107,6 @@ impl Model {
 
 impl Drop for Model {
     fn drop(&mut self) {
-        crate::sys::stats::models_add(-1);
+        crate::sys::stats::MODELS.add(-1);
     }
 }

@@ -1,7 +1,10 @@
-//! sys: the bottom layer. File bytes (mapped or owned), logging sink, live-object counters.
+//! sys: the bottom layer. The allocator, page mappings, file bytes (mapped or owned), the
+//! logging sink, live-object counters and latency histograms.
 //! Nothing here knows about models or tensors.
 
 pub mod alloc;
 pub mod bytes;
 pub mod log;
+pub mod pages;
+pub mod prometheus;
 pub mod stats;

@@ -1,46 +1,184 @@
-//! Live-object counters: plain atomics, readable from any thread at any time.
-//! Counters only; nothing here owns memory.
+//! What the library holds and has done, as plain atomics: readable from any thread at any
+//! time, never blocking, never allocating. Fixed-size statics only (no growable data): live
+//! gauges that return to zero when everything is freed, monotonic counters, and per-token
+//! latency histograms. Nothing here owns memory.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-static LIVE_MODELS: AtomicI64 = AtomicI64::new(0);
-static LIVE_CONTEXTS: AtomicI64 = AtomicI64::new(0);
-static MAPPED_BYTES: AtomicI64 = AtomicI64::new(0);
-static KV_BYTES: AtomicI64 = AtomicI64::new(0);
-static LIVE_SAMPLERS: AtomicI64 = AtomicI64::new(0);
+/// A level that goes up and down with what is alive (objects, bytes).
+pub struct Gauge(AtomicI64);
 
-pub fn models_add(d: i64) {
-    LIVE_MODELS.fetch_add(d, Ordering::Relaxed);
-}
-pub fn contexts_add(d: i64) {
-    LIVE_CONTEXTS.fetch_add(d, Ordering::Relaxed);
-}
-pub fn mapped_bytes_add(d: i64) {
-    MAPPED_BYTES.fetch_add(d, Ordering::Relaxed);
-}
-pub fn kv_bytes_add(d: i64) {
-    KV_BYTES.fetch_add(d, Ordering::Relaxed);
-}
-pub fn samplers_add(d: i64) {
-    LIVE_SAMPLERS.fetch_add(d, Ordering::Relaxed);
+impl Gauge {
+    const fn new() -> Gauge {
+        Gauge(AtomicI64::new(0))
+    }
+    pub fn add(&self, d: i64) {
+        self.0.fetch_add(d, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
-/// A snapshot of the counters.
+/// A count that only grows.
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+    pub fn add(&self, d: u64) {
+        self.0.fetch_add(d, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// An amount held on a gauge for as long as this value lives (added now, removed on drop).
+pub struct Held {
+    gauge: &'static Gauge,
+    amount: i64,
+}
+
+impl Held {
+    pub fn new(gauge: &'static Gauge, amount: usize) -> Held {
+        let amount = amount as i64;
+        gauge.add(amount);
+        Held { gauge, amount }
+    }
+    pub fn amount(&self) -> usize {
+        self.amount as usize
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.gauge.add(-self.amount);
+    }
+}
+
+pub static MODELS: Gauge = Gauge::new();
+pub static CONTEXTS: Gauge = Gauge::new();
+pub static SAMPLERS: Gauge = Gauge::new();
+/// Bytes of model files mapped (mmap loading).
+pub static MAPPED_BYTES: Gauge = Gauge::new();
+/// Bytes of model files copied into owned memory (LLAMA_LOAD_MODE_NONE, from_slice).
+pub static OWNED_MODEL_BYTES: Gauge = Gauge::new();
+/// Bytes of K/V data in all KV caches.
+pub static KV_BYTES: Gauge = Gauge::new();
+/// Bytes of KV metadata (cells, per-sequence tables) in all KV caches.
+pub static KV_META_BYTES: Gauge = Gauge::new();
+/// Bytes of activation scratch and output (logits, embeddings) buffers in all contexts.
+pub static SCRATCH_BYTES: Gauge = Gauge::new();
+/// Sequence-table snapshots alive: published ones plus replaced ones not yet reclaimed.
+pub static SEQ_SNAPSHOTS: Gauge = Gauge::new();
+
+pub static DECODE_CALLS: Counter = Counter::new();
+pub static PROMPT_TOKENS: Counter = Counter::new();
+pub static GENERATED_TOKENS: Counter = Counter::new();
+pub static SEQ_SNAPSHOTS_PUBLISHED: Counter = Counter::new();
+
+/// Upper bounds of the latency buckets, in microseconds (a last bucket takes the rest).
+pub const LATENCY_BOUNDS_US: [u64; 16] = [50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 10_000_000];
+const N_BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
+
+/// A latency histogram: how many observations fell into each bucket, their count and sum.
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; N_BUCKETS],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+/// What a histogram read at one moment (buckets are per bucket, not cumulative).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub models: i64,
-    pub contexts: i64,
-    pub mapped_bytes: i64,
-    pub kv_bytes: i64,
-    pub samplers: i64,
+pub struct HistogramSnapshot {
+    pub buckets: [u64; N_BUCKETS],
+    pub count: u64,
+    pub sum_ns: u64,
 }
 
-pub fn snapshot() -> Snapshot {
-    Snapshot {
-        models: LIVE_MODELS.load(Ordering::Relaxed),
-        contexts: LIVE_CONTEXTS.load(Ordering::Relaxed),
-        mapped_bytes: MAPPED_BYTES.load(Ordering::Relaxed),
-        kv_bytes: KV_BYTES.load(Ordering::Relaxed),
-        samplers: LIVE_SAMPLERS.load(Ordering::Relaxed),
+impl LatencyHistogram {
+    pub const fn new() -> LatencyHistogram {
+        #[allow(clippy::declare_interior_mutable_const)]
+        const ZERO: AtomicU64 = AtomicU64::new(0);
+        LatencyHistogram { buckets: [ZERO; N_BUCKETS], count: ZERO, sum_ns: ZERO }
+    }
+
+    /// Records `n` observations of `each_ns` nanoseconds.
+    pub fn observe(&self, each_ns: u64, n: u64) {
+        let b = LATENCY_BOUNDS_US.iter().position(|&bound_us| each_ns <= bound_us * 1000).unwrap_or(N_BUCKETS - 1);
+        self.buckets[b].fetch_add(n, Ordering::Relaxed);
+        self.count.fetch_add(n, Ordering::Relaxed);
+        self.sum_ns.fetch_add(each_ns.saturating_mul(n), Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut s = HistogramSnapshot { count: self.count.load(Ordering::Relaxed), sum_ns: self.sum_ns.load(Ordering::Relaxed), ..Default::default() };
+        for (d, b) in s.buckets.iter_mut().zip(&self.buckets) {
+            *d = b.load(Ordering::Relaxed);
+        }
+        s
+    }
+}
+
+impl HistogramSnapshot {
+    /// The q-quantile in microseconds, interpolated linearly inside its bucket as Prometheus'
+    /// histogram_quantile does; 0 without observations. The open last bucket reports its
+    /// lower bound.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        let total: u64 = self.buckets.iter().sum();
+        if total == 0 {
+            return 0.0;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut below = 0u64;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            if n > 0 && (below + n) as f64 >= rank {
+                let lo = if i == 0 { 0.0 } else { LATENCY_BOUNDS_US[i - 1] as f64 };
+                let Some(&hi) = LATENCY_BOUNDS_US.get(i) else { return lo };
+                return lo + (hi as f64 - lo) * ((rank - below as f64) / n as f64).clamp(0.0, 1.0);
+            }
+            below += n;
+        }
+        *LATENCY_BOUNDS_US.last().unwrap_or(&0) as f64
+    }
+}
+
+/// Per-token latency of prompt processing (a decode's time divided over its tokens).
+pub static PROMPT_LATENCY: LatencyHistogram = LatencyHistogram::new();
+/// Per-token latency of generation (a decode where each sequence advances by one token: each
+/// of its tokens waited the whole decode).
+pub static GENERATION_LATENCY: LatencyHistogram = LatencyHistogram::new();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_inside_buckets() {
+        let h = LatencyHistogram::new();
+        // 100 observations in (1000, 2500] µs and 100 in (2500, 5000] µs.
+        h.observe(2_000_000, 100);
+        h.observe(3_000_000, 100);
+        let s = h.snapshot();
+        assert_eq!(s.count, 200);
+        assert_eq!(s.sum_ns, 500_000_000);
+        assert!((s.quantile_us(0.25) - 1750.0).abs() < 1e-9);
+        assert!((s.quantile_us(0.5) - 2500.0).abs() < 1e-9);
+        assert!((s.quantile_us(0.9) - 4500.0).abs() < 1e-9);
+        assert_eq!(LatencyHistogram::new().snapshot().quantile_us(0.5), 0.0);
+    }
+
+    #[test]
+    fn bucket_bounds_are_inclusive() {
+        let h = LatencyHistogram::new();
+        h.observe(50_000, 1);
+        h.observe(50_001, 1);
+        h.observe(20_000_000_000, 1);
+        let s = h.snapshot();
+        assert_eq!(s.buckets[0], 1);
+        assert_eq!(s.buckets[1], 1);
+        assert_eq!(s.buckets[N_BUCKETS - 1], 1);
     }
 }

@@ -1,8 +1,12 @@
 //! context: one inference session on a shared model: KV cache, scratch, output buffers and
 //! worker threads, all owned here and freed on drop. Used by one thread at a time (llama.h's
-//! contract), so `decode` takes `&mut self` and needs no lock.
+//! contract), so `decode` takes `&mut self` and needs no lock. What other threads may read
+//! while it decodes is in its `ContextMonitor`.
+
+pub mod monitor;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
@@ -11,7 +15,9 @@ use crate::model::deepseek2::{self, MlaScratch};
 use crate::model::dense::{self, DenseScratch, UBatch};
 use crate::model::hparams::RopeScaling;
 use crate::model::Model;
+use crate::sys::stats::{self, Held};
 use crate::threads::ThreadPool;
+pub use monitor::{ContextMonitor, ContextReading};
 
 /// What a caller may configure (the engine's view of llama_context_params).
 #[derive(Clone, Debug)]
@@ -75,6 +81,9 @@ pub struct Context {
     ub_out: Vec<usize>,
     pub n_decode_calls: u64,
     pub n_tokens_processed: u64,
+    monitor: Arc<ContextMonitor>,
+    /// Scratch plus output buffers, on the scratch gauge.
+    held_scratch: Held,
 }
 
 /// The forward pass's buffers, by architecture family.
@@ -182,7 +191,13 @@ impl Context {
             None => Scratch::Dense(DenseScratch::new(&model, n_ubatch as usize, max_threads)?),
         };
         let pool = ThreadPool::new(max_threads)?;
-        crate::sys::stats::contexts_add(1);
+        let scratch_bytes = match &scratch {
+            Scratch::Dense(s) => s.bytes(),
+            Scratch::Mla(s) => s.bytes(),
+        };
+        let monitor = Arc::new(ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes()));
+        monitor.set_scratch_bytes(scratch_bytes);
+        stats::CONTEXTS.add(1);
         Ok(Context {
             n_ctx,
             n_ctx_seq,
@@ -206,6 +221,8 @@ impl Context {
             ub_out: Vec::new(),
             n_decode_calls: 0,
             n_tokens_processed: 0,
+            monitor,
+            held_scratch: Held::new(&stats::SCRATCH_BYTES, scratch_bytes),
             model,
         })
     }
@@ -214,6 +231,11 @@ impl Context {
         let max = self.pool.n_threads() as i32;
         self.n_threads = n_threads.clamp(1, max);
         self.n_threads_batch = n_threads_batch.clamp(1, max);
+    }
+
+    /// The part of this context other threads may read while it decodes.
+    pub fn monitor(&self) -> &Arc<ContextMonitor> {
+        &self.monitor
     }
 
     pub fn n_outputs(&self) -> usize {
@@ -290,12 +312,25 @@ impl Context {
             self.embd.try_reserve_exact(need - self.embd.len()).map_err(|_| "cannot allocate the embeddings buffer".to_string())?;
             self.embd.resize(need, 0.0);
         }
+        let bytes = self.scratch_bytes() + 4 * (self.logits.capacity() + self.embd.capacity()) + 4 * self.output_ids.capacity();
+        if bytes != self.held_scratch.amount() {
+            self.held_scratch = Held::new(&stats::SCRATCH_BYTES, bytes);
+            self.monitor.set_scratch_bytes(bytes);
+        }
         Ok(())
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        match &self.scratch {
+            Scratch::Dense(s) => s.bytes(),
+            Scratch::Mla(s) => s.bytes(),
+        }
     }
 
     /// llama_decode: validates the batch, places its tokens in the KV cache and runs the model
     /// over it in micro-batches. On failure the cache is left as it was.
     pub fn decode(&mut self, input: &BatchInput<'_, '_>, abort: Option<AbortCheck<'_>>) -> Result<(), DecodeError> {
+        let started = Instant::now();
         let n = input.tokens.len();
         if n == 0 {
             return Err(DecodeError::Invalid("n_tokens == 0".into()));
@@ -369,19 +404,19 @@ impl Context {
             self.n_outputs = out_row;
             self.n_tokens_processed += (end - start) as u64;
         }
+        let generation = self.batch.primary_seqs().len() == n;
+        self.monitor.record_decode(n, generation, started.elapsed().as_nanos() as u64);
         Ok(())
     }
 
     fn rollback(&mut self) {
-        for &c in &self.claimed {
-            self.kv.free(c);
-        }
+        self.kv.free_cells(&self.claimed);
         self.claimed.clear();
     }
 }
 
 impl Drop for Context {
     fn drop(&mut self) {
-        crate::sys::stats::contexts_add(-1);
+        stats::CONTEXTS.add(-1);
     }
 }

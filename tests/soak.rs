@@ -1,0 +1,138 @@
+//! Soak: contexts and models created, used and freed thousands of times through the C API.
+//! After the first cycle, the process's anonymous memory (`Anonymous` and `Private_Dirty` of
+//! /proc/self/smaps_rollup: page cache of the mapped model is not counted) stays within
+//! 2 MiB; the model file's mapping is gone after every llama_model_free; every live counter
+//! of ds_stats reads zero at the end. CI runs 500 context and 20 model cycles per model;
+//! `DEEPSEEK_SOAK=full` runs the full 5,000 and 200. One test in this binary, so the
+//! process-wide counters and memory figures are its own.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use deepseek::api::batch::llama_batch_get_one;
+use deepseek::api::context::{llama_decode, llama_free, llama_get_logits_ith};
+use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
+use deepseek::api::stats::{ds_stats, ds_stats_get};
+use deepseek::api::vocab::{llama_tokenize, llama_vocab_n_tokens};
+
+/// (Anonymous, Private_Dirty) of this process in KiB.
+fn anon_and_dirty_kib() -> (i64, i64) {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
+    let field = |name: &str| -> i64 { text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).unwrap().parse().unwrap() };
+    (field("Anonymous:"), field("Private_Dirty:"))
+}
+
+fn mapped(path: &Path) -> bool {
+    std::fs::read_to_string("/proc/self/maps").unwrap().contains(path.to_str().unwrap())
+}
+
+fn stats() -> ds_stats {
+    let mut s = ds_stats::default();
+    assert_eq!(ds_stats_get(&mut s), 0);
+    s
+}
+
+/// Tokenizes `text` with the model's vocabulary (exercising the tokenizer every cycle).
+fn tokenize(m: *mut deepseek::api::handles::llama_model, text: &str) -> Vec<i32> {
+    let vocab = llama_model_get_vocab(m);
+    let mut toks = vec![0i32; 64];
+    // SAFETY: text and toks outlive the call; toks holds 64 entries.
+    let n = unsafe { llama_tokenize(vocab, text.as_ptr().cast(), text.len() as i32, toks.as_mut_ptr(), 64, true, false) };
+    assert!(n > 0, "tokenize failed: {n}");
+    toks.truncate(n as usize);
+    toks
+}
+
+/// Create a context, decode a prompt and 8 greedy tokens, free it.
+fn context_cycle(m: *mut deepseek::api::handles::llama_model, prompt: &[i32], n_vocab: usize) {
+    let c = new_context(m, 256, 1, 2);
+    let mut toks = prompt.to_vec();
+    // SAFETY: toks outlives the call.
+    assert_eq!(unsafe { llama_decode(c, llama_batch_get_one(toks.as_mut_ptr(), toks.len() as i32)) }, 0);
+    for _ in 0..8 {
+        let p = llama_get_logits_ith(c, -1);
+        assert!(!p.is_null());
+        // SAFETY: the last output row holds n_vocab logits.
+        let mut next = [argmax(unsafe { std::slice::from_raw_parts(p, n_vocab) }) as i32];
+        // SAFETY: next outlives the call.
+        assert_eq!(unsafe { llama_decode(c, llama_batch_get_one(next.as_mut_ptr(), 1)) }, 0);
+    }
+    // SAFETY: freed once.
+    unsafe { llama_free(c) };
+}
+
+/// Fails when anonymous or dirty memory moved more than 2 MiB from `base`.
+fn check_memory(base: (i64, i64), what: &str) {
+    let now = anon_and_dirty_kib();
+    assert!(
+        (now.0 - base.0).abs() <= 2048 && (now.1 - base.1).abs() <= 2048,
+        "{what}: Anonymous {} -> {} KiB, Private_Dirty {} -> {} KiB (limit ±2048 KiB)",
+        base.0,
+        now.0,
+        base.1,
+        now.1
+    );
+}
+
+fn soak(path: &Path, context_cycles: usize, model_cycles: usize) {
+    let text = "Soak test: the quick brown fox jumps over the lazy dog, again and again.";
+    let started = std::time::Instant::now();
+    let m = load_model(path);
+    let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize;
+    let prompt = tokenize(m, text);
+    context_cycle(m, &prompt, n_vocab);
+    let base = anon_and_dirty_kib();
+    for i in 1..context_cycles {
+        context_cycle(m, &prompt, n_vocab);
+        check_memory(base, &format!("{} context cycle {i}", path.display()));
+    }
+    // SAFETY: freed once.
+    unsafe { llama_model_free(m) };
+    assert!(!mapped(path), "{} still mapped after llama_model_free", path.display());
+
+    let model_cycle = || {
+        let m = load_model(path);
+        assert_eq!(tokenize(m, text), prompt);
+        // SAFETY: freed once.
+        unsafe { llama_model_free(m) };
+        assert!(!mapped(path), "{} still mapped after llama_model_free", path.display());
+    };
+    model_cycle();
+    let base = anon_and_dirty_kib();
+    for i in 1..model_cycles {
+        model_cycle();
+        check_memory(base, &format!("{} model cycle {i}", path.display()));
+    }
+    eprintln!("{}: {context_cycles} context and {model_cycles} model cycles in {:.1} s; memory {:?} KiB", path.display(), started.elapsed().as_secs_f64(), anon_and_dirty_kib());
+}
+
+#[test]
+fn create_use_free_returns_everything() {
+    let full = std::env::var("DEEPSEEK_SOAK").as_deref() == Ok("full");
+    let (contexts, models) = if full { (5_000, 200) } else { (500, 20) };
+    let real = models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+    assert!(real.exists(), "{} is missing: run scripts/fetch-models.sh qwen05", real.display());
+    for path in [data("tiny/tiny-qwen2-q8_0.gguf"), data("deepseek2/tiny-deepseek2-lite-q4_k_m.gguf"), real] {
+        soak(&path, contexts, models);
+    }
+    let s = stats();
+    let live = [
+        ("models", s.live_models),
+        ("contexts", s.live_contexts),
+        ("samplers", s.live_samplers),
+        ("mapped model bytes", s.mapped_model_bytes),
+        ("owned model bytes", s.owned_model_bytes),
+        ("KV bytes", s.kv_bytes),
+        ("KV metadata bytes", s.kv_metadata_bytes),
+        ("scratch bytes", s.scratch_bytes),
+        ("tokenizer cache entries", s.tokenizer_cache_entries),
+        ("tokenizer cache bytes", s.tokenizer_cache_bytes),
+        ("sequence snapshots", s.seq_snapshots_live),
+    ];
+    for (what, v) in live {
+        assert_eq!(v, 0, "{what} still live after everything was freed: {s:?}");
+    }
+    assert!(s.seq_snapshots_published > 0 && s.decode_calls > 0, "the soak did not run: {s:?}");
+}
