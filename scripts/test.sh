@@ -6,4 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/fetch-models.sh smollm2 qwen05
 cargo build --release
 ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked programs load
+# The library valgrind checks: the system allocator instead of jemalloc, so memcheck sees
+# every allocation (tests/c_harness.rs).
+cargo build --profile memcheck --no-default-features --lib
+ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 cargo test --release -- --test-threads 2

@@ -1,7 +1,9 @@
 //! Builds the C programs of c_tests/ against include/llama.h and the release library, runs them,
-//! and runs them again under valgrind memcheck (no errors, nothing definitely or indirectly
-//! lost). The library must have been built first (`cargo build --release`, which the test
-//! command does).
+//! and runs them again under valgrind memcheck (no errors; nothing definitely, indirectly or
+//! possibly lost) against the memcheck build of the library: the same code with the system
+//! allocator instead of jemalloc, whose arenas memcheck cannot see into. Both libraries must
+//! have been built first (`cargo build --release` and `cargo build --profile memcheck
+//! --no-default-features`, which the test command does).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,13 +47,26 @@ fn run(exe: &Path, args: &[&str]) {
     assert!(out.status.success(), "{} failed:\n{text}", exe.display());
 }
 
+/// The memcheck build's directory (it holds libdeepseek.so.0, which the programs load first
+/// through LD_LIBRARY_PATH: their RUNPATH points at the release build).
+fn memcheck_lib_dir() -> PathBuf {
+    let dir = root().join("target/memcheck");
+    assert!(dir.join("libdeepseek.so").exists(), "target/memcheck/libdeepseek.so is missing: run `cargo build --profile memcheck --no-default-features` first");
+    let so0 = dir.join("libdeepseek.so.0");
+    if !so0.exists() {
+        let _ = std::os::unix::fs::symlink("libdeepseek.so", &so0);
+    }
+    dir
+}
+
 fn valgrind(exe: &Path, args: &[&str]) {
     let have = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(have, "valgrind is required for the C harness (the CI script installs it)");
     let out = Command::new("valgrind")
-        .args(["--tool=memcheck", "--leak-check=full", "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99", "--quiet"])
+        .args(["--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect,possible", "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99", "--quiet"])
         .arg(exe)
         .args(args)
+        .env("LD_LIBRARY_PATH", memcheck_lib_dir())
         .env("DEEPSEEK_VALGRIND", "1")
         .output()
         .unwrap();
@@ -81,4 +96,13 @@ fn api_walkthrough() {
     valgrind(&exe, &[model.to_str().unwrap()]);
     run(&exe, &[root().join("tests/data/tiny/tiny-llama-q4_k_m.gguf").to_str().unwrap()]);
     run(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap()]);
+}
+
+#[test]
+fn create_free_loop_under_memcheck() {
+    let exe = build("lifecycle");
+    let model = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    run(&exe, &[model.to_str().unwrap(), "40"]);
+    valgrind(&exe, &[model.to_str().unwrap(), "10"]);
+    valgrind(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap(), "3"]);
 }
