@@ -1,79 +1,262 @@
-//! Many threads, each with its own context on one shared model, mixing prefill and decode:
-//! every thread's logits equal a serial run's bit for bit, and a watchdog turns a hang into a
-//! failure.
+//! Threads, shared models: 8 threads, each with its own contexts on models shared by all, run
+//! randomised scripts (prompts of 1–300 tokens in batches of up to 64, up to 8 sequences per
+//! context, multi-sequence single-token steps, seq_rm, seq_cp, context re-creation). Every
+//! logit is bit-identical to running the same scripts one after another on one thread, and a
+//! watchdog fails the test when any step takes more than 10 s (a deadlock). One variant runs
+//! two models with different RoPE settings interleaved on the same threads: a shared RoPE
+//! cache would corrupt one of them.
 
-use std::sync::mpsc;
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use deepseek::batch::BatchInput;
-use deepseek::context::{Context, ContextParams};
-use deepseek::model::Model;
+use common::*;
+use deepseek::api::context::{llama_decode, llama_free, llama_get_logits_ith, llama_get_memory};
+use deepseek::api::handles::{llama_context, llama_model};
+use deepseek::api::memory::{llama_memory_seq_cp, llama_memory_seq_rm};
+use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
+use deepseek::api::vocab::llama_vocab_n_tokens;
 
-fn params() -> ContextParams {
-    ContextParams {
-        n_ctx: 256,
-        n_batch: 64,
-        n_ubatch: 16,
-        n_seq_max: 1,
-        n_threads: 2,
-        n_threads_batch: 2,
-        rope_scaling: None,
-        rope_freq_base: 0.0,
-        rope_freq_scale: 0.0,
-        yarn_ext_factor: -1.0,
-        yarn_attn_factor: -1.0,
-        yarn_beta_fast: -1.0,
-        yarn_beta_slow: -1.0,
-        yarn_orig_ctx: 0,
-        embeddings: false,
-        kv_unified: false,
+const THREADS: usize = 8;
+const N_SEQ: usize = 8;
+const N_CTX_SEQ: i32 = 512;
+const STEP_LIMIT: Duration = Duration::from_secs(10);
+
+/// One operation of a script, on lane `lane` (a context on model `lane`).
+#[derive(Clone, Debug)]
+enum Op {
+    /// A prompt on one sequence, decoded in chunks of `chunk` tokens starting at `pos`.
+    Prompt { lane: usize, seq: i32, pos: i32, tokens: Vec<i32>, chunk: usize },
+    /// One token for each of several sequences in a single batch: (seq, pos, token).
+    Step { lane: usize, tokens: Vec<(i32, i32, i32)> },
+    Rm { lane: usize, seq: i32, p0: i32, p1: i32 },
+    Cp { lane: usize, src: i32, dst: i32 },
+    Recreate { lane: usize },
+}
+
+/// xorshift64*: a seeded generator, so the scripts are the same in both runs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
     }
 }
 
-/// A prompt of 20..50 tokens (prefill over several micro-batches) then 6 single-token decodes;
-/// returns every produced logits row.
-fn session(model: &Arc<Model>, seed: i32) -> Vec<Vec<f32>> {
-    let mut ctx = Context::new(Arc::clone(model), &params()).unwrap();
-    let len = 20 + (seed * 7 % 31) as usize;
-    let prompt: Vec<i32> = (0..len as i32).map(|i| (i * 41 + seed * 13) % 470).collect();
-    let mut rows = Vec::new();
-    ctx.decode(&BatchInput { tokens: &prompt, pos: None, seq_ids: None, logits: None }, None).unwrap();
-    rows.push(ctx.logits_row(-1).unwrap().to_vec());
-    for step in 0..6 {
-        let t = [(seed * 5 + step) % 470];
-        ctx.decode(&BatchInput { tokens: &t, pos: None, seq_ids: None, logits: None }, None).unwrap();
-        rows.push(ctx.logits_row(-1).unwrap().to_vec());
+/// A script of `n_ops` operations over `lanes` contexts, tracking each sequence's next position
+/// so every batch is valid.
+fn script(seed: u64, n_ops: usize, lanes: usize, n_vocab: &[usize]) -> Vec<Op> {
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut next_pos = vec![[0i32; N_SEQ]; lanes];
+    let mut ops = Vec::new();
+    while ops.len() < n_ops {
+        let lane = rng.below(lanes);
+        let np = &mut next_pos[lane];
+        match rng.below(10) {
+            0..=2 => {
+                let seq = rng.below(N_SEQ);
+                let len = 1 + rng.below(300);
+                if np[seq] + len as i32 > N_CTX_SEQ {
+                    ops.push(Op::Rm { lane, seq: seq as i32, p0: -1, p1: -1 });
+                    np[seq] = 0;
+                }
+                let tokens = (0..len).map(|_| rng.below(n_vocab[lane]) as i32).collect();
+                ops.push(Op::Prompt { lane, seq: seq as i32, pos: np[seq], tokens, chunk: 1 + rng.below(64) });
+                np[seq] += len as i32;
+            }
+            3..=6 => {
+                let k = 1 + rng.below(N_SEQ);
+                let mut seqs: Vec<usize> = (0..N_SEQ).filter(|&s| np[s] < N_CTX_SEQ).collect();
+                while seqs.len() > k {
+                    seqs.remove(rng.below(seqs.len()));
+                }
+                if seqs.is_empty() {
+                    continue;
+                }
+                let tokens = seqs.iter().map(|&s| (s as i32, np[s], rng.below(n_vocab[lane]) as i32)).collect();
+                seqs.iter().for_each(|&s| np[s] += 1);
+                ops.push(Op::Step { lane, tokens });
+            }
+            7 => {
+                let seq = rng.below(N_SEQ);
+                let p0 = rng.below(np[seq] as usize + 1) as i32;
+                ops.push(Op::Rm { lane, seq: seq as i32, p0, p1: -1 });
+                np[seq] = p0;
+            }
+            8 => {
+                let (src, dst) = (rng.below(N_SEQ), rng.below(N_SEQ));
+                if src == dst {
+                    continue;
+                }
+                ops.push(Op::Rm { lane, seq: dst as i32, p0: -1, p1: -1 });
+                ops.push(Op::Cp { lane, src: src as i32, dst: dst as i32 });
+                np[dst] = np[src];
+            }
+            _ => {
+                ops.push(Op::Recreate { lane });
+                *np = [0; N_SEQ];
+            }
+        }
     }
-    rows
+    ops
 }
 
-fn check(rel: &str) {
-    let model = Arc::new(Model::load(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(rel), true).unwrap());
-    const THREADS: i32 = 6;
-    let serial: Vec<_> = (0..THREADS).map(|s| session(&model, s)).collect();
-    let (tx, rx) = mpsc::channel();
-    let handles: Vec<_> = (0..THREADS)
-        .map(|s| {
-            let (m, tx) = (Arc::clone(&model), tx.clone());
-            std::thread::spawn(move || tx.send((s, session(&m, s))).unwrap())
+fn context(m: *mut llama_model, n_threads: i32) -> *mut llama_context {
+    let c = new_context(m, N_CTX_SEQ as u32 * N_SEQ as u32, N_SEQ as u32, n_threads);
+    assert!(!c.is_null());
+    c
+}
+
+/// FNV-1a over the bits of every output row of the last decode.
+fn hash_outputs(c: *mut llama_context, rows: usize, n_vocab: usize, h: &mut u64) {
+    for r in 0..rows {
+        let p = llama_get_logits_ith(c, r as i32 - rows as i32);
+        assert!(!p.is_null());
+        // SAFETY: each output row holds n_vocab logits.
+        for x in unsafe { std::slice::from_raw_parts(p, n_vocab) } {
+            for b in x.to_bits().to_le_bytes() {
+                *h = (*h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+    }
+}
+
+fn decode(c: *mut llama_context, batch: &Batch, what: &Op) {
+    // SAFETY: the batch's arrays hold n_tokens entries.
+    let rc = unsafe { llama_decode(c, batch.0) };
+    assert_eq!(rc, 0, "llama_decode failed for {what:?}");
+}
+
+/// Runs a script; one hash per decode call. `progress` holds the start time (ms since
+/// `epoch`) of the step in flight, u64::MAX between steps.
+fn run(models: &[(*mut llama_model, usize)], ops: &[Op], n_threads: i32, progress: &AtomicU64, epoch: Instant) -> Vec<u64> {
+    let mut ctxs: Vec<_> = models.iter().map(|&(m, _)| context(m, n_threads)).collect();
+    let mut batch = Batch::new(64, 1);
+    let mut hashes = Vec::new();
+    for op in ops {
+        progress.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
+        match op {
+            Op::Prompt { lane, seq, pos, tokens, chunk } => {
+                for (i, part) in tokens.chunks(*chunk).enumerate() {
+                    batch.clear();
+                    for (j, &t) in part.iter().enumerate() {
+                        batch.add(t, pos + (i * chunk + j) as i32, *seq, j + 1 == part.len());
+                    }
+                    decode(ctxs[*lane], &batch, op);
+                    let mut h = 0xcbf2_9ce4_8422_2325;
+                    hash_outputs(ctxs[*lane], 1, models[*lane].1, &mut h);
+                    hashes.push(h);
+                }
+            }
+            Op::Step { lane, tokens } => {
+                batch.clear();
+                for &(s, p, t) in tokens {
+                    batch.add(t, p, s, true);
+                }
+                decode(ctxs[*lane], &batch, op);
+                let mut h = 0xcbf2_9ce4_8422_2325;
+                hash_outputs(ctxs[*lane], tokens.len(), models[*lane].1, &mut h);
+                hashes.push(h);
+            }
+            Op::Rm { lane, seq, p0, p1 } => {
+                assert!(llama_memory_seq_rm(llama_get_memory(ctxs[*lane]), *seq, *p0, *p1));
+            }
+            Op::Cp { lane, src, dst } => llama_memory_seq_cp(llama_get_memory(ctxs[*lane]), *src, *dst, -1, -1),
+            Op::Recreate { lane } => {
+                // SAFETY: freed once, replaced at once.
+                unsafe { llama_free(ctxs[*lane]) };
+                ctxs[*lane] = context(models[*lane].0, n_threads);
+            }
+        }
+        progress.store(u64::MAX, Ordering::SeqCst);
+    }
+    for c in ctxs {
+        // SAFETY: freed once.
+        unsafe { llama_free(c) };
+    }
+    hashes
+}
+
+/// Raw model handles shared by the threads (the model is immutable and Sync).
+#[derive(Clone, Copy)]
+struct Shared(*mut llama_model);
+// SAFETY: llama_model is immutable after loading and may be used from any thread.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+fn check(rels: &[&str], n_ops: usize) {
+    let models: Vec<(Shared, usize)> = rels
+        .iter()
+        .map(|r| {
+            let m = load_model(&data(r));
+            (Shared(m), llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize)
         })
         .collect();
-    for _ in 0..THREADS {
-        let (s, rows) = rx.recv_timeout(Duration::from_secs(300)).unwrap_or_else(|_| panic!("{rel}: a session hung (watchdog)"));
-        assert!(rows == serial[s as usize], "{rel}: thread {s} differs from the serial run");
+    let vocab: Vec<usize> = models.iter().map(|m| m.1).collect();
+    let scripts: Vec<Vec<Op>> = (0..THREADS).map(|t| script(t as u64 + 1, n_ops, models.len(), &vocab)).collect();
+    let threads_of = |t: usize| 1 + (t % 2) as i32;
+    let epoch = Instant::now();
+    let idle = AtomicU64::new(u64::MAX);
+    let raw: Vec<(*mut llama_model, usize)> = models.iter().map(|&(m, v)| (m.0, v)).collect();
+    let serial: Vec<Vec<u64>> = scripts.iter().enumerate().map(|(t, s)| run(&raw, s, threads_of(t), &idle, epoch)).collect();
+    let serial_time = epoch.elapsed();
+
+    let progress: Arc<Vec<AtomicU64>> = Arc::new((0..THREADS).map(|_| AtomicU64::new(u64::MAX)).collect());
+    let started = Instant::now();
+    let handles: Vec<_> = scripts
+        .into_iter()
+        .enumerate()
+        .map(|(t, ops)| {
+            let (models, progress) = (models.clone(), Arc::clone(&progress));
+            std::thread::spawn(move || {
+                let raw: Vec<(*mut llama_model, usize)> = models.iter().map(|&(m, v)| (m.0, v)).collect();
+                run(&raw, &ops, threads_of(t), &progress[t], epoch)
+            })
+        })
+        .collect();
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = epoch.elapsed().as_millis() as u64;
+        for (t, p) in progress.iter().enumerate() {
+            let since = p.load(Ordering::SeqCst);
+            assert!(since == u64::MAX || now.saturating_sub(since) <= STEP_LIMIT.as_millis() as u64, "{rels:?}: thread {t} has been in one step for over {STEP_LIMIT:?} (deadlock?)");
+        }
     }
-    for h in handles {
-        h.join().unwrap();
+    for (t, h) in handles.into_iter().enumerate() {
+        let hashes = h.join().expect("a script thread panicked");
+        assert_eq!(hashes.len(), serial[t].len());
+        if let Some(i) = (0..hashes.len()).find(|&i| hashes[i] != serial[t][i]) {
+            panic!("{rels:?}: thread {t}, decode {i}: logits differ from the serial run");
+        }
+    }
+    eprintln!("{rels:?}: {THREADS} threads × {n_ops} operations; serial {:.2} s, threaded {:.2} s", serial_time.as_secs_f64(), started.elapsed().as_secs_f64());
+    for (m, _) in models {
+        // SAFETY: every context on it is freed; freed once.
+        unsafe { llama_model_free(m.0) };
     }
 }
 
 #[test]
-fn threads_on_a_shared_dense_model_match_a_serial_run() {
-    check("tiny/tiny-qwen2-q4_k_m.gguf");
+fn eight_threads_on_one_dense_model_match_a_serial_run() {
+    check(&["tiny/tiny-qwen2-q4_k_m.gguf"], 60);
 }
 
 #[test]
-fn threads_on_a_shared_deepseek2_model_match_a_serial_run() {
-    check("deepseek2/tiny-deepseek3-q8_0.gguf");
+fn eight_threads_on_one_deepseek2_model_match_a_serial_run() {
+    check(&["deepseek2/tiny-deepseek3-q8_0.gguf"], 40);
+}
+
+#[test]
+fn two_models_with_different_rope_interleaved_on_the_same_threads() {
+    // qwen2: NEOX RoPE, base 1e6; llama: NORM RoPE, base 1e4; deepseek2-lite: YaRN-scaled.
+    check(&["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf"], 60);
 }
