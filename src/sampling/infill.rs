@@ -48,6 +48,9 @@ impl Sampler for Infill {
         c"infill"
     }
     fn apply(&mut self, cur: &mut Candidates<'_>) {
+        if cur.is_empty() {
+            return;
+        }
         let vocab = &self.model.vocab;
         softmax(cur, true);
         let (mut p_txt, mut p_eog) = (0.0f32, 0.0f32);

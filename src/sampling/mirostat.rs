@@ -38,6 +38,10 @@ impl Sampler for Mirostat {
         c"mirostat"
     }
     fn apply(&mut self, cur: &mut Candidates<'_>) {
+        if cur.is_empty() {
+            cur.selected = -1;
+            return;
+        }
         softmax(cur, true);
         // Estimate the Zipf exponent s_hat from the m most probable tokens.
         let (mut sum_ti_bi, mut sum_ti_sq) = (0.0f32, 0.0f32);
@@ -95,6 +99,10 @@ impl Sampler for MirostatV2 {
         c"mirostat-v2"
     }
     fn apply(&mut self, cur: &mut Candidates<'_>) {
+        if cur.is_empty() {
+            cur.selected = -1;
+            return;
+        }
         softmax(cur, true);
         // Drop the tokens more surprising than mu (keeping at least one).
         let keep = cur.data.iter().position(|t| -t.p.log2() > self.mu).unwrap_or(cur.len()).max(1);
@@ -113,5 +121,23 @@ impl Sampler for MirostatV2 {
     }
     fn seed(&self) -> Option<u32> {
         Some(self.seed_cur)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the api_sequence fuzzer (tests/data/regressions/api_sequence/): an empty
+    /// candidate array reached softmax's non-empty assertion. Both variants now select nothing.
+    #[test]
+    fn empty_candidates_select_nothing() {
+        let mut none: [crate::sampling::TokenData; 0] = [];
+        let mut cur = Candidates::new(&mut none);
+        MirostatV2::new(7, 5.0, 0.1).apply(&mut cur);
+        assert_eq!(cur.selected, -1);
+        let mut cur = Candidates::new(&mut none);
+        Mirostat::new(480, 7, 5.0, 0.1, 100).apply(&mut cur);
+        assert_eq!(cur.selected, -1);
     }
 }

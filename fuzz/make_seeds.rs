@@ -1,0 +1,196 @@
+//! Writes the seed corpus of the gguf_model fuzz target: the smallest models that load and
+//! run for each architecture path (llama; qwen2 with biases; deepseek2 V2-Lite style and V3
+//! style with q-LoRA, sigmoid gating, selection bias and expert groups) in several weight
+//! types, with the 480-token vocabulary of the tiny fixtures. Small seeds keep the fuzzer
+//! fast: every mutation lands near the metadata instead of deep inside megabytes of weights.
+//! usage: make_fuzz_seeds OUT_DIR
+
+use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
+use deepseek::quant::{quantize_row_ref, GgmlType};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+}
+
+struct Builder {
+    w: GgufWriter,
+    rng: Rng,
+    ty: GgmlType,
+    arch: &'static str,
+}
+
+impl Builder {
+    fn new(arch: &'static str, ty: GgmlType, tokenizer: &GgufFile) -> Builder {
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", GgufValue::Str(arch.into()));
+        for (k, v) in tokenizer.kvs().iter().filter(|(k, _)| k.starts_with("tokenizer.")) {
+            w.kv(k, v.clone());
+        }
+        Builder { w, rng: Rng(0x9e37_79b9_7f4a_7c15), ty, arch }
+    }
+
+    fn hp(&mut self, key: &str, v: usize) {
+        self.w.kv(&format!("{}.{key}", self.arch), GgufValue::U32(v as u32));
+    }
+
+    fn hp_f32(&mut self, key: &str, v: f32) {
+        self.w.kv(&format!("{}.{key}", self.arch), GgufValue::F32(v));
+    }
+
+    /// A weight of `dims` (GGUF order: columns first) in the builder's type where the row
+    /// length allows it, F32 otherwise.
+    fn weight(&mut self, name: &str, dims: &[usize]) {
+        let cols = dims[0];
+        let rows: usize = dims[1..].iter().product();
+        let ty = if cols % self.ty.block_len() == 0 { self.ty } else { GgmlType::F32 };
+        let rb = ty.row_bytes(cols).unwrap();
+        let mut data = vec![0u8; rb * rows];
+        let mut src = vec![0f32; cols];
+        for r in 0..rows {
+            src.iter_mut().for_each(|x| *x = self.rng.next() / (cols as f32).sqrt() * 3.0);
+            quantize_row_ref(ty, &src, &mut data[r * rb..(r + 1) * rb]);
+        }
+        self.w.tensor(name, dims, ty, data);
+    }
+
+    fn ones(&mut self, name: &str, n: usize) {
+        self.w.tensor(name, &[n], GgmlType::F32, vec![1.0f32; n].iter().flat_map(|x| x.to_le_bytes()).collect());
+    }
+}
+
+const V: usize = 480;
+
+fn dense(arch: &'static str, ty: GgmlType, e: usize, tok: &GgufFile) -> Vec<u8> {
+    let (heads, kv_heads, ff) = (2, 1, 2 * e);
+    let hd = e / heads;
+    let mut b = Builder::new(arch, ty, tok);
+    for (k, v) in [("block_count", 1), ("context_length", 256), ("embedding_length", e), ("feed_forward_length", ff), ("attention.head_count", heads), ("attention.head_count_kv", kv_heads), ("vocab_size", V)] {
+        b.hp(k, v);
+    }
+    b.hp_f32("attention.layer_norm_rms_epsilon", 1e-6);
+    b.hp_f32("rope.freq_base", 10000.0);
+    b.weight("token_embd.weight", &[e, V]);
+    b.ones("blk.0.attn_norm.weight", e);
+    b.weight("blk.0.attn_q.weight", &[e, e]);
+    b.weight("blk.0.attn_k.weight", &[e, hd * kv_heads]);
+    b.weight("blk.0.attn_v.weight", &[e, hd * kv_heads]);
+    if arch == "qwen2" {
+        b.ones("blk.0.attn_q.bias", e);
+        b.ones("blk.0.attn_k.bias", hd * kv_heads);
+        b.ones("blk.0.attn_v.bias", hd * kv_heads);
+    }
+    b.weight("blk.0.attn_output.weight", &[e, e]);
+    b.ones("blk.0.ffn_norm.weight", e);
+    b.weight("blk.0.ffn_gate.weight", &[e, ff]);
+    b.weight("blk.0.ffn_up.weight", &[e, ff]);
+    b.weight("blk.0.ffn_down.weight", &[ff, e]);
+    b.ones("output_norm.weight", e);
+    if arch == "llama" {
+        b.weight("output.weight", &[e, V]);
+    }
+    b.w.to_bytes()
+}
+
+fn deepseek2(v3: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
+    let (e, h, nope, rope, c, vh, q_lora, ff, ff_exp, experts) = (32, 2, 32, 16, 32, 32, 32, 64, 32, 4);
+    let mut b = Builder::new("deepseek2", ty, tok);
+    for (k, v) in [
+        ("block_count", 2),
+        ("context_length", 256),
+        ("embedding_length", e),
+        ("feed_forward_length", ff),
+        ("attention.head_count", h),
+        ("attention.head_count_kv", 1),
+        ("attention.key_length", c + rope),
+        ("attention.value_length", c),
+        ("attention.key_length_mla", nope + rope),
+        ("attention.value_length_mla", vh),
+        ("attention.q_lora_rank", if v3 { q_lora } else { 0 }),
+        ("attention.kv_lora_rank", c),
+        ("rope.dimension_count", rope),
+        ("leading_dense_block_count", 1),
+        ("expert_count", experts),
+        ("expert_used_count", 2),
+        ("expert_shared_count", 1),
+        ("expert_feed_forward_length", ff_exp),
+        ("expert_gating_func", if v3 { 2 } else { 1 }),
+        ("vocab_size", V),
+    ] {
+        b.hp(k, v);
+    }
+    if v3 {
+        b.hp("expert_group_count", 2);
+        b.hp("expert_group_used_count", 1);
+        b.w.kv("deepseek2.expert_weights_norm", GgufValue::Bool(true));
+    }
+    b.hp_f32("attention.layer_norm_rms_epsilon", 1e-6);
+    b.hp_f32("rope.freq_base", 10000.0);
+    b.hp_f32("expert_weights_scale", 2.5);
+    b.w.kv("deepseek2.rope.scaling.type", GgufValue::Str("yarn".into()));
+    b.hp_f32("rope.scaling.factor", 40.0);
+    b.hp("rope.scaling.original_context_length", 64);
+    b.hp_f32("rope.scaling.yarn_log_multiplier", 0.0707);
+    b.weight("token_embd.weight", &[e, V]);
+    for i in 0..2 {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        b.ones(&n("attn_norm.weight"), e);
+        if v3 {
+            b.weight(&n("attn_q_a.weight"), &[e, q_lora]);
+            b.ones(&n("attn_q_a_norm.weight"), q_lora);
+            b.weight(&n("attn_q_b.weight"), &[q_lora, h * (nope + rope)]);
+        } else {
+            b.weight(&n("attn_q.weight"), &[e, h * (nope + rope)]);
+        }
+        b.weight(&n("attn_kv_a_mqa.weight"), &[e, c + rope]);
+        b.ones(&n("attn_kv_a_norm.weight"), c);
+        b.weight(&n("attn_k_b.weight"), &[nope, c, h]);
+        b.weight(&n("attn_v_b.weight"), &[c, vh, h]);
+        b.weight(&n("attn_output.weight"), &[h * vh, e]);
+        b.ones(&n("ffn_norm.weight"), e);
+        if i == 0 {
+            b.weight(&n("ffn_gate.weight"), &[e, ff]);
+            b.weight(&n("ffn_up.weight"), &[e, ff]);
+            b.weight(&n("ffn_down.weight"), &[ff, e]);
+        } else {
+            b.weight(&n("ffn_gate_inp.weight"), &[e, experts]);
+            if v3 {
+                b.ones(&n("exp_probs_b.bias"), experts);
+            }
+            b.weight(&n("ffn_gate_exps.weight"), &[e, ff_exp, experts]);
+            b.weight(&n("ffn_up_exps.weight"), &[e, ff_exp, experts]);
+            b.weight(&n("ffn_down_exps.weight"), &[ff_exp, e, experts]);
+            b.weight(&n("ffn_gate_shexp.weight"), &[e, ff_exp]);
+            b.weight(&n("ffn_up_shexp.weight"), &[e, ff_exp]);
+            b.weight(&n("ffn_down_shexp.weight"), &[ff_exp, e]);
+        }
+    }
+    b.ones("output_norm.weight", e);
+    b.weight("output.weight", &[e, V]);
+    b.w.to_bytes()
+}
+
+fn main() {
+    let out = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: make_fuzz_seeds OUT_DIR"));
+    std::fs::create_dir_all(&out).unwrap();
+    let tok = GgufFile::open(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tiny/tiny-llama-q4_0.gguf")), true).unwrap();
+    let seeds = [
+        ("llama-f32", dense("llama", GgmlType::F32, 32, &tok)),
+        ("llama-q4_0", dense("llama", GgmlType::Q4_0, 32, &tok)),
+        ("qwen2-q8_0", dense("qwen2", GgmlType::Q8_0, 32, &tok)),
+        ("qwen2-f16", dense("qwen2", GgmlType::F16, 32, &tok)),
+        ("deepseek2-lite-q8_0", deepseek2(false, GgmlType::Q8_0, &tok)),
+        ("deepseek3-q4_1", deepseek2(true, GgmlType::Q4_1, &tok)),
+    ];
+    for (name, bytes) in seeds {
+        let file = GgufFile::from_slice(&bytes).unwrap();
+        deepseek::model::Model::from_file(file).unwrap_or_else(|e| panic!("seed {name} does not load: {e}"));
+        std::fs::write(out.join(name), &bytes).unwrap();
+        println!("{name}: {} bytes", bytes.len());
+    }
+}

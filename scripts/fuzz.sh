@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets (libFuzzer + AddressSanitizer, as `cargo fuzz build -O` does) and runs
+# each for SECONDS: first every committed regression input (tests/data/regressions/TARGET) and
+# the committed corpus once, then new inputs, with a 10 s hang limit. New corpus entries go to
+# target/fuzz-corpus (copy the ones that matter into fuzz/corpus). Fails on any crash, hang,
+# leak or sanitizer report.
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s, every target)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(gguf_model tokenizer chat_template api_sequence)
+triple=x86_64-unknown-linux-gnu
+# cargo-fuzz's flags; -Zsanitizer needs RUSTC_BOOTSTRAP on a stable toolchain.
+export RUSTC_BOOTSTRAP=1
+export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Zsanitizer=address -Cllvm-args=-sanitizer-coverage-stack-depth -Ccodegen-units=1"
+export ASAN_OPTIONS=detect_odr_violation=0
+cargo build --release --manifest-path fuzz/Cargo.toml --target "$triple" --bins
+bin=fuzz/target/$triple/release
+declare -A max_len=([gguf_model]=262144 [tokenizer]=65536 [chat_template]=16384 [api_sequence]=16384)
+for t in "${targets[@]}"; do
+  if [ -d "tests/data/regressions/$t" ]; then
+    if ! "$bin/$t" -runs=0 "tests/data/regressions/$t"/* > "target/fuzz-regressions-$t.log" 2>&1; then
+      cat "target/fuzz-regressions-$t.log" >&2
+      echo "fuzz target $t fails on a committed regression input" >&2
+      exit 1
+    fi
+    echo "== $t: $(ls tests/data/regressions/$t | wc -l) regression inputs pass"
+  fi
+  work=target/fuzz-corpus/$t
+  mkdir -p "$work" "target/fuzz-artifacts/$t"
+  seeds=()
+  [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")
+  echo "== $t: ${seconds} s"
+  "$bin/$t" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" -print_final_stats=1 2>&1 \
+    | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly" || true
+  if ls "target/fuzz-artifacts/$t"/* >/dev/null 2>&1; then
+    echo "fuzz target $t found a failure: $(ls target/fuzz-artifacts/$t)" >&2
+    exit 1
+  fi
+done
