@@ -5,6 +5,8 @@
 //! have been built first (`cargo build --release` and `cargo build --profile memcheck
 //! --no-default-features`, which the test command does).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -105,4 +107,27 @@ fn create_free_loop_under_memcheck() {
     run(&exe, &[model.to_str().unwrap(), "40"]);
     valgrind(&exe, &[model.to_str().unwrap(), "10"]);
     valgrind(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap(), "3"]);
+}
+
+#[test]
+fn malformed_generator_sample_under_memcheck() {
+    let original = std::fs::read(root().join("tests/data/tiny/tiny-qwen2-q4_0.gguf")).unwrap();
+    let dir = root().join("target/malformed-sample");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let step = common::malformed::variants(&original, |_, _| {}) / 50;
+    let (mut i, mut paths) = (0, Vec::new());
+    common::malformed::variants(&original, |_, bytes| {
+        if i % step == 0 {
+            let p = dir.join(format!("{i:04}.gguf"));
+            std::fs::write(&p, bytes).unwrap();
+            paths.push(p.to_str().unwrap().to_string());
+        }
+        i += 1;
+    });
+    assert!(paths.len() >= 50);
+    let exe = build("load_each");
+    let args: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
+    run(&exe, &args);
+    valgrind(&exe, &args);
 }

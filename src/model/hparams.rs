@@ -233,6 +233,9 @@ impl MlaParams {
         if n_group > 1 && n_expert / n_group < 2 {
             return Err("expert groups need at least 2 experts each (top-2 group scores)".into());
         }
+        if n_expert_used > n_group_used * (n_expert / n_group) {
+            return Err(format!("{n_expert_used} experts cannot be chosen from the {} experts of {n_group_used} selected groups", n_group_used * (n_expert / n_group)));
+        }
         let gating = match f.get_u32(&k("expert_gating_func")).unwrap_or(1) {
             0 | 1 => Gating::Softmax,
             2 => Gating::Sigmoid,

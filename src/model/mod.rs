@@ -87,12 +87,19 @@ impl Model {
         if vocab.n_tokens() != n_vocab {
             return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", vocab.n_tokens()));
         }
-        let hp = HParams::from_gguf(&file, n_vocab)?;
+        let mut hp = HParams::from_gguf(&file, n_vocab)?;
         let weights = Weights::from_file(&file, &hp)?;
         let mla_layers = match &hp.mla {
             Some(m) => deepseek2_weights::load_layers(&file, &hp, m)?,
             None => Vec::new(),
         };
+        // A q_lora_rank that no tensor uses (plain attn_q everywhere) must not size buffers:
+        // the file could claim any value.
+        if let Some(m) = hp.mla.as_mut() {
+            if mla_layers.iter().all(|l| matches!(l.q, deepseek2_weights::Query::Direct(_))) {
+                m.q_lora_rank = 0;
+            }
+        }
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::MODELS.add(1);

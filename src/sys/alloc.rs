@@ -4,16 +4,36 @@
 //! (the memcheck build), the system allocator serves instead and the jemalloc figures read 0.
 //! Also: fallible allocation for buffers sized by input.
 
+use std::alloc::Layout;
+
+use super::pages::ZeroIsValid;
+
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// A vector of `n` default values, or an error naming `what` when memory is short.
-pub fn try_zeroed<T: Clone + Default>(n: usize, what: &str) -> Result<Vec<T>, String> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| format!("cannot allocate {} bytes for {what}", n.saturating_mul(std::mem::size_of::<T>())))?;
-    v.resize(n, T::default());
-    Ok(v)
+/// A vector of `n` zeros, or an error naming `what` when memory is short. The memory comes
+/// zeroed from the allocator (fresh pages for large sizes), not written here, so a large
+/// request costs nothing until it is used.
+pub fn try_zeroed<T: ZeroIsValid>(n: usize, what: &str) -> Result<Vec<T>, String> {
+    let fail = || format!("cannot allocate {} bytes for {what}", n.saturating_mul(std::mem::size_of::<T>()));
+    let layout = Layout::array::<T>(n).map_err(|_| fail())?;
+    if layout.size() == 0 {
+        return Ok(vec![zero(); n]);
+    }
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
+    if p.is_null() {
+        return Err(fail());
+    }
+    // SAFETY: p was allocated by the global allocator with the layout of [T; n]; all n
+    // elements are zero bytes, a valid T (ZeroIsValid); length and capacity are n.
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
+fn zero<T: ZeroIsValid>() -> T {
+    // SAFETY: ZeroIsValid promises the all-zero pattern is a valid T.
+    unsafe { std::mem::zeroed() }
 }
 
 /// What jemalloc holds, in bytes: handed out to the program, resident in physical memory,

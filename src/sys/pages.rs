@@ -11,6 +11,10 @@ pub trait ZeroIsValid: Copy {}
 impl ZeroIsValid for u8 {}
 impl ZeroIsValid for u16 {}
 impl ZeroIsValid for f32 {}
+impl ZeroIsValid for i32 {}
+impl ZeroIsValid for u32 {}
+impl ZeroIsValid for usize {}
+impl<A: ZeroIsValid, B: ZeroIsValid> ZeroIsValid for (A, B) {}
 
 /// `len` elements of `T` in their own anonymous mapping.
 pub struct Pages<T: ZeroIsValid> {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod json;
+pub mod malformed;
 
 use std::ffi::CString;
 use std::path::PathBuf;

@@ -1,0 +1,110 @@
+//! Hostile model files: the structured generator (tests/common/malformed.rs) makes over 1,000
+//! variants of three models (a qwen2 fixture, a V2-Lite-style and a V3-style deepseek2 seed);
+//! each is parsed and built, decoded when it loads, and freed. A variant must end in a clean
+//! error or a model that decodes — never a panic, never a hang (watchdog: 10 s per variant).
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::malformed::variants;
+use deepseek::batch::BatchInput;
+use deepseek::context::{Context, ContextParams};
+use deepseek::gguf::GgufFile;
+use deepseek::model::Model;
+
+fn params() -> ContextParams {
+    ContextParams {
+        n_ctx: 64,
+        n_batch: 16,
+        n_ubatch: 8,
+        n_seq_max: 2,
+        n_threads: 1,
+        n_threads_batch: 1,
+        rope_scaling: None,
+        rope_freq_base: 0.0,
+        rope_freq_scale: 0.0,
+        yarn_ext_factor: -1.0,
+        yarn_attn_factor: -1.0,
+        yarn_beta_fast: -1.0,
+        yarn_beta_slow: -1.0,
+        yarn_orig_ctx: 0,
+        embeddings: false,
+        kv_unified: false,
+    }
+}
+
+/// What became of one variant.
+#[derive(Default, Debug)]
+struct Outcome {
+    rejected: usize,
+    loaded_and_decoded: usize,
+}
+
+fn try_variant(bytes: &[u8], outcome: &mut Outcome) {
+    let file = match GgufFile::from_slice(bytes) {
+        Ok(f) => f,
+        Err(reason) => {
+            assert!(!reason.is_empty());
+            outcome.rejected += 1;
+            return;
+        }
+    };
+    let model = match Model::from_file(file) {
+        Ok(m) => Arc::new(m),
+        Err(reason) => {
+            assert!(!reason.is_empty());
+            outcome.rejected += 1;
+            return;
+        }
+    };
+    let Ok(mut ctx) = Context::new(Arc::clone(&model), &params()) else {
+        outcome.rejected += 1;
+        return;
+    };
+    let n_vocab = model.hp.n_vocab as i32;
+    let tokens: Vec<i32> = (0..10).map(|i| (i * 7919) % n_vocab).collect();
+    let _ = ctx.decode(&BatchInput { tokens: &tokens, pos: None, seq_ids: None, logits: None }, None);
+    outcome.loaded_and_decoded += 1;
+}
+
+#[test]
+fn a_thousand_malformed_files_fail_cleanly() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let originals = ["tests/data/tiny/tiny-qwen2-q4_0.gguf", "fuzz/corpus/gguf_model/deepseek2-lite-q8_0", "fuzz/corpus/gguf_model/deepseek3-q4_1"];
+    let started_ms = Arc::new(AtomicU64::new(u64::MAX));
+    let current = Arc::new(std::sync::Mutex::new(String::new()));
+    let epoch = Instant::now();
+    let worker = {
+        let started_ms = Arc::clone(&started_ms);
+        let current = Arc::clone(&current);
+        std::thread::spawn(move || {
+            let mut total = 0;
+            for rel in originals {
+                let original = std::fs::read(root.join(rel)).unwrap();
+                let mut outcome = Outcome::default();
+                let n = variants(&original, |name, bytes| {
+                    *current.lock().unwrap() = format!("{rel}: {name}");
+                    started_ms.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
+                    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| try_variant(&bytes, &mut outcome)));
+                    assert!(caught.is_ok(), "{rel}: variant '{name}' panicked");
+                    started_ms.store(u64::MAX, Ordering::SeqCst);
+                });
+                eprintln!("{rel}: {n} variants: {outcome:?}");
+                assert!(outcome.rejected > n / 2, "{rel}: most variants should be rejected: {outcome:?}");
+                total += n;
+            }
+            total
+        })
+    };
+    while !worker.is_finished() {
+        std::thread::sleep(Duration::from_millis(100));
+        let since = started_ms.load(Ordering::SeqCst);
+        let now = epoch.elapsed().as_millis() as u64;
+        assert!(since == u64::MAX || now - since < 10_000, "variant '{}' has been running for over 10 s (hang)", current.lock().unwrap());
+    }
+    let total = worker.join().expect("a variant failed");
+    assert!(total >= 1000, "only {total} variants");
+}
