@@ -103,8 +103,9 @@ fn yarn_mscale(scale: f32, mscale: f32) -> f32 {
     }
 }
 
-fn pad(n: u32) -> u32 {
-    n.div_ceil(PAD) * PAD
+/// `n` rounded up to the cache's padding, or an error when that does not fit in a u32.
+fn pad(n: u32) -> Result<u32, String> {
+    n.checked_next_multiple_of(PAD).ok_or_else(|| format!("n_ctx = {n} is too large"))
 }
 
 impl Context {
@@ -125,11 +126,11 @@ impl Context {
         }
         let n_batch = n_ctx_req.min(p.n_batch);
         let n_ubatch = n_batch.min(if p.n_ubatch == 0 { p.n_batch } else { p.n_ubatch });
-        let mut n_ctx = pad(n_ctx_req);
+        let mut n_ctx = pad(n_ctx_req)?;
         let (n_ctx_seq, n_stream) = if p.kv_unified {
             (n_ctx, 1)
         } else {
-            let per = pad(n_ctx / p.n_seq_max);
+            let per = pad(n_ctx / p.n_seq_max)?;
             n_ctx = per.checked_mul(p.n_seq_max).ok_or("n_ctx overflows")?;
             (per, p.n_seq_max as usize)
         };
