@@ -24,6 +24,15 @@ typedef struct llama_chat_message llama_chat_message;
 typedef struct llama_model_quantize_params llama_model_quantize_params;
 /* llama_sampler_i refers to llama_sampler before its definition. */
 struct llama_sampler;
+/* Written by hand: a Rust enum cannot give two enumerators the same value. */
+enum llama_rope_scaling_type {
+  LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
+  LLAMA_ROPE_SCALING_TYPE_NONE = 0,
+  LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
+  LLAMA_ROPE_SCALING_TYPE_YARN = 2,
+  LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
+  LLAMA_ROPE_SCALING_TYPE_MAX_VALUE = LLAMA_ROPE_SCALING_TYPE_LONGROPE,
+};
 
 
 #define LLAMA_DEFAULT_SEED 4294967295
@@ -67,14 +76,6 @@ enum ggml_log_level {
 enum llama_context_type {
   LLAMA_CONTEXT_TYPE_DEFAULT = 0,
   LLAMA_CONTEXT_TYPE_MTP = 1,
-};
-
-enum llama_rope_scaling_type {
-  LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
-  LLAMA_ROPE_SCALING_TYPE_NONE = 0,
-  LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
-  LLAMA_ROPE_SCALING_TYPE_YARN = 2,
-  LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
 };
 
 enum llama_pooling_type {
@@ -157,13 +158,6 @@ enum llama_lazy_mode {
   LLAMA_LAZY_MODE_OFF = 0,
   LLAMA_LAZY_MODE_AUTO = 1,
   LLAMA_LAZY_MODE_ON = 2,
-};
-
-enum llama_model_kv_override_type {
-  LLAMA_KV_OVERRIDE_TYPE_INT,
-  LLAMA_KV_OVERRIDE_TYPE_FLOAT,
-  LLAMA_KV_OVERRIDE_TYPE_BOOL,
-  LLAMA_KV_OVERRIDE_TYPE_STR,
 };
 
 enum llama_rope_type {
@@ -289,6 +283,13 @@ enum llama_token_attr {
   LLAMA_TOKEN_ATTR_LSTRIP = (1 << 7),
   LLAMA_TOKEN_ATTR_RSTRIP = (1 << 8),
   LLAMA_TOKEN_ATTR_SINGLE_WORD = (1 << 9),
+};
+
+enum llama_model_kv_override_type {
+  LLAMA_KV_OVERRIDE_TYPE_INT,
+  LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+  LLAMA_KV_OVERRIDE_TYPE_BOOL,
+  LLAMA_KV_OVERRIDE_TYPE_STR,
 };
 
 struct ggml_backend_buffer_type;
@@ -494,19 +495,6 @@ struct llama_model_tensor_buft_override {
 };
 
 typedef bool (*llama_progress_callback)(float progress, void *user_data);
-
-union llama_model_kv_override_value {
-  int64_t val_i64;
-  double val_f64;
-  bool val_bool;
-  char val_str[128];
-};
-
-struct llama_model_kv_override {
-  enum llama_model_kv_override_type tag;
-  char key[128];
-  union llama_model_kv_override_value value;
-};
 
 struct llama_model_params {
   ggml_backend_dev_t *devices;
@@ -1683,6 +1671,21 @@ void llama_opt_epoch(struct llama_context *lctx,
 
 #endif  /* DEEPSEEK_H */
 
+/* cbindgen writes the trailer after the include guard's #endif: this part has its own guard. */
+#ifndef DEEPSEEK_H_TRAILER
+#define DEEPSEEK_H_TRAILER
+/* Written by hand: upstream's value union is anonymous (`ov.val_i64 = ...`), which cbindgen
+ * cannot express; same layout as the Rust llama_model_kv_override. */
+struct llama_model_kv_override {
+  enum llama_model_kv_override_type tag;
+  char key[128];
+  union {
+    int64_t val_i64;
+    double val_f64;
+    bool val_bool;
+    char val_str[128];
+  };
+};
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1693,3 +1696,4 @@ enum llama_token_attr llama_token_get_attr(const struct llama_vocab *vocab, llam
 #ifdef __cplusplus
 }
 #endif
+#endif /* DEEPSEEK_H_TRAILER */

@@ -66,6 +66,15 @@ fn abi_layout_and_defaults() {
     valgrind(&exe, &[]);
 }
 
+/// c_tests/abi_generated.c (scripts/gen-abi-test.py) holds upstream's value of every struct
+/// size, field offset, enum value and #define of llama.h as _Static_asserts: compiling it
+/// against our header is the test.
+#[test]
+fn abi_matches_upstream_header() {
+    let exe = build("abi_generated");
+    run(&exe, &[]);
+}
+
 #[test]
 fn malformed_gguf_files_are_rejected() {
     let exe = build("malformed");
