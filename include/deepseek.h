@@ -73,6 +73,11 @@ enum ggml_log_level {
   GGML_LOG_LEVEL_CONT = 5,
 };
 
+enum llama_process_type {
+  LLAMA_PROCESS_TYPE_ENCODE = 0,
+  LLAMA_PROCESS_TYPE_DECODE = 1,
+};
+
 enum llama_context_type {
   LLAMA_CONTEXT_TYPE_DEFAULT = 0,
   LLAMA_CONTEXT_TYPE_MTP = 1,
@@ -247,11 +252,6 @@ enum ggml_numa_strategy {
   GGML_NUMA_STRATEGY_COUNT = 5,
 };
 
-enum llama_process_type {
-  LLAMA_PROCESS_TYPE_ENCODE = 0,
-  LLAMA_PROCESS_TYPE_DECODE = 1,
-};
-
 /**
  * ggml-opt.h's optimizer types (llama_opt_params).
  */
@@ -324,7 +324,8 @@ struct gguf_context;
 struct llama_adapter_lora;
 
 /**
- * `struct llama_batch_ext` (never created: the extended batch API is not supported).
+ * `struct llama_batch_ext`: tokens with their sequences, positions and output flags, up to the
+ * context's n_batch. Owned by the caller between llama_batch_ext_init and llama_batch_ext_free.
  */
 struct llama_batch_ext;
 
@@ -682,6 +683,61 @@ struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_se
  * `batch` must come from llama_batch_init and not be freed before.
  */
 void llama_batch_free(struct llama_batch batch);
+
+/**
+ * A batch sized for `ctx` (n_batch tokens, n_seq_max sequences, its model's vocabulary).
+ */
+struct llama_batch_ext *llama_batch_ext_init(struct llama_context *ctx);
+
+/**
+ * # Safety
+ * `batch` must be NULL or come from llama_batch_ext_init and not be freed before.
+ */
+void llama_batch_ext_free(struct llama_batch_ext *batch);
+
+void llama_batch_ext_clear(struct llama_batch_ext *batch);
+
+/**
+ * Adds an entry without a token id: -1 when the batch is full, -3 for an invalid sequence id,
+ * else its index.
+ */
+int32_t llama_batch_ext_add(struct llama_batch_ext *batch, llama_seq_id seq_id);
+
+/**
+ * As llama_batch_ext_add with a token id; -2 (and nothing added) for an id outside the vocabulary.
+ */
+int32_t llama_batch_ext_add_token(struct llama_batch_ext *batch,
+                                  llama_seq_id seq_id,
+                                  llama_token id);
+
+/**
+ * Puts entry `idx` in sequence `seq_id` as well.
+ */
+bool llama_batch_ext_add_seq(struct llama_batch_ext *batch, int32_t idx, llama_seq_id seq_id);
+
+/**
+ * # Safety
+ * `pos` must be NULL or point to one position (a token entry has one).
+ */
+bool llama_batch_ext_set_pos(struct llama_batch_ext *batch, int32_t idx, const llama_pos *pos);
+
+/**
+ * Same as llama_batch_ext_set_output_logits (upstream: "for now, this is equivalent").
+ */
+bool llama_batch_ext_set_output_embd(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+bool llama_batch_ext_set_output_logits(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+/**
+ * DECODE runs the batch through llama_decode (same return values); ENCODE is not supported
+ * (no encoder models).
+ *
+ * # Safety
+ * `ctx` and `batch` must be live handles.
+ */
+int32_t llama_process(struct llama_context *ctx,
+                      enum llama_process_type type_,
+                      struct llama_batch_ext *batch);
 
 /**
  * Formats `n_msg` messages with template `tmpl` (a built-in name or a Jinja template recognized
@@ -1457,16 +1513,6 @@ int32_t llama_set_adapter_cvec(struct llama_context *ctx,
                                int32_t il_end);
 
 /**
- * No extended batch is ever created; freeing NULL is a no-op, anything else is logged.
- */
-void llama_batch_ext_free(struct llama_batch_ext *batch);
-
-/**
- * Not supported: the extended batch API. Logs one line.
- */
-void llama_batch_ext_clear(struct llama_batch_ext *batch);
-
-/**
  * Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
  * attaching one fails (false).
  */
@@ -1548,69 +1594,25 @@ uint64_t llama_adapter_get_alora_n_invocation_tokens(const struct llama_adapter_
 const llama_token *llama_adapter_get_alora_invocation_tokens(const struct llama_adapter_lora *adapter);
 
 /**
- * Not supported: the extended batch API (use llama_batch). Logs one line; returns NULL.
- */
-struct llama_batch_ext *llama_batch_ext_init(struct llama_context *ctx);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
- */
-int32_t llama_batch_ext_add(struct llama_batch_ext *batch, llama_seq_id seq_id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
- */
-int32_t llama_batch_ext_add_token(struct llama_batch_ext *batch,
-                                  llama_seq_id seq_id,
-                                  llama_token id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
+ * Not supported: embedding input (token input works). Logs one line; returns -1.
  */
 int32_t llama_batch_ext_add_embd(struct llama_batch_ext *batch,
                                  llama_seq_id seq_id,
                                  struct llama_embd embd);
 
 /**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_add_seq(struct llama_batch_ext *batch, int32_t idx, llama_seq_id seq_id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
+ * Not supported: embedding input (token input works). Logs one line; returns false.
  */
 bool llama_batch_ext_set_embd_token(struct llama_batch_ext *batch,
                                     int32_t idx,
                                     struct llama_embd embd);
 
 /**
- * Not supported: the extended batch API. Logs one line; returns false.
+ * Not supported: embedding input (token input works). Logs one line; returns false.
  */
 bool llama_batch_ext_set_embd_state(struct llama_batch_ext *batch,
                                     int32_t idx,
                                     struct llama_embd embd);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_output_embd(struct llama_batch_ext *batch, int32_t idx, bool value);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_output_logits(struct llama_batch_ext *batch, int32_t idx, bool value);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_pos(struct llama_batch_ext *batch, int32_t idx, const llama_pos *pos);
-
-/**
- * Not supported: the extended batch API (use llama_decode). Logs one line; returns -1.
- */
-int32_t llama_process(struct llama_context *ctx,
-                      enum llama_process_type type_,
-                      struct llama_batch_ext *batch);
 
 /**
  * Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.

@@ -83,6 +83,14 @@ fn malformed_gguf_files_are_rejected() {
 }
 
 #[test]
+fn extended_batch_api_decodes_like_llama_decode() {
+    let exe = build("batch_ext");
+    let model = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    run(&exe, &[model.to_str().unwrap()]);
+    valgrind(&exe, &[model.to_str().unwrap()]);
+}
+
+#[test]
 fn api_walkthrough() {
     let exe = build("walkthrough");
     let model = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");

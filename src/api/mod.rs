@@ -7,6 +7,7 @@ pub mod types;
 
 pub mod backend;
 pub mod batch;
+pub mod batch_ext;
 pub mod chat;
 pub mod context;
 pub mod memory;

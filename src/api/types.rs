@@ -553,8 +553,7 @@ pub struct llama_model_quantize_params {
 
 /// `struct llama_adapter_lora` (never created: adapters are not supported).
 pub struct llama_adapter_lora;
-/// `struct llama_batch_ext` (never created: the extended batch API is not supported).
-pub struct llama_batch_ext;
+pub use super::batch_ext::llama_batch_ext;
 
 #[repr(C)]
 pub struct llama_embd {

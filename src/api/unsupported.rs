@@ -1,7 +1,7 @@
 //! llama.h functions of features deepseek does not implement: LoRA/aLoRA adapters, control
-//! vectors, training (`llama_opt_*`), the extended batch API (`llama_batch_ext_*`,
-//! `llama_process`), backend-side sampling (`llama_set_sampler`, `llama_get_sampled_*`), model
-//! quantization, split files, building or saving models other than from one GGUF path.
+//! vectors, training (`llama_opt_*`), embedding input to the extended batch API
+//! (`llama_batch_ext_add_embd`, `_set_embd_*`; token input is in batch_ext.rs), backend-side
+//! sampling (`llama_set_sampler`, `llama_get_sampled_*`), model quantization, split files, building or saving models other than from one GGUF path.
 //! Each returns its documented failure value and logs one line naming the function; the few
 //! calls that ask for nothing (clearing adapters, freeing NULL) succeed silently.
 //! The README lists these functions; keep both in step.
@@ -64,20 +64,6 @@ pub extern "C" fn llama_set_adapter_cvec(ctx: *mut llama_context, data: *const f
         return 0;
     }
     unsupported("llama_set_adapter_cvec", "control vectors")
-}
-
-/// No extended batch is ever created; freeing NULL is a no-op, anything else is logged.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_free(batch: *mut llama_batch_ext) {
-    if !batch.is_null() {
-        unsupported::<()>("llama_batch_ext_free", "the extended batch API")
-    }
-}
-
-/// Not supported: the extended batch API. Logs one line.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_clear(batch: *mut llama_batch_ext) {
-    unsupported::<()>("llama_batch_ext_clear", "the extended batch API")
 }
 
 /// Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
@@ -162,70 +148,22 @@ pub extern "C" fn llama_adapter_get_alora_invocation_tokens(adapter: *const llam
     unsupported("llama_adapter_get_alora_invocation_tokens", "aLoRA adapters")
 }
 
-/// Not supported: the extended batch API (use llama_batch). Logs one line; returns NULL.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_init(ctx: *mut llama_context) -> *mut llama_batch_ext {
-    unsupported("llama_batch_ext_init", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add(batch: *mut llama_batch_ext, seq_id: llama_seq_id) -> i32 {
-    unsupported("llama_batch_ext_add", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add_token(batch: *mut llama_batch_ext, seq_id: llama_seq_id, id: llama_token) -> i32 {
-    unsupported("llama_batch_ext_add_token", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
+/// Not supported: embedding input (token input works). Logs one line; returns -1.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_add_embd(batch: *mut llama_batch_ext, seq_id: llama_seq_id, embd: llama_embd) -> i32 {
-    unsupported("llama_batch_ext_add_embd", "the extended batch API")
+    unsupported("llama_batch_ext_add_embd", "embedding input")
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add_seq(batch: *mut llama_batch_ext, idx: i32, seq_id: llama_seq_id) -> bool {
-    unsupported("llama_batch_ext_add_seq", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
+/// Not supported: embedding input (token input works). Logs one line; returns false.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_set_embd_token(batch: *mut llama_batch_ext, idx: i32, embd: llama_embd) -> bool {
-    unsupported("llama_batch_ext_set_embd_token", "the extended batch API")
+    unsupported("llama_batch_ext_set_embd_token", "embedding input")
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
+/// Not supported: embedding input (token input works). Logs one line; returns false.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_set_embd_state(batch: *mut llama_batch_ext, idx: i32, embd: llama_embd) -> bool {
-    unsupported("llama_batch_ext_set_embd_state", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_output_embd(batch: *mut llama_batch_ext, idx: i32, value: bool) -> bool {
-    unsupported("llama_batch_ext_set_output_embd", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_output_logits(batch: *mut llama_batch_ext, idx: i32, value: bool) -> bool {
-    unsupported("llama_batch_ext_set_output_logits", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_pos(batch: *mut llama_batch_ext, idx: i32, pos: *const llama_pos) -> bool {
-    unsupported("llama_batch_ext_set_pos", "the extended batch API")
-}
-
-/// Not supported: the extended batch API (use llama_decode). Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_process(ctx: *mut llama_context, type_: llama_process_type, batch: *mut llama_batch_ext) -> i32 {
-    unsupported("llama_process", "the extended batch API")
+    unsupported("llama_batch_ext_set_embd_state", "embedding input")
 }
 
 /// Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
