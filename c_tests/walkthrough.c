@@ -31,6 +31,12 @@ static bool on_progress(float p, void *ud) {
 
 static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; ++*(int *) ud; }
 
+/* A user-defined sampler with state and no clone function: cloning it fails inside the library
+ * (a Rust panic, unwound and caught at the C boundary), which works however the library is
+ * linked (shared, static, LD_PRELOAD). */
+static void apply_nothing(struct llama_sampler *smpl, llama_token_data_array *cur_p) { (void) smpl; (void) cur_p; }
+static struct llama_sampler_i no_clone_iface = {NULL, NULL, apply_nothing, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: walkthrough MODEL\n"); return 2; }
     int logged = 0;
@@ -157,6 +163,11 @@ int main(int argc, char **argv) {
     CHECK(llama_memory_seq_pos_max(llama_get_memory(c2), 0) == 255);
     llama_batch_free(big);
     llama_free(c2);
+
+    int state = 0, logged_before_clone = logged;
+    struct llama_sampler *custom = llama_sampler_init(&no_clone_iface, &state);
+    CHECK(custom != NULL && llama_sampler_clone(custom) == NULL && logged > logged_before_clone);
+    llama_sampler_free(custom);
 
     llama_batch_free(b);
     llama_free(c);

@@ -29,10 +29,21 @@ install -d "$DEST/lib/pkgconfig" "$DEST/lib/cmake/deepseek" "$DEST/include"
 install -m 755 "$OUT/libdeepseek.so" "$DEST/lib/libdeepseek.so.$VERSION"
 ln -sfn "libdeepseek.so.$VERSION" "$DEST/lib/libdeepseek.so.$ABI_MAJOR"
 ln -sfn "libdeepseek.so.$ABI_MAJOR" "$DEST/lib/libdeepseek.so"
-# Cargo builds the rlib in the same rustc run, so the archive's objects also carry LLVM bitcode
-# (.llvmbc) for Rust-side LTO. C linkers use the machine code, but binutils' LTO plugin (nm, ar,
-# ld) tries to read the bitcode with the system's LLVM and fails noisily; it is dropped here.
-objcopy --remove-section=.llvmbc --remove-section=.llvmcmd "$OUT/libdeepseek.a" "$DEST/lib/libdeepseek.a"
+# The archive from cargo is a bundle of Rust objects: the library, std, compiler_builtins. Its
+# global symbols include Rust's runtime (rust_eh_personality: another Rust static library in the
+# same program would clash) and compiler_builtins' weak libm functions (sqrt, fma, ... would
+# replace libm's for the whole program), and its objects carry LLVM bitcode (.llvmbc, for
+# Rust-side LTO) that binutils' LTO plugin tries and fails to read. The installed archive is
+# one relocatable object linked from all of them, with the bitcode dropped and every global
+# symbol but the C API made local.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ld -r --whole-archive "$OUT/libdeepseek.a" -o "$work/deepseek.o"
+objcopy --remove-section=.llvmbc --remove-section=.llvmcmd "$work/deepseek.o"
+nm -g --defined-only "$work/deepseek.o" | awk '$3 ~ /^(llama|ggml|ds)_/ { print $3 }' > "$work/api.txt"
+objcopy --keep-global-symbols="$work/api.txt" "$work/deepseek.o"
+rm -f "$DEST/lib/libdeepseek.a"
+ar rcs "$DEST/lib/libdeepseek.a" "$work/deepseek.o"
 chmod 644 "$DEST/lib/libdeepseek.a"
 install -m 644 include/llama.h include/deepseek.h "$DEST/include/"
 
