@@ -164,6 +164,11 @@ int main(int argc, char **argv) {
     llama_batch_free(big);
     llama_free(c2);
 
+    /* Perf times are on ggml_time_us's clock, so callers can compute totals as upstream's do. */
+    struct llama_perf_context_data perf = llama_perf_context(c);
+    double now_ms = 1e-3 * (double) ggml_time_us();
+    CHECK(perf.t_start_ms <= now_ms && now_ms - perf.t_start_ms < 600000.0);
+
     int state = 0, logged_before_clone = logged;
     struct llama_sampler *custom = llama_sampler_init(&no_clone_iface, &state);
     CHECK(custom != NULL && llama_sampler_clone(custom) == NULL && logged > logged_before_clone);
