@@ -164,6 +164,19 @@ int main(int argc, char **argv) {
     llama_batch_free(big);
     llama_free(c2);
 
+    /* No backend sampler can be attached; the sampled-result queries answer "nothing sampled"
+     * as upstream does without one, silently (upstream's common library asks every token). */
+    int logged_before_sampled = logged;
+    CHECK(llama_set_sampler(c, 0, NULL));
+    CHECK(llama_get_sampled_token_ith(c, -1) == LLAMA_TOKEN_NULL && llama_get_sampled_probs_ith(c, -1) == NULL);
+    CHECK(llama_get_sampled_logits_ith(c, -1) == NULL && llama_get_sampled_candidates_ith(c, -1) == NULL);
+    CHECK(llama_get_sampled_probs_count_ith(c, -1) == 0 && llama_get_sampled_candidates_count_ith(c, -1) == 0);
+    CHECK(llama_get_sampled_logits_count_ith(c, -1) == (uint32_t) n_vocab);
+    CHECK(logged == logged_before_sampled);
+    struct llama_sampler *greedy = llama_sampler_init_greedy();
+    CHECK(!llama_set_sampler(c, 0, greedy) && logged == logged_before_sampled + 1);
+    llama_sampler_free(greedy);
+
     /* Perf times are on ggml_time_us's clock, so callers can compute totals as upstream's do. */
     struct llama_perf_context_data perf = llama_perf_context(c);
     double now_ms = 1e-3 * (double) ggml_time_us();

@@ -40,7 +40,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ld -r --whole-archive "$OUT/libdeepseek.a" -o "$work/deepseek.o"
 objcopy --remove-section=.llvmbc --remove-section=.llvmcmd "$work/deepseek.o"
-nm -g --defined-only "$work/deepseek.o" | awk '$3 ~ /^(llama|ggml|ds)_/ { print $3 }' > "$work/api.txt"
+nm -g --defined-only "$work/deepseek.o" | awk '$3 ~ /^(llama|ggml|ds)_/ || $3 ~ /^_Z[0-9]+llama_/ { print $3 }' > "$work/api.txt"
 objcopy --keep-global-symbols="$work/api.txt" "$work/deepseek.o"
 rm -f "$DEST/lib/libdeepseek.a"
 ar rcs "$DEST/lib/libdeepseek.a" "$work/deepseek.o"

@@ -210,11 +210,13 @@ fn upstream_functions() -> Vec<String> {
     names
 }
 
-/// A stand-in `libllama.so` whose every llama.h function says it was called and returns 0
-/// (NULL, false), built from the pinned header's function list.
+/// A stand-in `libllama.so` whose every llama.h function (and the ggml helpers that programs
+/// reach through llama.h's includes, which upstream's libllama brings in with libggml) says it
+/// was called and returns 0 (NULL, false), built from the pinned header's function list.
 fn stand_in_libllama(dir: &Path) -> PathBuf {
     let mut c = String::from("/* stand-in libllama.so: every function of llama.h fails */\n#include <stdio.h>\n");
-    for f in upstream_functions() {
+    let ggml_helpers = ["ggml_time_us", "ggml_time_init", "ggml_backend_load_all"].map(String::from);
+    for f in upstream_functions().into_iter().chain(ggml_helpers) {
         c += &format!("long {f}(void) {{ fputs(\"stand-in libllama: {f}\\n\", stderr); return 0; }}\n");
     }
     std::fs::write(dir.join("libllama.c"), c).unwrap();

@@ -19,3 +19,4 @@ pub mod sampling;
 pub mod vocab;
 pub mod misc;
 pub mod unsupported;
+pub mod ext;

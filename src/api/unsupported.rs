@@ -1,7 +1,8 @@
 //! llama.h functions of features deepseek does not implement: LoRA/aLoRA adapters, control
 //! vectors, training (`llama_opt_*`), embedding input to the extended batch API
 //! (`llama_batch_ext_add_embd`, `_set_embd_*`; token input is in batch_ext.rs), backend-side
-//! sampling (`llama_set_sampler`, `llama_get_sampled_*`), model quantization, split files, building or saving models other than from one GGUF path.
+//! sampling (`llama_set_sampler`; the `llama_get_sampled_*` queries answer "nothing sampled"),
+//! model quantization, split files, building or saving models other than from one GGUF path.
 //! Each returns its documented failure value and logs one line naming the function; the few
 //! calls that ask for nothing (clearing adapters, freeing NULL) succeed silently.
 //! The README lists these functions; keep both in step.
@@ -166,46 +167,53 @@ pub extern "C" fn llama_batch_ext_set_embd_state(batch: *mut llama_batch_ext, id
     unsupported("llama_batch_ext_set_embd_state", "embedding input")
 }
 
-/// Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
+/// Backend-sampled results: a backend sampler can never be attached (llama_set_sampler above),
+/// so these answer as upstream does for a context without one — nothing sampled — and silently:
+/// upstream's common library asks on every token before sampling on the CPU.
+fn nothing_sampled<R>(name: &str, ctx: *mut llama_context, value: impl FnOnce(&llama_context) -> R) -> R
+where
+    R: Fallback,
+{
+    guard(name, || {
+        // SAFETY: a live context handle (NULL is caught).
+        Ok(value(unsafe { super::boundary::as_ref(ctx, "ctx") }?))
+    })
+}
+
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_token_ith(ctx: *mut llama_context, i: i32) -> llama_token {
-    unsupported("llama_get_sampled_token_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_token_ith", ctx, |_| LLAMA_TOKEN_NULL)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_probs_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
-    unsupported("llama_get_sampled_probs_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_probs_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_probs_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_probs_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_probs_count_ith", ctx, |_| 0)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_logits_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
-    unsupported("llama_get_sampled_logits_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_logits_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
+/// Without backend-sampled logits upstream reports the full vocabulary (the plain logits row).
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_logits_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_logits_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_logits_count_ith", ctx, |c| c.ctx.model.vocab.n_tokens() as u32)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_candidates_ith(ctx: *mut llama_context, i: i32) -> *mut llama_token {
-    unsupported("llama_get_sampled_candidates_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_candidates_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_candidates_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_candidates_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_candidates_count_ith", ctx, |_| 0)
 }
 
 /// Not supported: training. Logs one line.
