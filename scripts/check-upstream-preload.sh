@@ -4,7 +4,8 @@
 # (llama-cpp-python 0.3.36's sdist, vendor/llama.cpp), runs each on Qwen2.5-Coder-0.5B plainly
 # (upstream's libllama) and with LD_PRELOAD=libdeepseek.so, and checks
 #  - LD_DEBUG=bindings: every llama_* symbol that the program and upstream's libllama-common bind
-#    resolves to libdeepseek.so;
+#    (llama.h's, and the C++ staging API of llama-ext.h that libllama-common uses) resolves to
+#    libdeepseek.so;
 #  - the answers: for each prompt of tests/data/generate/ (llama.cpp's greedy steps with their
 #    top-5 logits), both runs generate exactly the reference's decisive prefix (the steps before
 #    the first top-1 margin < 1.0; beyond it equally faithful engines may part ways), so their
@@ -84,8 +85,13 @@ for program in simple completion; do
   first=${CASES[0]}
   LD_DEBUG=bindings LD_DEBUG_OUTPUT=$WORK/$program.bindings LD_PRELOAD=$OURS $program "${first%$'\t'*}" 1 >/dev/null 2>&1
   log=$(cat "$WORK/$program.bindings".* && rm -f "$WORK/$program.bindings".*)
-  llama_total=$(grep -c "normal symbol \`llama_" <<<"$log" || true)
-  llama_elsewhere=$(grep "normal symbol \`llama_" <<<"$log" | grep -v " to [^ ]*libdeepseek\.so " || true)
+  # calls of upstream libllama's API (llama.h's C names and the C++ names of its staging API,
+  # llama-ext.h) from the program and its libraries; upstream's libllama itself (still loaded,
+  # unused) binding its own internal symbols is not a call of the program
+  api=$(nm -D --defined-only "$BIN/libllama.so" | awk '$3 ~ /^(_Z[0-9]+)?llama_/ { print "`" $3 "'"'"'" }')
+  calls=$(grep "normal symbol" <<<"$log" | grep -v "binding file [^ ]*/libllama\.so[.0-9]* " | grep -F -f <(echo "$api") || true)
+  llama_total=$(grep -c . <<<"$calls" || true)
+  llama_elsewhere=$(grep -v " to [^ ]*libdeepseek\.so " <<<"$calls" || true)
   ggml_ours=$(grep "normal symbol \`ggml_" <<<"$log" | grep " to [^ ]*libdeepseek\.so " | sed 's/.*`\(.*\)'"'"'.*/\1/' | sort -u | tr '\n' ' ')
   ggml_theirs=$(grep "normal symbol \`ggml_" <<<"$log" | grep -vc " to [^ ]*libdeepseek\.so " || true)
   if [ "$llama_total" -gt 0 ] && [ -z "$llama_elsewhere" ]; then
