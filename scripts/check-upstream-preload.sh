@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Upstream llama.cpp b11312's own programs on libdeepseek through LD_PRELOAD. Not in CI: it
-# builds llama.cpp (minutes). Builds llama-simple and llama-completion from the pinned source
+# builds llama.cpp (minutes). Builds llama-simple, llama-completion and llama-simple-chat from the pinned source
 # (llama-cpp-python 0.3.36's sdist, vendor/llama.cpp), runs each on Qwen2.5-Coder-0.5B plainly
 # (upstream's libllama) and with LD_PRELOAD=libdeepseek.so, and checks
 #  - LD_DEBUG=bindings: every llama_* symbol that the program and upstream's libllama-common bind
@@ -38,10 +38,10 @@ if [ -z "$SRC" ]; then
 fi
 cmp -s "$SRC/include/llama.h" tests/data/llama-b11312.h || { echo "$SRC is not llama.cpp b11312 (llama.h differs)" >&2; exit 1; }
 BUILD=${UPSTREAM_BUILD:-$WORK/build}
-if [ ! -x "$BUILD/bin/llama-simple" ] || [ ! -x "$BUILD/bin/llama-completion" ]; then
+if [ ! -x "$BUILD/bin/llama-simple" ] || [ ! -x "$BUILD/bin/llama-completion" ] || [ ! -x "$BUILD/bin/llama-simple-chat" ]; then
   cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF > "$WORK/cmake.log"
-  cmake --build "$BUILD" -j "${JOBS:-2}" --target llama-simple llama-completion > "$WORK/build.log"
+  cmake --build "$BUILD" -j "${JOBS:-2}" --target llama-simple llama-completion llama-simple-chat > "$WORK/build.log"
 fi
 BIN=$BUILD/bin
 
@@ -102,6 +102,18 @@ for program in simple completion; do
     failures=$((failures + 1))
   fi
 done
+# llama-simple-chat (if built): one question through the model's chat template, same answer
+if [ -x "$BIN/llama-simple-chat" ]; then
+  question="What is 2+3? Answer with the number only."
+  theirs=$(printf '%s\n' "$question" | "$BIN/llama-simple-chat" -m "$MODEL" -c 512 2>/dev/null) || true
+  ours=$(printf '%s\n' "$question" | LD_PRELOAD=$OURS "$BIN/llama-simple-chat" -m "$MODEL" -c 512 2>/dev/null) || true
+  if [ -n "$ours" ] && [ "$theirs" == "$ours" ] && grep -q 5 <<<"$ours"; then
+    echo "ok   llama-simple-chat: same answer $(printf '%q' "$ours")"
+  else
+    echo "FAIL llama-simple-chat: upstream $(printf '%q' "$theirs") / LD_PRELOAD $(printf '%q' "$ours")"
+    failures=$((failures + 1))
+  fi
+fi
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1
