@@ -1614,39 +1614,21 @@ bool llama_batch_ext_set_embd_state(struct llama_batch_ext *batch,
                                     int32_t idx,
                                     struct llama_embd embd);
 
-/**
- * Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
- */
 llama_token llama_get_sampled_token_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 float *llama_get_sampled_probs_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns 0.
- */
 uint32_t llama_get_sampled_probs_count_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 float *llama_get_sampled_logits_ith(struct llama_context *ctx, int32_t i);
 
 /**
- * Not supported: backend sampling. Logs one line; returns 0.
+ * Without backend-sampled logits upstream reports the full vocabulary (the plain logits row).
  */
 uint32_t llama_get_sampled_logits_count_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 llama_token *llama_get_sampled_candidates_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns 0.
- */
 uint32_t llama_get_sampled_candidates_count_ith(struct llama_context *ctx, int32_t i);
 
 /**
