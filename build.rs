@@ -20,6 +20,13 @@ fn main() {
     link_args();
 }
 
+/// The C++ names of upstream's staging API that src/api/ext.rs exports (its `export_name`s).
+fn cxx_export_names() -> Vec<String> {
+    let path = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("src/api/ext.rs");
+    let src = std::fs::read_to_string(&path).expect("src/api/ext.rs");
+    src.lines().filter_map(|l| l.trim().strip_prefix("#[export_name = \"")?.strip_suffix("\"]").map(str::to_string)).collect()
+}
+
 /// Shared-library identity on Linux: SONAME libdeepseek.so.0 (the ABI major version) and a
 /// version script that makes only the llama_*, ggml_* and ds_* API global. rustc adds its own
 /// list of exported (#[no_mangle]) symbols, so `tests/library_files.rs` checks the result.
@@ -28,7 +35,8 @@ fn link_args() {
         return;
     }
     let map = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("libdeepseek.map");
-    std::fs::write(&map, "{\n  global: llama_*; ggml_*; ds_*;\n  local: *;\n};\n").expect("write version script");
+    let cxx: String = cxx_export_names().iter().map(|n| format!(" {n};")).collect();
+    std::fs::write(&map, format!("{{\n  global: llama_*; ggml_*; ds_*;{cxx}\n  local: *;\n}};\n")).expect("write version script");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libdeepseek.so.0");
     println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={}", map.display());
 }

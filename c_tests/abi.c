@@ -105,6 +105,15 @@ int main(void) {
     struct llama_sampler_chain_params sp = llama_sampler_chain_default_params();
     CHECK(sp.no_perf);
 
+    /* Upstream's value union is anonymous: callers write ov.val_i64, not ov.value.val_i64. */
+    struct llama_model_kv_override ov;
+    memset(&ov, 0, sizeof ov);
+    ov.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+    ov.val_i64 = 42;
+    CHECK(ov.val_i64 == 42 && ov.val_bool && ov.val_str[0] == 42);
+    ov.val_f64 = 0.5;
+    CHECK(ov.val_f64 == 0.5);
+
     if (failures) return 1;
     printf("abi: ok\n");
     return 0;

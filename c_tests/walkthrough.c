@@ -31,6 +31,12 @@ static bool on_progress(float p, void *ud) {
 
 static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; ++*(int *) ud; }
 
+/* A user-defined sampler with state and no clone function: cloning it fails inside the library
+ * (a Rust panic, unwound and caught at the C boundary), which works however the library is
+ * linked (shared, static, LD_PRELOAD). */
+static void apply_nothing(struct llama_sampler *smpl, llama_token_data_array *cur_p) { (void) smpl; (void) cur_p; }
+static struct llama_sampler_i no_clone_iface = {NULL, NULL, apply_nothing, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: walkthrough MODEL\n"); return 2; }
     int logged = 0;
@@ -157,6 +163,29 @@ int main(int argc, char **argv) {
     CHECK(llama_memory_seq_pos_max(llama_get_memory(c2), 0) == 255);
     llama_batch_free(big);
     llama_free(c2);
+
+    /* No backend sampler can be attached; the sampled-result queries answer "nothing sampled"
+     * as upstream does without one, silently (upstream's common library asks every token). */
+    int logged_before_sampled = logged;
+    CHECK(llama_set_sampler(c, 0, NULL));
+    CHECK(llama_get_sampled_token_ith(c, -1) == LLAMA_TOKEN_NULL && llama_get_sampled_probs_ith(c, -1) == NULL);
+    CHECK(llama_get_sampled_logits_ith(c, -1) == NULL && llama_get_sampled_candidates_ith(c, -1) == NULL);
+    CHECK(llama_get_sampled_probs_count_ith(c, -1) == 0 && llama_get_sampled_candidates_count_ith(c, -1) == 0);
+    CHECK(llama_get_sampled_logits_count_ith(c, -1) == (uint32_t) n_vocab);
+    CHECK(logged == logged_before_sampled);
+    struct llama_sampler *greedy = llama_sampler_init_greedy();
+    CHECK(!llama_set_sampler(c, 0, greedy) && logged == logged_before_sampled + 1);
+    llama_sampler_free(greedy);
+
+    /* Perf times are on ggml_time_us's clock, so callers can compute totals as upstream's do. */
+    struct llama_perf_context_data perf = llama_perf_context(c);
+    double now_ms = 1e-3 * (double) ggml_time_us();
+    CHECK(perf.t_start_ms <= now_ms && now_ms - perf.t_start_ms < 600000.0);
+
+    int state = 0, logged_before_clone = logged;
+    struct llama_sampler *custom = llama_sampler_init(&no_clone_iface, &state);
+    CHECK(custom != NULL && llama_sampler_clone(custom) == NULL && logged > logged_before_clone);
+    llama_sampler_free(custom);
 
     llama_batch_free(b);
     llama_free(c);

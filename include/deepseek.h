@@ -24,6 +24,15 @@ typedef struct llama_chat_message llama_chat_message;
 typedef struct llama_model_quantize_params llama_model_quantize_params;
 /* llama_sampler_i refers to llama_sampler before its definition. */
 struct llama_sampler;
+/* Written by hand: a Rust enum cannot give two enumerators the same value. */
+enum llama_rope_scaling_type {
+  LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
+  LLAMA_ROPE_SCALING_TYPE_NONE = 0,
+  LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
+  LLAMA_ROPE_SCALING_TYPE_YARN = 2,
+  LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
+  LLAMA_ROPE_SCALING_TYPE_MAX_VALUE = LLAMA_ROPE_SCALING_TYPE_LONGROPE,
+};
 
 
 #define LLAMA_DEFAULT_SEED 4294967295
@@ -64,17 +73,14 @@ enum ggml_log_level {
   GGML_LOG_LEVEL_CONT = 5,
 };
 
+enum llama_process_type {
+  LLAMA_PROCESS_TYPE_ENCODE = 0,
+  LLAMA_PROCESS_TYPE_DECODE = 1,
+};
+
 enum llama_context_type {
   LLAMA_CONTEXT_TYPE_DEFAULT = 0,
   LLAMA_CONTEXT_TYPE_MTP = 1,
-};
-
-enum llama_rope_scaling_type {
-  LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED = -1,
-  LLAMA_ROPE_SCALING_TYPE_NONE = 0,
-  LLAMA_ROPE_SCALING_TYPE_LINEAR = 1,
-  LLAMA_ROPE_SCALING_TYPE_YARN = 2,
-  LLAMA_ROPE_SCALING_TYPE_LONGROPE = 3,
 };
 
 enum llama_pooling_type {
@@ -157,13 +163,6 @@ enum llama_lazy_mode {
   LLAMA_LAZY_MODE_OFF = 0,
   LLAMA_LAZY_MODE_AUTO = 1,
   LLAMA_LAZY_MODE_ON = 2,
-};
-
-enum llama_model_kv_override_type {
-  LLAMA_KV_OVERRIDE_TYPE_INT,
-  LLAMA_KV_OVERRIDE_TYPE_FLOAT,
-  LLAMA_KV_OVERRIDE_TYPE_BOOL,
-  LLAMA_KV_OVERRIDE_TYPE_STR,
 };
 
 enum llama_rope_type {
@@ -253,11 +252,6 @@ enum ggml_numa_strategy {
   GGML_NUMA_STRATEGY_COUNT = 5,
 };
 
-enum llama_process_type {
-  LLAMA_PROCESS_TYPE_ENCODE = 0,
-  LLAMA_PROCESS_TYPE_DECODE = 1,
-};
-
 /**
  * ggml-opt.h's optimizer types (llama_opt_params).
  */
@@ -289,6 +283,13 @@ enum llama_token_attr {
   LLAMA_TOKEN_ATTR_LSTRIP = (1 << 7),
   LLAMA_TOKEN_ATTR_RSTRIP = (1 << 8),
   LLAMA_TOKEN_ATTR_SINGLE_WORD = (1 << 9),
+};
+
+enum llama_model_kv_override_type {
+  LLAMA_KV_OVERRIDE_TYPE_INT,
+  LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+  LLAMA_KV_OVERRIDE_TYPE_BOOL,
+  LLAMA_KV_OVERRIDE_TYPE_STR,
 };
 
 struct ggml_backend_buffer_type;
@@ -323,7 +324,8 @@ struct gguf_context;
 struct llama_adapter_lora;
 
 /**
- * `struct llama_batch_ext` (never created: the extended batch API is not supported).
+ * `struct llama_batch_ext`: tokens with their sequences, positions and output flags, up to the
+ * context's n_batch. Owned by the caller between llama_batch_ext_init and llama_batch_ext_free.
  */
 struct llama_batch_ext;
 
@@ -494,19 +496,6 @@ struct llama_model_tensor_buft_override {
 };
 
 typedef bool (*llama_progress_callback)(float progress, void *user_data);
-
-union llama_model_kv_override_value {
-  int64_t val_i64;
-  double val_f64;
-  bool val_bool;
-  char val_str[128];
-};
-
-struct llama_model_kv_override {
-  enum llama_model_kv_override_type tag;
-  char key[128];
-  union llama_model_kv_override_value value;
-};
 
 struct llama_model_params {
   ggml_backend_dev_t *devices;
@@ -787,6 +776,61 @@ struct llama_batch llama_batch_init(int32_t n_tokens, int32_t embd, int32_t n_se
  * `batch` must come from llama_batch_init and not be freed before.
  */
 void llama_batch_free(struct llama_batch batch);
+
+/**
+ * A batch sized for `ctx` (n_batch tokens, n_seq_max sequences, its model's vocabulary).
+ */
+struct llama_batch_ext *llama_batch_ext_init(struct llama_context *ctx);
+
+/**
+ * # Safety
+ * `batch` must be NULL or come from llama_batch_ext_init and not be freed before.
+ */
+void llama_batch_ext_free(struct llama_batch_ext *batch);
+
+void llama_batch_ext_clear(struct llama_batch_ext *batch);
+
+/**
+ * Adds an entry without a token id: -1 when the batch is full, -3 for an invalid sequence id,
+ * else its index.
+ */
+int32_t llama_batch_ext_add(struct llama_batch_ext *batch, llama_seq_id seq_id);
+
+/**
+ * As llama_batch_ext_add with a token id; -2 (and nothing added) for an id outside the vocabulary.
+ */
+int32_t llama_batch_ext_add_token(struct llama_batch_ext *batch,
+                                  llama_seq_id seq_id,
+                                  llama_token id);
+
+/**
+ * Puts entry `idx` in sequence `seq_id` as well.
+ */
+bool llama_batch_ext_add_seq(struct llama_batch_ext *batch, int32_t idx, llama_seq_id seq_id);
+
+/**
+ * # Safety
+ * `pos` must be NULL or point to one position (a token entry has one).
+ */
+bool llama_batch_ext_set_pos(struct llama_batch_ext *batch, int32_t idx, const llama_pos *pos);
+
+/**
+ * Same as llama_batch_ext_set_output_logits (upstream: "for now, this is equivalent").
+ */
+bool llama_batch_ext_set_output_embd(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+bool llama_batch_ext_set_output_logits(struct llama_batch_ext *batch, int32_t idx, bool value);
+
+/**
+ * DECODE runs the batch through llama_decode (same return values); ENCODE is not supported
+ * (no encoder models).
+ *
+ * # Safety
+ * `ctx` and `batch` must be live handles.
+ */
+int32_t llama_process(struct llama_context *ctx,
+                      enum llama_process_type type_,
+                      struct llama_batch_ext *batch);
 
 /**
  * Formats `n_msg` messages with template `tmpl` (a built-in name or a Jinja template recognized
@@ -1585,16 +1629,6 @@ int32_t llama_set_adapter_cvec(struct llama_context *ctx,
                                int32_t il_end);
 
 /**
- * No extended batch is ever created; freeing NULL is a no-op, anything else is logged.
- */
-void llama_batch_ext_free(struct llama_batch_ext *batch);
-
-/**
- * Not supported: the extended batch API. Logs one line.
- */
-void llama_batch_ext_clear(struct llama_batch_ext *batch);
-
-/**
  * Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
  * attaching one fails (false).
  */
@@ -1676,103 +1710,41 @@ uint64_t llama_adapter_get_alora_n_invocation_tokens(const struct llama_adapter_
 const llama_token *llama_adapter_get_alora_invocation_tokens(const struct llama_adapter_lora *adapter);
 
 /**
- * Not supported: the extended batch API (use llama_batch). Logs one line; returns NULL.
- */
-struct llama_batch_ext *llama_batch_ext_init(struct llama_context *ctx);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
- */
-int32_t llama_batch_ext_add(struct llama_batch_ext *batch, llama_seq_id seq_id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
- */
-int32_t llama_batch_ext_add_token(struct llama_batch_ext *batch,
-                                  llama_seq_id seq_id,
-                                  llama_token id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns -1.
+ * Not supported: embedding input (token input works). Logs one line; returns -1.
  */
 int32_t llama_batch_ext_add_embd(struct llama_batch_ext *batch,
                                  llama_seq_id seq_id,
                                  struct llama_embd embd);
 
 /**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_add_seq(struct llama_batch_ext *batch, int32_t idx, llama_seq_id seq_id);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
+ * Not supported: embedding input (token input works). Logs one line; returns false.
  */
 bool llama_batch_ext_set_embd_token(struct llama_batch_ext *batch,
                                     int32_t idx,
                                     struct llama_embd embd);
 
 /**
- * Not supported: the extended batch API. Logs one line; returns false.
+ * Not supported: embedding input (token input works). Logs one line; returns false.
  */
 bool llama_batch_ext_set_embd_state(struct llama_batch_ext *batch,
                                     int32_t idx,
                                     struct llama_embd embd);
 
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_output_embd(struct llama_batch_ext *batch, int32_t idx, bool value);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_output_logits(struct llama_batch_ext *batch, int32_t idx, bool value);
-
-/**
- * Not supported: the extended batch API. Logs one line; returns false.
- */
-bool llama_batch_ext_set_pos(struct llama_batch_ext *batch, int32_t idx, const llama_pos *pos);
-
-/**
- * Not supported: the extended batch API (use llama_decode). Logs one line; returns -1.
- */
-int32_t llama_process(struct llama_context *ctx,
-                      enum llama_process_type type_,
-                      struct llama_batch_ext *batch);
-
-/**
- * Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
- */
 llama_token llama_get_sampled_token_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 float *llama_get_sampled_probs_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns 0.
- */
 uint32_t llama_get_sampled_probs_count_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 float *llama_get_sampled_logits_ith(struct llama_context *ctx, int32_t i);
 
 /**
- * Not supported: backend sampling. Logs one line; returns 0.
+ * Without backend-sampled logits upstream reports the full vocabulary (the plain logits row).
  */
 uint32_t llama_get_sampled_logits_count_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns NULL.
- */
 llama_token *llama_get_sampled_candidates_ith(struct llama_context *ctx, int32_t i);
 
-/**
- * Not supported: backend sampling. Logs one line; returns 0.
- */
 uint32_t llama_get_sampled_candidates_count_ith(struct llama_context *ctx, int32_t i);
 
 /**
@@ -1799,6 +1771,21 @@ void llama_opt_epoch(struct llama_context *lctx,
 
 #endif  /* DEEPSEEK_H */
 
+/* cbindgen writes the trailer after the include guard's #endif: this part has its own guard. */
+#ifndef DEEPSEEK_H_TRAILER
+#define DEEPSEEK_H_TRAILER
+/* Written by hand: upstream's value union is anonymous (`ov.val_i64 = ...`), which cbindgen
+ * cannot express; same layout as the Rust llama_model_kv_override. */
+struct llama_model_kv_override {
+  enum llama_model_kv_override_type tag;
+  char key[128];
+  union {
+    int64_t val_i64;
+    double val_f64;
+    bool val_bool;
+    char val_str[128];
+  };
+};
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1809,3 +1796,4 @@ enum llama_token_attr llama_token_get_attr(const struct llama_vocab *vocab, llam
 #ifdef __cplusplus
 }
 #endif
+#endif /* DEEPSEEK_H_TRAILER */

@@ -26,20 +26,30 @@ fn lib_dir() -> PathBuf {
 }
 
 fn build(name: &str) -> PathBuf {
+    compile(name, "c", "cc", "-std=c11")
+}
+
+/// c_tests/NAME.cpp, compiled as C++17 against the same header and library.
+fn build_cxx(name: &str) -> PathBuf {
+    compile(name, "cpp", "c++", "-std=c++17")
+}
+
+fn compile(name: &str, ext: &str, compiler: &str, std: &str) -> PathBuf {
     let out_dir = root().join("target/c_tests");
     std::fs::create_dir_all(&out_dir).unwrap();
     let exe = out_dir.join(name);
-    let status = Command::new("cc")
-        .args(["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
+    let status = Command::new(compiler)
+        .arg(std)
+        .args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
         .arg("-I").arg(root().join("include"))
-        .arg(root().join(format!("c_tests/{name}.c")))
+        .arg(root().join(format!("c_tests/{name}.{ext}")))
         .arg("-o").arg(&exe)
         .arg("-L").arg(lib_dir())
         .arg("-ldeepseek").arg("-lm")
         .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
         .status()
         .expect("cc");
-    assert!(status.success(), "compiling c_tests/{name}.c failed");
+    assert!(status.success(), "compiling c_tests/{name}.{ext} failed");
     exe
 }
 
@@ -83,11 +93,40 @@ fn abi_layout_and_defaults() {
     valgrind(&exe, &[]);
 }
 
+/// c_tests/abi_generated.c (scripts/gen-abi-test.py) holds upstream's value of every struct
+/// size, field offset, enum value and #define of llama.h as _Static_asserts: compiling it
+/// against our header is the test.
+#[test]
+fn abi_matches_upstream_header() {
+    let exe = build("abi_generated");
+    run(&exe, &[]);
+}
+
 #[test]
 fn malformed_gguf_files_are_rejected() {
     let exe = build("malformed");
     run(&exe, &[]);
     valgrind(&exe, &[]);
+}
+
+#[test]
+fn extended_batch_api_decodes_like_llama_decode() {
+    let exe = build("batch_ext");
+    let model = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    run(&exe, &[model.to_str().unwrap()]);
+    valgrind(&exe, &[model.to_str().unwrap()]);
+}
+
+/// Upstream's staging C++ API (llama-ext.h) that upstream's libllama-common calls, under its
+/// C++ names; the memory breakdown is a real libstdc++ std::map the caller can use and destroy.
+#[test]
+fn upstream_staging_cxx_api() {
+    let exe = build_cxx("ext_api");
+    let dense = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    let moe = root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf");
+    let args = [dense.to_str().unwrap(), moe.to_str().unwrap()];
+    run(&exe, &args);
+    valgrind(&exe, &args);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The shared library's identity: SONAME libdeepseek.so.0, and only the C API is exported
-//! (llama_*, ggml_*, ds_*: no Rust symbols leak).
+//! (llama_*, ggml_*, ds_*, and the C++ names of upstream's staging llama_* API: no Rust
+//! symbols leak).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,7 +26,16 @@ fn soname_is_libdeepseek_so_0() {
 }
 
 fn is_api(sym: &str) -> bool {
-    ["llama_", "ggml_", "ds_"].iter().any(|p| sym.starts_with(p))
+    ["llama_", "ggml_", "ds_"].iter().any(|p| sym.starts_with(p)) || is_staging_cxx_api(sym)
+}
+
+/// A C++ (Itanium) name of a free function `llama_*` (src/api/ext.rs: upstream's llama-ext.h):
+/// `_Z<length><name>...`.
+fn is_staging_cxx_api(sym: &str) -> bool {
+    let Some(rest) = sym.strip_prefix("_Z") else { return false };
+    let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+    let Ok(len) = rest[..digits].parse::<usize>() else { return false };
+    rest[digits..].get(..len).is_some_and(|name| name.starts_with("llama_"))
 }
 
 #[test]
@@ -38,4 +48,8 @@ fn only_the_c_api_is_exported() {
     assert!(names.contains(&"llama_decode") && names.contains(&"ggml_backend_load_all"));
     // the checker itself must be able to fail
     assert!(!is_api("_ZN8deepseek3api4misc17h0123456789abcdefE") && !is_api("rust_eh_personality"));
+    assert!(is_api("_Z26llama_get_memory_breakdownPK13llama_context") && !is_api("_Z5llamaPKc") && !is_api("_ZN5llama_4workEv"));
+    assert!(names.contains(&"_Z26llama_get_memory_breakdownPK13llama_context"));
+    assert!(is_api("_Z26llama_get_memory_breakdownPK13llama_context") && !is_api("_Z5llamaPKc") && !is_api("_ZN5llama_4workEv"));
+    assert!(names.contains(&"_Z26llama_get_memory_breakdownPK13llama_context"));
 }

@@ -7,6 +7,7 @@ pub mod types;
 
 pub mod backend;
 pub mod batch;
+pub mod batch_ext;
 pub mod chat;
 pub mod context;
 pub mod memory;
@@ -19,3 +20,4 @@ pub mod sampling;
 pub mod vocab;
 pub mod misc;
 pub mod unsupported;
+pub mod ext;

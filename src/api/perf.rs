@@ -1,7 +1,7 @@
 //! llama_perf_context*/llama_perf_sampler*: real counts and times. A context's counters live in
 //! its handle (`PerfCounters`, updated by llama_decode); a chain's in the chain.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use super::boundary::{as_ref, guard_or};
 use super::handles::llama_context;
@@ -12,7 +12,8 @@ use super::types::*;
 /// generation step (`n_eval`), a decode of several is prompt processing (`n_p_eval` tokens).
 #[derive(Clone, Debug)]
 pub struct PerfCounters {
-    /// Wall-clock start (µs since the epoch), as ggml_time_us reports it.
+    /// Start time on ggml_time_us's clock (CLOCK_MONOTONIC, as upstream): callers compute
+    /// `1e-3 * ggml_time_us() - t_start_ms` for the total time.
     pub t_start_us: f64,
     /// Model load time, then (after the first decode) the time from start to the first result.
     pub t_load_us: f64,
@@ -27,7 +28,7 @@ pub struct PerfCounters {
 }
 
 fn now_us() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1e6).unwrap_or(0.0)
+    super::backend::ggml_time_us() as f64
 }
 
 impl PerfCounters {

@@ -89,6 +89,8 @@ pub enum llama_rope_type {
     LLAMA_ROPE_TYPE_VISION = 24,
 }
 
+/// The C header (cbindgen.toml) writes this enum by hand to add upstream's
+/// `LLAMA_ROPE_SCALING_TYPE_MAX_VALUE` alias, which a Rust enum cannot hold.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum llama_rope_scaling_type {
@@ -170,6 +172,8 @@ pub enum llama_model_kv_override_type {
     LLAMA_KV_OVERRIDE_TYPE_STR,
 }
 
+/// The C header (cbindgen.toml's trailer) declares this union anonymous inside
+/// `llama_model_kv_override`, as upstream does, so C code writes `ov.val_i64`; the layout is the same.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub union llama_model_kv_override_value {
@@ -549,8 +553,7 @@ pub struct llama_model_quantize_params {
 
 /// `struct llama_adapter_lora` (never created: adapters are not supported).
 pub struct llama_adapter_lora;
-/// `struct llama_batch_ext` (never created: the extended batch API is not supported).
-pub struct llama_batch_ext;
+pub use super::batch_ext::llama_batch_ext;
 
 #[repr(C)]
 pub struct llama_embd {

@@ -1,7 +1,8 @@
 //! llama.h functions of features deepseek does not implement: LoRA/aLoRA adapters, control
-//! vectors, training (`llama_opt_*`), the extended batch API (`llama_batch_ext_*`,
-//! `llama_process`), backend-side sampling (`llama_set_sampler`, `llama_get_sampled_*`), model
-//! quantization, split files, building or saving models other than from one GGUF path.
+//! vectors, training (`llama_opt_*`), embedding input to the extended batch API
+//! (`llama_batch_ext_add_embd`, `_set_embd_*`; token input is in batch_ext.rs), backend-side
+//! sampling (`llama_set_sampler`; the `llama_get_sampled_*` queries answer "nothing sampled"),
+//! model quantization, split files, building or saving models other than from one GGUF path.
 //! Each returns its documented failure value and logs one line naming the function; the few
 //! calls that ask for nothing (clearing adapters, freeing NULL) succeed silently.
 //! The README lists these functions; keep both in step.
@@ -64,20 +65,6 @@ pub extern "C" fn llama_set_adapter_cvec(ctx: *mut llama_context, data: *const f
         return 0;
     }
     unsupported("llama_set_adapter_cvec", "control vectors")
-}
-
-/// No extended batch is ever created; freeing NULL is a no-op, anything else is logged.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_free(batch: *mut llama_batch_ext) {
-    if !batch.is_null() {
-        unsupported::<()>("llama_batch_ext_free", "the extended batch API")
-    }
-}
-
-/// Not supported: the extended batch API. Logs one line.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_clear(batch: *mut llama_batch_ext) {
-    unsupported::<()>("llama_batch_ext_clear", "the extended batch API")
 }
 
 /// Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
@@ -162,112 +149,71 @@ pub extern "C" fn llama_adapter_get_alora_invocation_tokens(adapter: *const llam
     unsupported("llama_adapter_get_alora_invocation_tokens", "aLoRA adapters")
 }
 
-/// Not supported: the extended batch API (use llama_batch). Logs one line; returns NULL.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_init(ctx: *mut llama_context) -> *mut llama_batch_ext {
-    unsupported("llama_batch_ext_init", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add(batch: *mut llama_batch_ext, seq_id: llama_seq_id) -> i32 {
-    unsupported("llama_batch_ext_add", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add_token(batch: *mut llama_batch_ext, seq_id: llama_seq_id, id: llama_token) -> i32 {
-    unsupported("llama_batch_ext_add_token", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns -1.
+/// Not supported: embedding input (token input works). Logs one line; returns -1.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_add_embd(batch: *mut llama_batch_ext, seq_id: llama_seq_id, embd: llama_embd) -> i32 {
-    unsupported("llama_batch_ext_add_embd", "the extended batch API")
+    unsupported("llama_batch_ext_add_embd", "embedding input")
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_add_seq(batch: *mut llama_batch_ext, idx: i32, seq_id: llama_seq_id) -> bool {
-    unsupported("llama_batch_ext_add_seq", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
+/// Not supported: embedding input (token input works). Logs one line; returns false.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_set_embd_token(batch: *mut llama_batch_ext, idx: i32, embd: llama_embd) -> bool {
-    unsupported("llama_batch_ext_set_embd_token", "the extended batch API")
+    unsupported("llama_batch_ext_set_embd_token", "embedding input")
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
+/// Not supported: embedding input (token input works). Logs one line; returns false.
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_set_embd_state(batch: *mut llama_batch_ext, idx: i32, embd: llama_embd) -> bool {
-    unsupported("llama_batch_ext_set_embd_state", "the extended batch API")
+    unsupported("llama_batch_ext_set_embd_state", "embedding input")
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_output_embd(batch: *mut llama_batch_ext, idx: i32, value: bool) -> bool {
-    unsupported("llama_batch_ext_set_output_embd", "the extended batch API")
+/// Backend-sampled results: a backend sampler can never be attached (llama_set_sampler above),
+/// so these answer as upstream does for a context without one — nothing sampled — and silently:
+/// upstream's common library asks on every token before sampling on the CPU.
+fn nothing_sampled<R>(name: &str, ctx: *mut llama_context, value: impl FnOnce(&super::handles::ContextOwned) -> R) -> R
+where
+    R: Fallback,
+{
+    guard(name, || {
+        // SAFETY: a live context handle (NULL is caught), used by one thread at a time.
+        Ok(value(unsafe { super::boundary::as_ref(ctx, "ctx")?.owned() }))
+    })
 }
 
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_output_logits(batch: *mut llama_batch_ext, idx: i32, value: bool) -> bool {
-    unsupported("llama_batch_ext_set_output_logits", "the extended batch API")
-}
-
-/// Not supported: the extended batch API. Logs one line; returns false.
-#[no_mangle]
-pub extern "C" fn llama_batch_ext_set_pos(batch: *mut llama_batch_ext, idx: i32, pos: *const llama_pos) -> bool {
-    unsupported("llama_batch_ext_set_pos", "the extended batch API")
-}
-
-/// Not supported: the extended batch API (use llama_decode). Logs one line; returns -1.
-#[no_mangle]
-pub extern "C" fn llama_process(ctx: *mut llama_context, type_: llama_process_type, batch: *mut llama_batch_ext) -> i32 {
-    unsupported("llama_process", "the extended batch API")
-}
-
-/// Not supported: backend sampling. Logs one line; returns LLAMA_TOKEN_NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_token_ith(ctx: *mut llama_context, i: i32) -> llama_token {
-    unsupported("llama_get_sampled_token_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_token_ith", ctx, |_| LLAMA_TOKEN_NULL)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_probs_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
-    unsupported("llama_get_sampled_probs_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_probs_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_probs_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_probs_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_probs_count_ith", ctx, |_| 0)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_logits_ith(ctx: *mut llama_context, i: i32) -> *mut f32 {
-    unsupported("llama_get_sampled_logits_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_logits_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
+/// Without backend-sampled logits upstream reports the full vocabulary (the plain logits row).
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_logits_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_logits_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_logits_count_ith", ctx, |c| c.ctx.model.vocab.n_tokens() as u32)
 }
 
-/// Not supported: backend sampling. Logs one line; returns NULL.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_candidates_ith(ctx: *mut llama_context, i: i32) -> *mut llama_token {
-    unsupported("llama_get_sampled_candidates_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_candidates_ith", ctx, |_| std::ptr::null_mut())
 }
 
-/// Not supported: backend sampling. Logs one line; returns 0.
 #[no_mangle]
 pub extern "C" fn llama_get_sampled_candidates_count_ith(ctx: *mut llama_context, i: i32) -> u32 {
-    unsupported("llama_get_sampled_candidates_count_ith", "backend sampling")
+    nothing_sampled("llama_get_sampled_candidates_count_ith", ctx, |_| 0)
 }
 
 /// Not supported: training. Logs one line.

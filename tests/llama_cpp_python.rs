@@ -1,0 +1,22 @@
+//! llama-cpp-python 0.3.36 on libdeepseek: scripts/test-llama-cpp-python.sh installs the package
+//! without its bundled llama.cpp (network on first use; the virtualenv is cached under target/)
+//! and runs tests/python/test_llama_cpp_python.py on the real 0.5B model: import, tokenize,
+//! greedy/streamed/seeded completion, chat completion, state save/load, embeddings.
+//! Needs `cargo build --release` first (the library and deepseek-cli).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn llama_cpp_python_runs_on_libdeepseek() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let cli = PathBuf::from(env!("CARGO_BIN_EXE_deepseek-cli"));
+    let out = Command::new(root.join("scripts/test-llama-cpp-python.sh"))
+        .env("DEEPSEEK_LIB_DIR", cli.parent().unwrap())
+        .output()
+        .expect("scripts/test-llama-cpp-python.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(out.status.success(), "llama-cpp-python checks failed:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("all llama-cpp-python checks passed"), "{stdout}");
+}
