@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: fetches the real models (cached outside git), builds the release
-# library (the C harness links it), then runs every Rust, golden, real-model and C test.
+# library (the C harness links it), then runs every Rust, golden, real-model, guarantee and C
+# test, and each fuzz target for a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh smollm2 qwen05
@@ -11,3 +12,5 @@ ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked
 cargo build --profile memcheck --no-default-features --lib
 ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 cargo test --release -- --test-threads 2
+# Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).
+scripts/fuzz.sh 60
