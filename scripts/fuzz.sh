@@ -29,6 +29,7 @@ for t in "${targets[@]}"; do
     echo "== $t: $(ls tests/data/regressions/$t | wc -l) regression inputs pass"
   fi
   work=target/fuzz-corpus/$t
+  rm -rf "target/fuzz-artifacts/$t"
   mkdir -p "$work" "target/fuzz-artifacts/$t"
   seeds=()
   [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")

@@ -108,7 +108,13 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
         if (dest.is_none() && idx >= n_total) || pos < 0 {
             return Err(format!("cell {idx} at position {pos} is out of range"));
         }
-        cells.push((idx, pos, SeqSet::from_words(words)));
+        let seqs = SeqSet::from_words(words);
+        // A whole-context state puts cells back where they were: each must belong to sequences
+        // this context has, in the stream that holds them.
+        if dest.is_none() && (seqs.is_empty() || seqs.iter().any(|s| s >= ctx.n_seq_max as usize || ctx.kv.stream_of(s) != idx / ctx.kv.shape.n_cells)) {
+            return Err(format!("cell {idx} belongs to sequences that do not fit this context"));
+        }
+        cells.push((idx, pos, seqs));
     }
     let row = ctx.kv.kv_dim() * if ctx.kv.shape.with_v { 2 } else { 1 };
     let n_layer = ctx.model.hp.n_layer;

@@ -352,7 +352,9 @@ pub fn route(m: &MlaParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &m
             scores[g] = (a + b, g);
         }
         let groups = &mut scores[..m.n_group];
-        groups.sort_by(|x, y| y.0.partial_cmp(&x.0).unwrap_or(std::cmp::Ordering::Equal));
+        // Descending with NaN last: a total order even for a model whose router yields NaN.
+        let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+        groups.sort_by(|x, y| key(y.0).partial_cmp(&key(x.0)).unwrap_or(std::cmp::Ordering::Equal));
         group_kept = [false; MAX_GROUPS];
         for &(_, g) in groups.iter().take(m.n_group_used) {
             group_kept[g] = true;

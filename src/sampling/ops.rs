@@ -4,9 +4,19 @@ use std::cmp::Ordering;
 
 use super::{Candidates, TokenData};
 
-/// Descending by logit (upstream's comparator `a.logit > b.logit`).
+/// A NaN ranks as -inf: sorting stays a total order (Rust's sorts may panic otherwise, and
+/// C++'s std::sort is undefined) and a NaN logit ends up last, never chosen over a number.
+pub fn nan_lowest(x: f32) -> f32 {
+    if x.is_nan() {
+        f32::NEG_INFINITY
+    } else {
+        x
+    }
+}
+
+/// Descending by logit (upstream's comparator `a.logit > b.logit`), NaN last.
 fn by_logit_desc(a: &TokenData, b: &TokenData) -> Ordering {
-    b.logit.partial_cmp(&a.logit).unwrap_or(Ordering::Equal)
+    nan_lowest(b.logit).partial_cmp(&nan_lowest(a.logit)).unwrap_or(Ordering::Equal)
 }
 
 /// Sorts the best `k` candidates to the front in descending order, leaving the rest (all no
@@ -106,5 +116,28 @@ mod tests {
         for (t, l) in c.data.iter().zip([1.0f64, 2.0, 3.0]) {
             assert!((t.p as f64 - l.exp() / z).abs() < 1e-6);
         }
+    }
+}
+
+#[cfg(test)]
+mod nan_tests {
+    use super::*;
+
+    /// Found by the api_sequence fuzzer (tests/data/regressions/api_sequence/): NaN logits
+    /// made the comparator inconsistent and the sort panicked. NaN now ranks last.
+    #[test]
+    fn nan_logits_sort_last_without_panicking() {
+        let mut data: Vec<TokenData> = [1.0, f32::NAN, 3.0, f32::NAN, -2.0, f32::INFINITY, f32::NAN, 0.5, 2.0, f32::NAN, 7.0, -1.0, f32::NAN, 4.0, 9.0, 8.0, 6.0, 5.0, f32::NAN, 10.0, 11.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &logit)| TokenData { id: i as i32, logit, p: 0.0 })
+            .collect();
+        let n = data.len();
+        let mut cur = Candidates::new(&mut data);
+        partial_sort(&mut cur, n);
+        let logits: Vec<f32> = cur.data.iter().map(|t| t.logit).collect();
+        assert_eq!(logits[0], f32::INFINITY);
+        assert!(logits[..15].windows(2).all(|w| w[0] >= w[1]), "{logits:?}");
+        assert!(logits[15..].iter().all(|x| x.is_nan()), "{logits:?}");
     }
 }

@@ -155,7 +155,8 @@ impl Sampler for Typical {
         self.order.clear();
         self.order.extend(0..cur.len());
         let shifted = &self.shifted;
-        self.order.sort_by(|&a, &b| shifted[a].partial_cmp(&shifted[b]).unwrap_or(std::cmp::Ordering::Equal));
+        // Ascending, NaN last (a total order: see ops::nan_lowest).
+        self.order.sort_by(|&a, &b| shifted[a].total_cmp(&shifted[b]));
         let mut cum = 0.0f32;
         let mut last = self.order.len();
         for (i, &idx) in self.order.iter().enumerate() {
