@@ -17,7 +17,11 @@ export RUSTC_BOOTSTRAP=1
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Zsanitizer=address -Cllvm-args=-sanitizer-coverage-stack-depth -Ccodegen-units=1"
 export ASAN_OPTIONS=detect_odr_violation=0
 cargo build --release --manifest-path fuzz/Cargo.toml --target "$triple" --bins
-bin=fuzz/target/$triple/release
+# cargo puts them under CARGO_TARGET_DIR when that is set (as for the main crate), else fuzz/target
+bin=${CARGO_TARGET_DIR:-fuzz/target}/$triple/release
+for t in "${targets[@]}"; do
+  [ -x "$bin/$t" ] || { echo "fuzz target $t was not built ($bin/$t is missing)" >&2; exit 1; }
+done
 declare -A max_len=([gguf_model]=262144 [tokenizer]=65536 [chat_template]=16384 [api_sequence]=16384)
 for t in "${targets[@]}"; do
   if [ -d "tests/data/regressions/$t" ]; then

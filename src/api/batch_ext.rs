@@ -38,7 +38,7 @@ impl llama_batch_ext {
 #[no_mangle]
 pub extern "C" fn llama_batch_ext_init(ctx: *mut llama_context) -> *mut llama_batch_ext {
     guard("llama_batch_ext_init", || {
-        // SAFETY: a live context handle (llama.h's contract).
+        // SAFETY: a live context handle (NULL is caught), used by one thread at a time (llama.h's contract).
         let c = unsafe { as_ref(ctx, "ctx")?.owned() };
         Ok(Box::into_raw(Box::new(llama_batch_ext {
             n_tokens_max: c.ctx.n_batch as usize,
