@@ -6,7 +6,9 @@
 //! thread that starts late or runs slow takes fewer chunks. With several activation rows
 //! (prefill, batched decode) each chunk of weight rows is multiplied by tiles of up to 4
 //! activation rows, so each weight block is loaded and unpacked once per tile while the chunk
-//! stays in L1; a single activation row (decode) streams each weight row once.
+//! stays in L1; a single activation row (decode) streams each weight row once, several weight
+//! rows per pass where the type has [`simd::GemvFns`] (the activation row is prepared for them
+//! once per matmul).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -59,6 +61,16 @@ thread_local! {
     static PANEL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// 64 bytes, 64-byte aligned: the unit of the prepared activation buffer.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Line([u8; 64]);
+
+thread_local! {
+    /// The calling thread's prepared activation row for the decode kernels; grows, never shrinks.
+    static PREP: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
 
@@ -88,6 +100,12 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     }
     let nb = w.cols / w.ty.block_len();
     let kernels = simd::dot_fns(w.ty);
+    if n_rows == 1 {
+        if let (Some(g), Some(k)) = (simd::gemv_fns(w.ty), kernels) {
+            gemv(pool, w, act, out, nb, rb, g, k);
+            return;
+        }
+    }
     // several activation rows: 8 weight rows at a time where a kernel exists
     let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
     thread_local! {
@@ -102,6 +120,50 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
             simd::fill_act_aux(w.ty, &act[..n_rows * arb], &mut aux[..n_rows * nb]);
         }
         run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, gemm8, aux.as_ptr() as usize);
+    });
+}
+
+/// Decode: out[r] = dot(w.row(r), act) with the several-rows kernels `g` (and `single` for a
+/// last odd row).
+#[allow(clippy::too_many_arguments)]
+fn gemv(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], out: &mut [f32], nb: usize, rb: usize, g: &simd::GemvFns, single: &simd::DotFns) {
+    PREP.with_borrow_mut(|prep| {
+        let lines = (g.prep_bytes)(nb).div_ceil(64);
+        if prep.len() < lines {
+            prep.resize(lines, Line([0; 64]));
+        }
+        // SAFETY: act holds nb activation blocks (asserted by matmul); prep holds prep_bytes(nb)
+        // bytes, 64-byte aligned; simd::gemv_fns checked the CPU features.
+        unsafe { (g.prep)(nb, act.as_ptr(), prep.as_mut_ptr() as *mut u8) };
+        let prep = prep.as_ptr() as *const u8 as usize;
+        let shared = SharedOut::new(out);
+        let chunk = chunk_rows(w.rows, 1);
+        let n_chunks = w.rows.div_ceil(chunk);
+        let next = AtomicUsize::new(0);
+        pool.run(&|_ith, _nth| loop {
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            if c >= n_chunks {
+                break;
+            }
+            let (start, end) = (c * chunk, ((c + 1) * chunk).min(w.rows));
+            let mut r = start;
+            // SAFETY: rows r.. lie inside w.data (asserted by matmul); the prepared row lives
+            // until pool.run returns; outputs r.. lie inside out and only this chunk writes them.
+            unsafe {
+                let (wp, op, pp) = (w.data.as_ptr(), shared.ptr(), prep as *const u8);
+                while r + 4 <= end {
+                    (g.rows4)(nb, wp.add(r * rb), rb, pp, op.add(r));
+                    r += 4;
+                }
+                if r + 2 <= end {
+                    (g.rows2)(nb, wp.add(r * rb), rb, pp, op.add(r));
+                    r += 2;
+                }
+                if r < end {
+                    single[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0);
+                }
+            }
+        });
     });
 }
 

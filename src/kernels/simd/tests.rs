@@ -40,8 +40,12 @@ impl Rng {
 const LEVEL: Level = Level::Avx2;
 
 fn available() -> bool {
-    let f = crate::kernels::cpu_features();
-    f.avx2 && f.fma && f.f16c
+    supported_level() >= Level::Avx2
+}
+
+/// The SIMD levels this CPU can run (each is tested).
+fn levels() -> Vec<Level> {
+    [Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= supported_level()).collect()
 }
 
 /// Offsets of the f16 scale fields in a block (to keep random blocks finite).
@@ -93,7 +97,13 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         eprintln!("skipping: no AVX2/FMA/F16C");
         return;
     }
-    let fns = dot_fns_at(LEVEL, ty).expect("kernel");
+    for level in levels() {
+        check_type_at(level, ty, col_choices);
+    }
+}
+
+fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
+    let fns = dot_fns_at(level, ty).expect("kernel");
     let vt = ty.vec_dot_type();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ty as u64);
     let (mut exact, mut total) = (0, 0);
@@ -122,7 +132,7 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
                             let tol = 1e-5 * abs_products(ty, cols, &w, &act[t * arb..(t + 1) * arb]) + 1e-30;
                             assert!(
                                 ((got - want[t]) as f64).abs() <= tol,
-                                "{} cols {cols} raw {raw} R {r} row {t}: simd {got} vs scalar {} (tol {tol})",
+                                "{level:?} {} cols {cols} raw {raw} R {r} row {t}: simd {got} vs scalar {} (tol {tol})",
                                 ty.name(),
                                 want[t]
                             );
@@ -136,7 +146,62 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         }
     }
     // The kernels reproduce the reference's lane layout, so they agree bit for bit.
-    assert_eq!(exact, total, "{}: {exact} of {total} bit-identical", ty.name());
+    assert_eq!(exact, total, "{level:?} {}: {exact} of {total} bit-identical", ty.name());
+}
+
+/// The several-rows decode kernels give every row's reference `vec_dot` bit for bit, for 4, 2
+/// (and, through the driver, odd) row counts, on quantized and raw random blocks.
+fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
+    for level in levels() {
+        let Some(g) = gemv_fns_at(level, ty) else { continue };
+        let vt = ty.vec_dot_type();
+        let mut rng = Rng(0x5151_7272 ^ ty as u64);
+        for &cols in col_choices {
+            for raw in [false, true] {
+                let nb = cols / ty.block_len();
+                let wrb = ty.row_bytes(cols).unwrap();
+                let mut act = vec![0u8; vt.row_bytes(cols).unwrap()];
+                quant::quantize_row(vt, &rng.row(cols), &mut act);
+                let mut w = Vec::new();
+                for _ in 0..6 {
+                    w.extend(weight_row(&mut rng, ty, cols, raw));
+                }
+                let mut aligned = vec![Align64([0; 64]); (g.prep_bytes)(nb).div_ceil(64)];
+                // SAFETY: act holds nb blocks; the buffer holds prep_bytes(nb) bytes, 64-byte
+                // aligned; the level is supported.
+                unsafe { (g.prep)(nb, act.as_ptr(), aligned.as_mut_ptr() as *mut u8) };
+                for (n, f) in [(4, g.rows4), (2, g.rows2)] {
+                    for j0 in 0..=6 - n {
+                        let mut out = vec![f32::NAN; n + 1];
+                        // SAFETY: rows j0..j0+n of nb blocks exist; out has n slots (+1 guard).
+                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, aligned.as_ptr() as *const u8, out.as_mut_ptr()) };
+                        for j in 0..n {
+                            let want = quant::vec_dot(ty, cols, &w[(j0 + j) * wrb..(j0 + j + 1) * wrb], &act);
+                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} {} cols {cols} raw {raw} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
+                        }
+                        assert!(out[n].is_nan(), "wrote past its rows");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Align64([u8; 64]);
+
+#[test]
+fn gemv_q4_0() {
+    check_gemv(GgmlType::Q4_0, &[32, 96, 896]);
+}
+#[test]
+fn gemv_q5_0() {
+    check_gemv(GgmlType::Q5_0, &[32, 96, 896]);
+}
+#[test]
+fn gemv_q8_0() {
+    check_gemv(GgmlType::Q8_0, &[32, 96, 896]);
 }
 
 #[test]

@@ -1,0 +1,328 @@
+//! AVX-512 (F, BW, VL, VNNI) kernels, on top of AVX2 + FMA + F16C.
+//!
+//! They keep the scalar reference's results bit for bit (`crate::quant::lanes`): integer sums
+//! are exact whatever the instruction, so a kernel may compute them 64 elements at a time as
+//! long as, before the float step, 32-bit lane `k` holds what the reference's lane `k` holds;
+//! the float steps (one 8-lane FMA per block, `hsum_float_8`) are then the reference's.
+//!
+//! - Legacy formats against Q8_0 (decode): two weight rows share one 512-bit register, row A in
+//!   128-bit lanes 0 and 2, row B in lanes 1 and 3, so one VNNI `dpbusd` multiplies a block of
+//!   both rows and one 16-lane FMA advances both rows' accumulators (each half keeps its own
+//!   row's order). The activation row is prepared once per matmul ([`prep_q8_0`]): quants
+//!   duplicated into that lane layout and the per-lane sums that turn unsigned weight quants
+//!   back into signed ones.
+//! - K-quants against Q8_K (decode and prefill): two 32-element groups per 512-bit register;
+//!   the two halves of the integer sum are added before the block's FMA.
+//!
+//! # Safety (all `unsafe fn` here)
+//! The caller must have checked that the CPU supports AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C,
+//! and that every pointer covers the blocks the function's docs describe.
+
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use std::arch::x86_64::*;
+
+const QK_K: usize = 256;
+const Q4_0_B: usize = 18;
+const Q5_0_B: usize = 22;
+const Q8_0_B: usize = 34;
+const Q4_K_B: usize = 144;
+const Q6_K_B: usize = 210;
+const Q8_K_B: usize = 292;
+
+/// How far ahead of the current block the decode kernels prefetch weights (bytes): far enough
+/// (into the rows after the current ones) that DRAM latency is covered at full bandwidth; the
+/// hardware prefetchers alone reach less than half of it.
+const PREFETCH: usize = 8192;
+
+/// Bytes of a prepared Q8_0 activation block: 64 quants in the pair layout, 16 i32 offsets.
+pub(crate) const PREP_BLOCK: usize = 128;
+
+/// Bytes of a prepared activation row of `nb` Q8_0 blocks: the blocks, then `nb` f32 scales.
+pub fn prep_bytes(nb: usize) -> usize {
+    (nb * PREP_BLOCK + 4 * nb).next_multiple_of(64)
+}
+
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const u16) as i32))) }
+}
+
+#[inline(always)]
+unsafe fn f32_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 4 readable bytes at p.
+    unsafe { std::ptr::read_unaligned(p as *const f32) }
+}
+
+#[inline(always)]
+unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: caller guarantees 16 readable bytes at p.
+    unsafe { _mm_loadu_si128(p as *const __m128i) }
+}
+
+#[inline(always)]
+unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 32 readable bytes at p.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+#[inline(always)]
+unsafe fn load512(p: *const u8) -> __m512i {
+    // SAFETY: caller guarantees 64 readable bytes at p.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
+/// `hsum_float_8`: ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+#[inline(always)]
+unsafe fn hsum_float_8(x: __m256) -> f32 {
+    // SAFETY: register-only AVX intrinsics.
+    unsafe {
+        let mut res = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+        res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+        res = _mm_add_ss(res, _mm_movehdup_ps(res));
+        _mm_cvtss_f32(res)
+    }
+}
+
+/// The sum of both 256-bit halves of 16 i32 lanes (lane k + lane k + 8).
+#[inline(always)]
+unsafe fn fold_halves(x: __m512i) -> __m256i {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe { _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// legacy formats against Q8_0, decode: pairs of weight rows
+
+/// Prepares one Q8_0 activation row (`nb` blocks at `a`) for the pair kernels, at `prep`
+/// (64-byte aligned, [`prep_bytes`] long): per block its quants as [0..16, 0..16, 16..32,
+/// 16..32] (the pair layout) and, per 32-bit lane of that layout, `-OFF * (sum of the lane's
+/// four quants)`, the correction for weight quants stored with an offset of `OFF`; then the
+/// blocks' scales as f32.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn prep_q8_0<const OFF: i32>(nb: usize, a: *const u8, prep: *mut u8) {
+    // SAFETY: see the module docs; block ib writes prep[128ib..128ib+128] and the scale at
+    // prep[128nb + 4ib], inside prep_bytes(nb).
+    unsafe {
+        let scale = _mm512_set1_epi8(OFF as u8 as i8);
+        let d = prep.add(nb * PREP_BLOCK) as *mut f32;
+        for ib in 0..nb {
+            let ab = a.add(ib * Q8_0_B);
+            let y = _mm512_castsi256_si512(load256(ab.add(2)));
+            let y = _mm512_shuffle_i64x2(y, y, 0b01_01_00_00);
+            let sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), scale, y);
+            let o = prep.add(ib * PREP_BLOCK);
+            _mm512_store_si512(o as *mut __m512i, y);
+            _mm512_store_si512(o.add(64) as *mut __m512i, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
+            *d.add(ib) = f16_at(ab);
+        }
+    }
+}
+
+/// `2 * P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) against one prepared
+/// activation row; `unpack(row A block, row B block)` gives both blocks' quants, unsigned, in
+/// the pair layout. Results to `out[j]`.
+#[inline(always)]
+unsafe fn gemv_pairs<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8, *const u8) -> __m512i) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let ds = prep.add(nb * PREP_BLOCK) as *const f32;
+        let didx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+        let mut acc = [_mm512_setzero_ps(); P];
+        for ib in 0..nb {
+            let pb = prep.add(ib * PREP_BLOCK);
+            let y = _mm512_load_si512(pb as *const __m512i);
+            let offs = _mm512_load_si512(pb.add(64) as *const __m512i);
+            let da = _mm_set1_ps(*ds.add(ib));
+            for p in 0..P {
+                let wa = w.add(2 * p * w_stride + ib * WB);
+                let wb = wa.add(w_stride);
+                _mm_prefetch::<_MM_HINT_T0>(wa.add(PREFETCH) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH) as *const i8);
+                let isum = _mm512_dpbusd_epi32(offs, unpack(wa, wb), y);
+                let dh = std::ptr::read_unaligned(wa as *const u16) as u32 | (std::ptr::read_unaligned(wb as *const u16) as u32) << 16;
+                let dw = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dh as i32)), da);
+                let d = _mm512_permutexvar_ps(didx, _mm512_castps128_ps512(dw));
+                acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[p]);
+            }
+        }
+        let split = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+        for p in 0..P {
+            let v = _mm512_permutexvar_ps(split, acc[p]);
+            *out.add(2 * p) = hsum_float_8(_mm512_castps512_ps256(v));
+            *out.add(2 * p + 1) = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
+    }
+}
+
+/// Two rows' 16 nibble bytes (at `a`, `b`) as [A low, B low, A high, B high] nibbles.
+#[inline(always)]
+unsafe fn nibble_pair(a: *const u8, b: *const u8) -> __m512i {
+    // SAFETY: caller guarantees 16 readable bytes at a and at b.
+    unsafe {
+        let t = _mm256_set_m128i(load128(b), load128(a));
+        let z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+        _mm512_and_si512(z, _mm512_set1_epi8(0x0f))
+    }
+}
+
+/// Q4_0 weights, 2P rows (quants stored with offset 8; prepared with `prep_q8_0::<8>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q4_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; 16 nibble bytes follow the 2-byte scale.
+    unsafe { gemv_pairs::<P, Q4_0_B>(nb, w, w_stride, prep, out, |a, b| nibble_pair(a.add(2), b.add(2))) }
+}
+
+/// Q5_0 weights, 2P rows (offset 16; `prep_q8_0::<16>`): the 5th bits of both rows' `qh`
+/// become a byte mask in the pair layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q5_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
+    unsafe {
+        gemv_pairs::<P, Q5_0_B>(nb, w, w_stride, prep, out, |a, b| {
+            let ha = std::ptr::read_unaligned(a.add(2) as *const u32) as u64;
+            let hb = std::ptr::read_unaligned(b.add(2) as *const u32) as u64;
+            let m = (ha & 0xffff) | (hb & 0xffff) << 16 | (ha >> 16) << 32 | (hb >> 16) << 48;
+            let q = nibble_pair(a.add(6), b.add(6));
+            _mm512_mask_add_epi8(q, m, q, _mm512_set1_epi8(16))
+        })
+    }
+}
+
+/// Q8_0 weights, 2P rows (signed quants made unsigned by flipping the top bit: offset 128;
+/// `prep_q8_0::<128>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; 32 quant bytes follow the scale.
+    unsafe {
+        gemv_pairs::<P, Q8_0_B>(nb, w, w_stride, prep, out, |a, b| {
+            let idx = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+            let z = _mm512_permutex2var_epi64(_mm512_castsi256_si512(load256(a.add(2))), idx, _mm512_castsi256_si512(load256(b.add(2))));
+            _mm512_xor_si512(z, _mm512_set1_epi8(0x80u8 as i8))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants against Q8_K: one weight row × R activation rows
+
+/// 16-bit lanes holding, for each 32-element group pair `c`, `sc[2c]` in the low 16 lanes and
+/// `sc[2c + 1]` in the high 16 (ready for `madd` after `maddubs` of two groups).
+#[inline(always)]
+unsafe fn group_pair_scales(sc16: __m512i, c: usize) -> __m512i {
+    // SAFETY: register-only AVX-512BW intrinsics.
+    unsafe {
+        let lo = _mm512_set1_epi16((2 * c) as i16);
+        let hi = _mm512_set1_epi16((2 * c + 1) as i16);
+        _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xffff_0000, lo, hi), sc16)
+    }
+}
+
+/// Q4_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_m = [_mm_setzero_ps(); R];
+        let m4 = _mm512_set1_epi8(0x0f);
+        for ib in 0..nb {
+            let wb = w.add(ib * Q4_K_B);
+            for l in (0..Q4_K_B).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
+            }
+            let wd = f16_at(wb);
+            let wdmin = f16_at(wb.add(2));
+            // the 6-bit scales and mins (get_scale_min_k4): bytes 0..8 scales, 8..16 mins
+            let q: [u32; 3] = std::ptr::read_unaligned(wb.add(4) as *const [u32; 3]);
+            let s_lo = q[0] & 0x3f3f_3f3f;
+            let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
+            let m_lo = q[1] & 0x3f3f_3f3f;
+            let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
+            let sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_setr_epi32(s_lo as i32, s_hi as i32, 0, 0)));
+            let minv = _mm256_cvtepu8_epi32(_mm_setr_epi32(m_lo as i32, m_hi as i32, 0, 0));
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for c in 0..4 {
+                let bits = load256(wb.add(16 + 32 * c));
+                let qz = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), m4);
+                let sc = group_pair_scales(sc16, c);
+                for r in 0..R {
+                    let y = load512(a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c));
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_madd_epi16(sc, _mm512_maddubs_epi16(qz, y)));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let yd = f32_at(ab);
+                // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
+                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+                let t = _mm256_mullo_epi32(pairs, minv);
+                let h = _mm256_hadd_epi32(t, t);
+                let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-yd * wdmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+                let d = _mm256_set1_ps(yd * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold_halves(sumi[r])), acc[r]);
+            }
+        }
+        for r in 0..R {
+            let mut m = [0f32; 4];
+            _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
+            *out.add(r * out_stride) = hsum_float_8(acc[r]) + ((m[0] + m[2]) + (m[1] + m[3]));
+        }
+    }
+}
+
+/// Q6_K × Q8_K, one weight row × R activation rows. Layout: ql[128] | qh[64] | scales[16] | d.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let m4 = _mm512_set1_epi8(0x0f);
+        let m30 = _mm512_set1_epi8(0x30);
+        // 16-bit lane j of the scale vector for groups (4n+s, 4n+s+1): scale 8n + 2s + j / 8
+        let sidx = |first: i16| {
+            _mm512_add_epi16(_mm512_set1_epi16(first), _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3))
+        };
+        let idx = [sidx(0), sidx(4), sidx(8), sidx(12)];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q6_K_B);
+            for l in (0..Q6_K_B).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
+            }
+            let wd = f16_at(wb.add(208));
+            let sc8 = load128(wb.add(192));
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            let scz = _mm512_castsi256_si512(sc16);
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for n in 0..2 {
+                let ql = load512(wb.add(64 * n));
+                let qh = load256(wb.add(128 + 32 * n));
+                // [qh, qh >> 2]: bits (0,1) and (4,5) of each byte serve groups s = 0,1 and 2,3
+                let qhz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                let q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qhz, 4), m30));
+                let q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qhz, m30));
+                let s01 = _mm512_permutexvar_epi16(idx[2 * n], scz);
+                let s23 = _mm512_permutexvar_epi16(idx[2 * n + 1], scz);
+                for r in 0..R {
+                    let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 128 * n);
+                    let p01 = _mm512_madd_epi16(s01, _mm512_maddubs_epi16(q01, load512(aq)));
+                    let p23 = _mm512_madd_epi16(s23, _mm512_maddubs_epi16(q23, load512(aq.add(64))));
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_add_epi32(p01, p23));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = load256(ab.add(4 + QK_K));
+                let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                let s = _mm256_sub_epi32(fold_halves(sumi[r]), sub);
+                let d = _mm256_set1_ps(f32_at(ab) * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
