@@ -98,14 +98,12 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     if n_rows == 0 || w.rows == 0 {
         return;
     }
+    if n_rows == 1 {
+        decode_batch(pool, &mut [Some(Product { w: *w, act, out })]);
+        return;
+    }
     let nb = w.cols / w.ty.block_len();
     let kernels = simd::dot_fns(w.ty);
-    if n_rows == 1 {
-        if let (Some(g), Some(k)) = (simd::gemv_fns(w.ty), kernels) {
-            gemv(pool, w, act, out, nb, rb, g, k);
-            return;
-        }
-    }
     // several activation rows: 8 weight rows at a time where a kernel exists
     let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
     thread_local! {
@@ -123,48 +121,131 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     });
 }
 
-/// Decode: out[r] = dot(w.row(r), act) with the several-rows kernels `g` (and `single` for a
-/// last odd row).
-#[allow(clippy::too_many_arguments)]
-fn gemv(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], out: &mut [f32], nb: usize, rb: usize, g: &simd::GemvFns, single: &simd::DotFns) {
-    PREP.with_borrow_mut(|prep| {
-        let lines = (g.prep_bytes)(nb).div_ceil(64);
-        if prep.len() < lines {
-            prep.resize(lines, Line([0; 64]));
+/// One product of a [`matmul_all`] batch: `w` × activation rows `act` (quantized for `w.ty`)
+/// into `out` (`n_rows × w.rows`).
+pub struct Product<'a> {
+    pub w: WeightMatrix<'a>,
+    pub act: &'a [u8],
+    pub out: &'a mut [f32],
+}
+
+/// Most products one pool job of [`matmul_all`] runs.
+const MAX_PRODUCTS: usize = 16;
+
+/// Runs every product (all with `n_rows` activation rows). With one activation row (decode) up
+/// to 16 products share one pool job, so a layer's Q, K and V (or an MoE layer's experts) cost
+/// one hand-off to the workers instead of one each; several rows go product by product.
+pub fn matmul_all<'a>(pool: &ThreadPool, n_rows: usize, products: impl IntoIterator<Item = Product<'a>>) {
+    let mut batch: [Option<Product<'a>>; MAX_PRODUCTS] = Default::default();
+    let mut k = 0;
+    for p in products {
+        if n_rows != 1 {
+            matmul(pool, &p.w, p.act, n_rows, p.out);
+            continue;
         }
-        // SAFETY: act holds nb activation blocks (asserted by matmul); prep holds prep_bytes(nb)
-        // bytes, 64-byte aligned; simd::gemv_fns checked the CPU features.
-        unsafe { (g.prep)(nb, act.as_ptr(), prep.as_mut_ptr() as *mut u8) };
-        let prep = prep.as_ptr() as *const u8 as usize;
-        let shared = SharedOut::new(out);
+        batch[k] = Some(p);
+        k += 1;
+        if k == MAX_PRODUCTS {
+            decode_batch(pool, &mut batch);
+            k = 0;
+        }
+    }
+    if k > 0 {
+        decode_batch(pool, &mut batch[..k]);
+    }
+}
+
+/// What a decode product runs with: its kernels and the offset of its prepared activation.
+#[derive(Clone, Copy)]
+struct DecodePlan {
+    nb: usize,
+    rb: usize,
+    arb: usize,
+    chunk: usize,
+    gemv: Option<&'static simd::GemvFns>,
+    single: Option<&'static simd::DotFns>,
+    prep_at: usize,
+}
+
+/// Decode (one activation row) of every product in `batch` under one pool job: chunks of
+/// weight rows of all products are handed out through one counter; rows go 4 and 2 at a time
+/// through the type's [`simd::GemvFns`] (on the activation prepared once here), else one by
+/// one.
+fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
+    let mut plans = [None::<DecodePlan>; MAX_PRODUCTS];
+    // first chunk index of each product, and the total
+    let mut first = [0usize; MAX_PRODUCTS + 1];
+    let mut prep_total = 0;
+    for (j, p) in batch.iter().enumerate() {
+        let p = p.as_ref().expect("filled");
+        let (w, rb) = (&p.w, p.w.row_bytes());
+        let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
+        assert!(p.act.len() >= arb && p.out.len() >= w.rows && w.data.len() >= rb * w.rows);
+        let nb = w.cols / w.ty.block_len();
+        let single = simd::dot_fns(w.ty);
+        let gemv = if single.is_some() { simd::gemv_fns(w.ty) } else { None };
         let chunk = chunk_rows(w.rows, 1);
-        let n_chunks = w.rows.div_ceil(chunk);
+        plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at: prep_total });
+        prep_total += gemv.map_or(0, |g| (g.prep_bytes)(nb).next_multiple_of(64));
+        first[j + 1] = first[j] + w.rows.div_ceil(chunk);
+    }
+    let n = batch.len();
+    PREP.with_borrow_mut(|prep| {
+        if prep.len() < prep_total / 64 {
+            prep.resize(prep_total / 64, Line([0; 64]));
+        }
+        let base = prep.as_mut_ptr() as *mut u8;
+        for (p, plan) in batch.iter().zip(&plans) {
+            let (p, plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
+            if let Some(g) = plan.gemv {
+                // SAFETY: act holds nb activation blocks (asserted above); the region at prep_at
+                // holds prep_bytes(nb) bytes, 64-byte aligned; simd::gemv_fns checked the CPU.
+                unsafe { (g.prep)(plan.nb, p.act.as_ptr(), base.add(plan.prep_at)) };
+            }
+        }
+        let outs: [Option<SharedOut<f32>>; MAX_PRODUCTS] = std::array::from_fn(|j| batch.get_mut(j).map(|p| SharedOut::new(p.as_mut().expect("filled").out)));
+        let batch = &*batch;
+        let base = base as usize;
         let next = AtomicUsize::new(0);
         pool.run(&|_ith, _nth| loop {
             let c = next.fetch_add(1, Ordering::Relaxed);
-            if c >= n_chunks {
+            if c >= first[n] {
                 break;
             }
-            let (start, end) = (c * chunk, ((c + 1) * chunk).min(w.rows));
-            let mut r = start;
-            // SAFETY: rows r.. lie inside w.data (asserted by matmul); the prepared row lives
-            // until pool.run returns; outputs r.. lie inside out and only this chunk writes them.
-            unsafe {
-                let (wp, op, pp) = (w.data.as_ptr(), shared.ptr(), prep as *const u8);
-                while r + 4 <= end {
-                    (g.rows4)(nb, wp.add(r * rb), rb, pp, op.add(r));
-                    r += 4;
-                }
-                if r + 2 <= end {
-                    (g.rows2)(nb, wp.add(r * rb), rb, pp, op.add(r));
-                    r += 2;
-                }
-                if r < end {
-                    single[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0);
-                }
-            }
+            let j = first[1..=n].iter().position(|&f| c < f).expect("c < total");
+            let (p, plan, out) = (batch[j].as_ref().expect("filled"), plans[j].expect("planned"), outs[j].expect("filled"));
+            let start = (c - first[j]) * plan.chunk;
+            decode_rows(&p.w, p.act, &plan, (base + plan.prep_at) as *const u8, out, start..(start + plan.chunk).min(p.w.rows));
         });
     });
+}
+
+/// Decode rows `rows` of one product (see [`decode_batch`]); only this call writes them.
+fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &DecodePlan, prep: *const u8, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
+    let (nb, rb) = (plan.nb, plan.rb);
+    let mut r = rows.start;
+    // SAFETY: rows r.. lie inside w.data and their outputs inside out (asserted by
+    // decode_batch); the prepared activation lives until the pool job ends; the kernels' CPU
+    // features were checked by simd::dot_fns / simd::gemv_fns.
+    unsafe {
+        let (wp, op) = (w.data.as_ptr(), out.ptr());
+        if let Some(g) = plan.gemv {
+            while r + 4 <= rows.end {
+                (g.rows4)(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 4;
+            }
+            if r + 2 <= rows.end {
+                (g.rows2)(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 2;
+            }
+        }
+        for r in r..rows.end {
+            match plan.single {
+                Some(k) => k[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0),
+                None => *op.add(r) = quant::vec_dot(w.ty, w.cols, w.row(r), &act[..plan.arb]),
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

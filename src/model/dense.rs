@@ -5,7 +5,7 @@
 use super::weights::Mat;
 use super::Model;
 use crate::kernels::attention::{attend, HeadScratch};
-use crate::kernels::matmul::{activation_bytes, matmul, quantize_activations};
+use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
@@ -84,6 +84,23 @@ fn project(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Opt
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
 }
 
+/// Several projections of the same input (Q, K, V; gate, up): quantized once and run as one
+/// batch when the matrices share an activation format, else one by one.
+fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Option<GgmlType>, input: &[f32], n: usize, targets: [(&Mat, &mut [f32]); N]) {
+    let vt = targets[0].0.ty.vec_dot_type();
+    if targets.iter().any(|(m, _)| m.ty.vec_dot_type() != vt) {
+        for (i, (m, out)) in targets.into_iter().enumerate() {
+            project(model, pool, act, act_ty, i > 0, m, input, n, out);
+        }
+        return;
+    }
+    let m0 = targets[0].0;
+    quantize_activations(m0.ty, &input[..n * m0.cols], m0.cols, n, act);
+    *act_ty = Some(vt);
+    let act = &act[..];
+    matmul_all(pool, n, targets.into_iter().map(|(m, out)| Product { w: model.mat(m), act, out: &mut out[..n * m.rows] }));
+}
+
 fn add_bias(rows: &mut [f32], bias: &Option<Vec<f32>>) {
     if let Some(b) = bias {
         for row in rows.chunks_exact_mut(b.len()) {
@@ -113,9 +130,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         for t in 0..n {
             rms_norm(&s.x[t * e..(t + 1) * e], &layer.attn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
         }
-        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.wq, &s.xn, n, &mut s.q);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wk, &s.xn, n, &mut s.k);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wv, &s.xn, n, &mut s.v);
+        project_all(model, pool, &mut s.act, &mut s.act_ty, &s.xn, n, [(&layer.wq, &mut s.q), (&layer.wk, &mut s.k), (&layer.wv, &mut s.v)]);
         add_bias(&mut s.q[..n * hp.q_dim()], &layer.bq);
         add_bias(&mut s.k[..n * hp.kv_dim_k()], &layer.bk);
         add_bias(&mut s.v[..n * hp.kv_dim_v()], &layer.bv);
@@ -140,8 +155,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         for t in 0..n {
             rms_norm(&s.x[t * e..(t + 1) * e], &layer.ffn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
         }
-        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_gate, &s.xn, n, &mut s.gate);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.ffn_up, &s.xn, n, &mut s.up);
+        project_all(model, pool, &mut s.act, &mut s.act_ty, &s.xn, n, [(&layer.ffn_gate, &mut s.gate), (&layer.ffn_up, &mut s.up)]);
         swiglu(&mut s.gate[..n * hp.n_ff], &s.up[..n * hp.n_ff]);
         project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_down, &s.gate, n, &mut s.proj);
         add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
