@@ -57,8 +57,8 @@ pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usiz
 }
 
 thread_local! {
-    /// Each thread's unpacked panel of 8 weight rows; grows, never shrinks.
-    static PANEL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each thread's unpacked panel of weight rows; grows, never shrinks.
+    static PANEL: std::cell::RefCell<Vec<Line>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// 64 bytes, 64-byte aligned: the unit of the prepared activation buffer.
@@ -81,7 +81,7 @@ fn chunk_rows(rows: usize, n_act: usize) -> usize {
         (rows / 64).clamp(4, 256)
     } else {
         // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
-        // multiple of 8 rows for the 8-row kernels
+        // multiple of 8 and 16 rows for the panel kernels
         if rows >= 64 {
             16
         } else {
@@ -104,20 +104,20 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     }
     let nb = w.cols / w.ty.block_len();
     let kernels = simd::dot_fns(w.ty);
-    // several activation rows: 8 weight rows at a time where a kernel exists
-    let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
+    // several activation rows: a panel of weight rows at a time where a kernel exists
+    let panels = simd::panel_fns(w.ty);
     thread_local! {
-        /// Per-block activation data for the 8-row kernels (on the calling thread); grows, never shrinks.
+        /// Per-block activation data for the panel kernels (on the calling thread); grows, never shrinks.
         static AUX: std::cell::RefCell<Vec<simd::ActAux>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     AUX.with_borrow_mut(|aux| {
-        if gemm8.is_some() {
+        if panels.is_some() {
             if aux.len() < n_rows * nb {
                 aux.resize(n_rows * nb, simd::ActAux::default());
             }
             simd::fill_act_aux(w.ty, &act[..n_rows * arb], &mut aux[..n_rows * nb]);
         }
-        run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, gemm8, aux.as_ptr() as usize);
+        run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, panels, aux.as_ptr() as usize);
     });
 }
 
@@ -259,7 +259,7 @@ fn run_chunks(
     rb: usize,
     arb: usize,
     kernels: Option<&simd::DotFns>,
-    gemm8: Option<&simd::Gemm8Fns>,
+    panels: Option<&simd::PanelFns>,
     aux_addr: usize,
 ) {
     let shared = SharedOut::new(out);
@@ -273,31 +273,33 @@ fn run_chunks(
         }
         let rows = c * chunk..((c + 1) * chunk).min(w.rows);
         let mut r_rest = rows.start;
-        if let Some(g) = gemm8 {
-            // 8 weight rows at a time, unpacked once into this thread's panel, × up to 8
+        if let Some(g) = panels {
+            // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
             // activation rows per call
             PANEL.with_borrow_mut(|panel| {
-                if panel.len() < nb * simd::PANEL_BLOCK {
-                    panel.resize(nb * simd::PANEL_BLOCK, 0);
+                let lines = (nb * g.block_bytes).div_ceil(64);
+                if panel.len() < lines {
+                    panel.resize(lines, Line([0; 64]));
                 }
+                let panel = panel.as_mut_ptr() as *mut u8;
                 let mut r0 = rows.start;
-                while r0 + 8 <= rows.end {
-                    // SAFETY: rows r0..r0+8 lie inside w.data; the panel holds nb blocks; the
-                    // CPU features were detected by simd::gemm8_fns.
-                    unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel.as_mut_ptr()) };
+                while r0 + g.rows <= rows.end {
+                    // SAFETY: rows r0..r0+g.rows lie inside w.data; the panel holds nb blocks,
+                    // 64-byte aligned; the CPU features were detected by simd::panel_fns.
+                    unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
                     let mut t0 = 0;
                     while t0 < n_rows {
                         let nt = (n_rows - t0).min(8);
                         // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
-                        // inside the aux buffer (filled for n_rows rows); outputs (t, r0..r0+8)
-                        // lie inside out and only this chunk writes them.
+                        // inside the aux buffer (filled for n_rows rows); outputs
+                        // (t, r0..r0+g.rows) lie inside out and only this chunk writes them.
                         unsafe {
                             let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
-                            g.gemm[nt - 1](nb, panel.as_ptr(), act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
+                            g.gemm[nt - 1](nb, panel, act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
                         };
                         t0 += nt;
                     }
-                    r0 += 8;
+                    r0 += g.rows;
                 }
                 r_rest = r0;
             });
@@ -369,7 +371,7 @@ mod tests {
                         for r in 0..rows {
                             let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
                             let got = out[t * rows + r];
-                            if n == 1 || simd::gemm8_fns(ty).is_none() {
+                            if n == 1 || simd::panel_fns(ty).is_none() {
                                 // decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {

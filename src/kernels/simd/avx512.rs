@@ -326,3 +326,120 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// legacy formats against Q8_0, prefill: 16 weight rows × R activation rows
+
+/// Bytes of one block of a 16-row panel: for each group `g` of 4 consecutive elements, the 4
+/// unsigned quants of each of the 16 rows (64 bytes, so that one VNNI `dpbusd` against the
+/// activation's 4 bytes broadcast gives one partial sum per row), then the 16 rows' scales.
+pub(crate) const PANEL_BLOCK: usize = 8 * 64 + 64;
+
+/// Unpacks 16 weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) into a panel;
+/// `unpack(block)` gives the block's 32 quants, unsigned.
+#[inline(always)]
+unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 16 rows of nb blocks at w and nb * PANEL_BLOCK bytes at
+    // panel.
+    unsafe {
+        let lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut dh = [0u16; 16];
+            // z[r] = [row r | row r + 8], 8 dwords (groups of 4 quants) each
+            let mut z = [_mm512_setzero_si512(); 8];
+            for r in 0..8 {
+                let (wa, wb) = (w.add(r * w_stride + ib * WB), w.add((r + 8) * w_stride + ib * WB));
+                dh[r] = std::ptr::read_unaligned(wa as *const u16);
+                dh[r + 8] = std::ptr::read_unaligned(wb as *const u16);
+                z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack(wa)), unpack(wb), 1);
+            }
+            // 8 × 8 dword transpose in both 256-bit halves at once: afterwards group g's
+            // vector holds dword g of rows 0..16 in order
+            let t: [__m512i; 8] = std::array::from_fn(|i| {
+                let (a, b) = (z[i & !1], z[i | 1]);
+                if i % 2 == 0 { _mm512_unpacklo_epi32(a, b) } else { _mm512_unpackhi_epi32(a, b) }
+            });
+            // u[4q + k]: dword k (and k + 4) of rows 4q..4q+4 (and + 8)
+            let u: [__m512i; 8] = std::array::from_fn(|i| {
+                let (q, k) = (i / 4, i % 4);
+                let (a, b) = (t[4 * q + k / 2], t[4 * q + 2 + k / 2]);
+                if k % 2 == 0 { _mm512_unpacklo_epi64(a, b) } else { _mm512_unpackhi_epi64(a, b) }
+            });
+            for k in 0..4 {
+                _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, _mm512_permutex2var_epi64(u[k], lo, u[4 + k]));
+                _mm512_storeu_si512(pb.add(64 * (k + 4)) as *mut __m512i, _mm512_permutex2var_epi64(u[k], hi, u[4 + k]));
+            }
+            _mm512_storeu_ps(pb.add(512) as *mut f32, _mm512_cvtph_ps(_mm256_loadu_si256(dh.as_ptr() as *const __m256i)));
+        }
+    }
+}
+
+/// 32 nibbles of 16 bytes: low nibbles are elements 0..16, high nibbles 16..32.
+#[inline(always)]
+unsafe fn nibbles_32(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 16 readable bytes at p.
+    unsafe {
+        let t = load128(p);
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f))
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack16::<Q4_0_B>(nb, w, w_stride, panel, |b| nibbles_32(b.add(2))) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        unpack16::<Q5_0_B>(nb, w, w_stride, panel, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            _mm256_mask_add_epi8(nibbles_32(b.add(6)), qh, nibbles_32(b.add(6)), _mm256_set1_epi8(16))
+        })
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack16::<Q8_0_B>(nb, w, w_stride, panel, |b| _mm256_xor_si256(load256(b.add(2)), _mm256_set1_epi8(0x80u8 as i8))) }
+}
+
+/// A 16-row panel × R Q8_0 activation rows (`a + i * a_stride`, per-block [`super::ActAux`]
+/// at `aux + i * nb` with `corr = offset * sum(q)`); result (i, j) to `out + i * out_stride + j`.
+/// One `dpbusd` per 4 elements covers all 16 rows, so no horizontal sums are needed; the block's
+/// integer sums are exact and scaled with one FMA per block and row, as the 8-row AVX2 panel
+/// kernels do.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut isum = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                isum[r] = _mm512_set1_epi32(-(*aux.add(r * nb + ib)).corr);
+            }
+            for g in 0..8 {
+                let wv = load512(pb.add(64 * g));
+                for r in 0..R {
+                    let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_0_B + 2 + 4 * g) as *const i32);
+                    isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                }
+            }
+            let dw = _mm512_loadu_ps(pb.add(512) as *const f32);
+            for r in 0..R {
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
+                acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}

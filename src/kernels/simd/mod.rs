@@ -23,14 +23,14 @@ pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usiz
 /// Kernels for 1 to 8 activation rows per weight row.
 pub type DotFns = [DotFn; 8];
 
-/// Unpacks 8 weight rows (`w + j * w_stride`, `nb` blocks) into a panel of
-/// `nb * PANEL_BLOCK` bytes.
+/// Unpacks a panel's weight rows (`w + j * w_stride`, `nb` blocks) into `nb * block_bytes`
+/// bytes (64-byte aligned) of the panel layout of its [`PanelFns`].
 ///
 /// # Safety
 /// The pointers must cover what is described; the CPU features must be present.
 pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8);
 
-/// An unpacked panel of 8 weight rows against `R` activation rows with their per-block
+/// An unpacked panel of weight rows against `R` activation rows with their per-block
 /// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
 /// different order from the reference (used for several activation rows only).
 ///
@@ -39,18 +39,18 @@ pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *
 /// activations, and the panel must come from the matching [`UnpackFn`].
 pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
 
-/// Bytes per block of an unpacked 8-row panel.
-pub(crate) const PANEL_BLOCK: usize = 320;
-
-/// The 8-row (prefill) kernels of a weight type: the unpacker and the panel kernels for 1 to 8
-/// activation rows.
-pub struct Gemm8Fns {
+/// The panel (prefill) kernels of a weight type: `rows` weight rows are unpacked once into
+/// `block_bytes` per block, then multiplied by 1 to 8 activation rows per call.
+pub struct PanelFns {
+    pub rows: usize,
+    pub block_bytes: usize,
     pub unpack: UnpackFn,
     pub gemm: [PanelFn; 8],
 }
 
 /// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
-/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16), and Q8_1's `s` as f32.
+/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16, Q8_0: 128), and Q8_1's `s` as
+/// f32.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct ActAux {
@@ -65,6 +65,7 @@ pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
     let (q8_1, offset) = match ty {
         GgmlType::Q4_0 => (false, 8),
         GgmlType::Q5_0 => (false, 16),
+        GgmlType::Q8_0 => (false, 128),
         _ => (true, 0),
     };
     let ab = ty.vec_dot_type().block_bytes();
@@ -180,41 +181,58 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     }
 }
 
-/// The 8-weight-row kernels for `ty` (used for several activation rows), or None.
-pub fn gemm8_fns(ty: GgmlType) -> Option<&'static Gemm8Fns> {
-    gemm8_fns_at(level(), ty)
+/// The panel kernels for `ty` (used for several activation rows), or None.
+pub fn panel_fns(ty: GgmlType) -> Option<&'static PanelFns> {
+    panel_fns_at(level(), ty)
 }
 
-/// As [`gemm8_fns`] at a given level.
-pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
+macro_rules! panel {
+    ($m:ident, $rows:expr, $u:ident, $f:ident) => {
+        PanelFns {
+            rows: $rows,
+            block_bytes: $m::PANEL_BLOCK,
+            unpack: $m::$u as UnpackFn,
+            gemm: [
+                $m::$f::<1> as PanelFn,
+                $m::$f::<2> as PanelFn,
+                $m::$f::<3> as PanelFn,
+                $m::$f::<4> as PanelFn,
+                $m::$f::<5> as PanelFn,
+                $m::$f::<6> as PanelFn,
+                $m::$f::<7> as PanelFn,
+                $m::$f::<8> as PanelFn,
+            ],
+        }
+    };
+}
+
+/// As [`panel_fns`] at a given level.
+pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => gemm8_fns_at(Level::Avx2, ty),
+        Level::Avx512 => {
+            static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
+            static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
+            static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q8_0 => Some(&Q8_0),
+                _ => panel_fns_at(Level::Avx2, ty),
+            }
+        }
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
-            const _: () = assert!(avx2::PANEL_BLOCK == PANEL_BLOCK);
             macro_rules! g {
                 ($u:ident, $f:ident) => {
-                    Gemm8Fns {
-                        unpack: avx2::$u as UnpackFn,
-                        gemm: [
-                            avx2::$f::<1> as PanelFn,
-                            avx2::$f::<2> as PanelFn,
-                            avx2::$f::<3> as PanelFn,
-                            avx2::$f::<4> as PanelFn,
-                            avx2::$f::<5> as PanelFn,
-                            avx2::$f::<6> as PanelFn,
-                            avx2::$f::<7> as PanelFn,
-                            avx2::$f::<8> as PanelFn,
-                        ],
-                    }
+                    panel!(avx2, 8, $u, $f)
                 };
             }
-            static Q4_0: Gemm8Fns = g!(unpack8_q4_0, gemm8p_q8_0);
-            static Q5_0: Gemm8Fns = g!(unpack8_q5_0, gemm8p_q8_0);
-            static Q4_1: Gemm8Fns = g!(unpack8_q4_1, gemm8p_q8_1);
-            static Q5_1: Gemm8Fns = g!(unpack8_q5_1, gemm8p_q8_1);
+            static Q4_0: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0);
+            static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
+            static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
+            static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),

@@ -280,12 +280,17 @@ fn env_var_forces_scalar_level_only_through_level() {
     }
 }
 
-fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
-    if !available() {
-        return;
+fn check_panels(ty: GgmlType, col_choices: &[usize]) {
+    for level in levels() {
+        if let Some(fns) = panel_fns_at(level, ty) {
+            check_panels_at(level, fns, ty, col_choices);
+        }
     }
-    let fns = gemm8_fns_at(LEVEL, ty).expect("kernel");
+}
+
+fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize]) {
     let vt = ty.vec_dot_type();
+    let pr = fns.rows;
     let mut rng = Rng(0x1234_5678 ^ ty as u64);
     for &cols in col_choices {
         for raw in [false, true] {
@@ -299,35 +304,36 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
                 quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
             }
             let mut w = Vec::new();
-            for _ in 0..9 {
+            for _ in 0..pr + 1 {
                 w.extend(weight_row(&mut rng, ty, cols, raw));
             }
             let mut aux = vec![ActAux::default(); n_act * nb];
             fill_act_aux(ty, &act, &mut aux);
-            let mut panels = vec![vec![0u8; nb * PANEL_BLOCK]; 2];
+            let mut panels = vec![vec![Align64([0; 64]); (nb * fns.block_bytes).div_ceil(64)]; 2];
             for (j0, panel) in panels.iter_mut().enumerate() {
-                // SAFETY: rows j0..j0+8 of nb blocks exist; the panel has nb * PANEL_BLOCK bytes.
-                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr()) };
+                // SAFETY: rows j0..j0+pr of nb blocks exist; the panel has nb * block_bytes bytes,
+                // 64-byte aligned; the level is supported.
+                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr() as *mut u8) };
             }
             for (ri, f) in fns.gemm.iter().enumerate() {
                 let r = ri + 1;
                 for t0 in 0..=n_act - r {
                     for j0 in [0, 1] {
-                        let stride = 11;
+                        let stride = pr + 3;
                         let mut out = vec![f32::NAN; stride * r];
-                        // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
-                        // r rows of `stride` slots.
-                        unsafe { f(nb, panels[j0].as_ptr(), act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
+                        // SAFETY: weight rows j0..j0+pr and activation rows t0..t0+r exist; out
+                        // has r rows of `stride` slots.
+                        unsafe { f(nb, panels[j0].as_ptr() as *const u8, act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
                         for i in 0..r {
-                            for j in 0..8 {
+                            for j in 0..pr {
                                 let (t, wr) = (t0 + i, j0 + j);
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
                                 let want = quant::vec_dot(ty, cols, wrow, arow);
                                 let got = out[i * stride + j];
                                 let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;
-                                assert!(((got - want) as f64).abs() <= tol, "{} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
+                                assert!(((got - want) as f64).abs() <= tol, "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
                             }
-                            assert!(out[i * stride + 8].is_nan());
+                            assert!(out[i * stride + pr].is_nan());
                         }
                     }
                 }
@@ -337,18 +343,22 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
 }
 
 #[test]
-fn gemm8_q4_0() {
-    check_gemm8(GgmlType::Q4_0, &[32, 96, 896]);
+fn panels_q4_0() {
+    check_panels(GgmlType::Q4_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q5_0() {
-    check_gemm8(GgmlType::Q5_0, &[32, 96, 896]);
+fn panels_q5_0() {
+    check_panels(GgmlType::Q5_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q4_1() {
-    check_gemm8(GgmlType::Q4_1, &[32, 96, 576]);
+fn panels_q8_0() {
+    check_panels(GgmlType::Q8_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q5_1() {
-    check_gemm8(GgmlType::Q5_1, &[32, 160]);
+fn panels_q4_1() {
+    check_panels(GgmlType::Q4_1, &[32, 96, 576]);
+}
+#[test]
+fn panels_q5_1() {
+    check_panels(GgmlType::Q5_1, &[32, 160]);
 }
