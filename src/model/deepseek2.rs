@@ -9,7 +9,7 @@ use super::dense::UBatch;
 use super::hparams::{Gating, MlaParams};
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend, HeadScratch};
+use crate::kernels::attention::{attend_group, HeadScratch};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -113,7 +113,7 @@ impl MlaScratch {
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
             act: try_zeroed(act, "scratch")?,
             rope_cache: try_zeroed(r.max(2), "scratch")?,
-            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(c + r)).collect(),
+            heads: (0..n_threads.max(1) * h).map(|_| HeadScratch::new(c + r)).collect(),
         })
     }
 }
@@ -250,17 +250,22 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
             s.q_full[dst..dst + c].copy_from_slice(&s.head_out[t * c..(t + 1) * c]);
         }
     }
-    // Scores against cached [latent | rope key] rows; values are the latents.
+    // Scores against cached [latent | rope key] rows; values are the latents. Every head reads
+    // the same rows, so a work item is a token's heads (split in as many parts as threads when
+    // there are fewer tokens than threads).
     {
         let kvr = &*kv;
         let q_full = &s.q_full;
         let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
         let scratch = SharedOut::new(&mut s.heads);
+        let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
+        let parts = h.div_ceil(part);
         pool.run(&|ith, nth| {
-            // SAFETY: each thread uses only its own scratch slot.
-            let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
-            for item in split_range(n * h, ith, nth) {
-                let t = item / h;
+            for item in split_range(n * parts, ith, nth) {
+                let (t, p) = (item / parts, item % parts);
+                let heads = t * h + p * part..t * h + ((p + 1) * part).min(h);
+                // SAFETY: each thread uses only its own scratch slots.
+                let hs = unsafe { scratch.slice(ith * h..ith * h + heads.len()) };
                 let (seq, pos) = (ub.seq[t], ub.pos[t]);
                 let cells = kvr
                     .cells_of_stream(kvr.stream_of(seq))
@@ -269,9 +274,9 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
                         let k = kvr.k_row(il, i);
                         (k, &k[..c])
                     });
-                // SAFETY: item (t, head) is handled by exactly one thread.
-                let o = unsafe { out.slice(item * c..(item + 1) * c) };
-                attend(&q_full[item * (c + r)..(item + 1) * (c + r)], scale, cells, hs, o);
+                // SAFETY: the heads of item (t, p) are handled by exactly one thread.
+                let o = unsafe { out.slice(heads.start * c..heads.end * c) };
+                attend_group(&q_full[heads.start * (c + r)..heads.end * (c + r)], scale, cells, hs, o);
             }
         });
     }

@@ -4,7 +4,7 @@
 
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend, HeadScratch};
+use crate::kernels::attention::{attend_group, HeadScratch};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -62,7 +62,7 @@ impl DenseScratch {
             act: try_zeroed(act_bytes, "scratch")?,
             act_ty: None,
             rope_cache: try_zeroed(hp.n_rot.max(2), "scratch")?,
-            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
+            heads: (0..n_threads.max(1) * (hp.n_head / hp.n_head_kv)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
         })
     }
 
@@ -175,6 +175,8 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
     project(model, pool, &mut s.act, &mut s.act_ty, false, &w.output, &s.xn, n_out, logits);
 }
 
+/// Attention of every token's query heads, one work item per (token, K/V head): the heads of a
+/// GQA group read the cached rows once.
 #[allow(clippy::too_many_arguments)]
 fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], heads: &mut [HeadScratch], pool: &ThreadPool, n: usize) {
     let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
@@ -182,23 +184,23 @@ fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &
     let scale = 1.0 / (hd_k as f32).sqrt();
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(heads);
-    let items = n * hp.n_head;
+    let items = n * hp.n_head_kv;
     pool.run(&|ith, nth| {
-        // SAFETY: each thread uses only its own scratch slot.
-        let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+        // SAFETY: each thread uses only its own scratch slots.
+        let hs = unsafe { scratch.slice(ith * group..(ith + 1) * group) };
         for item in split_range(items, ith, nth) {
-            let (t, h) = (item / hp.n_head, item % hp.n_head);
+            let (t, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
             let (seq, pos) = (ub.seq[t], ub.pos[t]);
-            let kvh = h / group;
             let stream = kv.stream_of(seq);
             let cells = kv
                 .cells_of_stream(stream)
                 .filter(|(_, c)| c.pos >= 0 && c.pos <= pos && c.seqs.contains(seq))
                 .map(|(i, _)| (&kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]));
-            let qh = &q[t * hp.q_dim() + h * hd_k..t * hp.q_dim() + (h + 1) * hd_k];
-            // SAFETY: item (t, h) is handled by exactly one thread.
-            let o = unsafe { out.slice(item * hd_v..(item + 1) * hd_v) };
-            attend(qh, scale, cells, hs, o);
+            let h0 = t * hp.n_head + kvh * group;
+            let qg = &q[h0 * hd_k..(h0 + group) * hd_k];
+            // SAFETY: the heads of item (t, kvh) are handled by exactly one thread.
+            let o = unsafe { out.slice(h0 * hd_v..(h0 + group) * hd_v) };
+            attend_group(qg, scale, cells, hs, o);
         }
     });
 }
