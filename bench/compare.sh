@@ -2,6 +2,8 @@
 # Side by side, alternating (A B A B ...): bench/llama_bench.c built against our libdeepseek and
 # against upstream libllama.so (LLAMA_LIB, default /work/ref/build/bin), same model, same threads.
 # Usage: bench/compare.sh [MODEL.gguf] [THREADS] [PAIRS]
+# OURS_LIB=DIR uses a libdeepseek.so already built in DIR (a copy, so that rebuilding during a
+# long comparison does not change the library under it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$HOME/.cache/deepseek/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
@@ -10,9 +12,13 @@ PAIRS="${3:-3}"
 LLAMA_LIB="${LLAMA_LIB:-/work/ref/build/bin}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 OUT="$(mktemp -d)"
-cargo build -q --release --lib
-ln -sf libdeepseek.so "$TARGET/release/libdeepseek.so.0"
-cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$TARGET/release" -ldeepseek -Wl,-rpath,"$(realpath "$TARGET/release")"
+OURS_LIB="${OURS_LIB:-}"
+if [ -z "$OURS_LIB" ]; then
+  cargo build -q --release --lib
+  OURS_LIB="$TARGET/release"
+fi
+ln -sf libdeepseek.so "$OURS_LIB/libdeepseek.so.0"
+cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$OURS_LIB" -ldeepseek -Wl,-rpath,"$(realpath "$OURS_LIB")"
 HAVE_UP=0
 if [ -e "$LLAMA_LIB/libllama.so" ]; then
   UPINC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)")"
@@ -21,6 +27,7 @@ if [ -e "$LLAMA_LIB/libllama.so" ]; then
 fi
 grep -m1 'model name' /proc/cpuinfo
 echo "flags: $(grep -o 'avx[^ ]*\|fma\|f16c' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "model $(basename "$MODEL"), $T threads, commit $(git rev-parse --short HEAD)"
 for i in $(seq "$PAIRS"); do
   echo "deepseek  $("$OUT/ours" "$MODEL" "$T" 64 32 3)"
   [ "$HAVE_UP" = 1 ] && echo "llama.cpp $("$OUT/upstream" "$MODEL" "$T" 64 32 3)"
