@@ -342,8 +342,6 @@ unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
     // SAFETY: the caller guarantees 16 rows of nb blocks at w and nb * PANEL_BLOCK bytes at
     // panel.
     unsafe {
-        let lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-        let hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
         for ib in 0..nb {
             let pb = panel.add(ib * PANEL_BLOCK);
             let mut dh = [0u16; 16];
@@ -355,23 +353,42 @@ unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
                 dh[r + 8] = std::ptr::read_unaligned(wb as *const u16);
                 z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack(wa)), unpack(wb), 1);
             }
-            // 8 × 8 dword transpose in both 256-bit halves at once: afterwards group g's
-            // vector holds dword g of rows 0..16 in order
-            let t: [__m512i; 8] = std::array::from_fn(|i| {
-                let (a, b) = (z[i & !1], z[i | 1]);
-                if i % 2 == 0 { _mm512_unpacklo_epi32(a, b) } else { _mm512_unpackhi_epi32(a, b) }
-            });
-            // u[4q + k]: dword k (and k + 4) of rows 4q..4q+4 (and + 8)
-            let u: [__m512i; 8] = std::array::from_fn(|i| {
-                let (q, k) = (i / 4, i % 4);
-                let (a, b) = (t[4 * q + k / 2], t[4 * q + 2 + k / 2]);
-                if k % 2 == 0 { _mm512_unpacklo_epi64(a, b) } else { _mm512_unpackhi_epi64(a, b) }
-            });
-            for k in 0..4 {
-                _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, _mm512_permutex2var_epi64(u[k], lo, u[4 + k]));
-                _mm512_storeu_si512(pb.add(64 * (k + 4)) as *mut __m512i, _mm512_permutex2var_epi64(u[k], hi, u[4 + k]));
-            }
+            store_transposed(pb, z);
             _mm512_storeu_ps(pb.add(512) as *mut f32, _mm512_cvtph_ps(_mm256_loadu_si256(dh.as_ptr() as *const __m256i)));
+        }
+    }
+}
+
+/// Stores 16 rows of 32 quants (`z[r]` = [row r | row r + 8]) at `pb` as 8 vectors of 64 bytes,
+/// vector `g` holding quants 4g..4g+4 of rows 0..16 in order: an 8 × 8 dword transpose done in
+/// both 256-bit halves at once.
+#[inline(always)]
+unsafe fn store_transposed(pb: *mut u8, z: [__m512i; 8]) {
+    // SAFETY: the caller guarantees 512 writable bytes at pb.
+    unsafe {
+        let lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        let t: [__m512i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (z[i & !1], z[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_epi32(a, b)
+            } else {
+                _mm512_unpackhi_epi32(a, b)
+            }
+        });
+        // u[4q + k]: dword k (and k + 4) of rows 4q..4q+4 (and + 8)
+        let u: [__m512i; 8] = std::array::from_fn(|i| {
+            let (q, k) = (i / 4, i % 4);
+            let (a, b) = (t[4 * q + k / 2], t[4 * q + 2 + k / 2]);
+            if k % 2 == 0 {
+                _mm512_unpacklo_epi64(a, b)
+            } else {
+                _mm512_unpackhi_epi64(a, b)
+            }
+        });
+        for k in 0..4 {
+            _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, _mm512_permutex2var_epi64(u[k], lo, u[4 + k]));
+            _mm512_storeu_si512(pb.add(64 * (k + 4)) as *mut __m512i, _mm512_permutex2var_epi64(u[k], hi, u[4 + k]));
         }
     }
 }
@@ -436,6 +453,101 @@ pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, 
             for r in 0..R {
                 let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
                 acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K against Q8_K, prefill: 16 weight rows × R activation rows
+
+/// Offsets inside one super-block of a 16-row Q4_K panel: 8 groups of 32 quants as in
+/// [`PANEL_BLOCK`]'s layout (512 bytes each), then per group the 16 rows' 6-bit scales and mins
+/// as i32, then the rows' `d` and `dmin` as f32.
+const Q4K_SC: usize = 8 * 512;
+const Q4K_MIN: usize = Q4K_SC + 8 * 64;
+const Q4K_D: usize = Q4K_MIN + 8 * 64;
+pub(crate) const Q4K_PANEL_BLOCK: usize = Q4K_D + 128;
+
+/// Unpacks 16 Q4_K rows (`w + j * w_stride`, `nb` super-blocks) into a panel of
+/// `nb * Q4K_PANEL_BLOCK` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q4K_PANEL_BLOCK
+    // bytes at panel.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
+            for g in 0..8 {
+                let (c, h) = (g / 2, (g % 2) as i32);
+                let quants = |j: usize| _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16 + 32 * c)), _mm_cvtsi32_si128(4 * h)), m4);
+                let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
+                store_transposed(pb.add(512 * g), z);
+            }
+            let (sc, mn, d) = (pb.add(Q4K_SC) as *mut i32, pb.add(Q4K_MIN) as *mut i32, pb.add(Q4K_D) as *mut f32);
+            for j in 0..16 {
+                let b = row(j);
+                let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
+                for g in 0..8 {
+                    let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
+                    *sc.add(16 * g + j) = s as i32;
+                    *mn.add(16 * g + j) = m as i32;
+                }
+                *d.add(j) = f16_at(b);
+                *d.add(16 + j) = f16_at(b.add(2));
+            }
+        }
+    }
+}
+
+/// A 16-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
+/// `out + i * out_stride + j`. Per super-block the integer sums (quants × activations × scales,
+/// mins × activation sums) are exact; each is scaled with one FMA (not the reference's lane
+/// order: prefill only).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb super-blocks.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL_BLOCK);
+            let d = _mm512_loadu_ps(pb.add(Q4K_D) as *const f32);
+            let dmin = _mm512_loadu_ps(pb.add(Q4K_D + 64) as *const f32);
+            for r in 0..R {
+                // the mins: sum over groups of min × (sum of the group's activation quants)
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = ab.add(4 + QK_K) as *const i16;
+                let mut msum = _mm512_setzero_si512();
+                for g in 0..8 {
+                    let s = *bs.add(2 * g) as i32 + *bs.add(2 * g + 1) as i32;
+                    msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(load512(pb.add(Q4K_MIN + 64 * g)), _mm512_set1_epi32(s)));
+                }
+                let yd = _mm512_set1_ps(-f32_at(ab));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), _mm512_cvtepi32_ps(msum), acc[r]);
+            }
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for g in 0..8 {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for k in 0..8 {
+                    let wv = load512(pb.add(512 * g + 64 * k));
+                    for r in 0..R {
+                        let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g + 4 * k) as *const i32);
+                        isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = load512(pb.add(Q4K_SC + 64 * g));
+                for r in 0..R {
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                }
+            }
+            for r in 0..R {
+                let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
             }
         }
         for r in 0..R {

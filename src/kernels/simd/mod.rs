@@ -59,14 +59,17 @@ pub struct ActAux {
     pub s: f32,
 }
 
-/// Per-block activation data for the 8-row kernels of weight type `ty` (`act` holds whole
-/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block).
+/// Per-block activation data for the panel kernels of weight type `ty` (`act` holds whole
+/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block; nothing for
+/// K-quants).
 pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
     let (q8_1, offset) = match ty {
         GgmlType::Q4_0 => (false, 8),
         GgmlType::Q5_0 => (false, 16),
         GgmlType::Q8_0 => (false, 128),
-        _ => (true, 0),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => (true, 0),
+        // the K-quant panels read what they need from the Q8_K blocks
+        _ => return,
     };
     let ab = ty.vec_dot_type().block_bytes();
     for (x, b) in aux.iter_mut().zip(act.chunks_exact(ab)) {
@@ -188,9 +191,12 @@ pub fn panel_fns(ty: GgmlType) -> Option<&'static PanelFns> {
 
 macro_rules! panel {
     ($m:ident, $rows:expr, $u:ident, $f:ident) => {
+        panel!($m, $rows, $m::PANEL_BLOCK, $u, $f)
+    };
+    ($m:ident, $rows:expr, $bytes:expr, $u:ident, $f:ident) => {
         PanelFns {
             rows: $rows,
-            block_bytes: $m::PANEL_BLOCK,
+            block_bytes: $bytes,
             unpack: $m::$u as UnpackFn,
             gemm: [
                 $m::$f::<1> as PanelFn,
@@ -215,7 +221,9 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
             static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
             static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
             static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
+            static Q4_K: PanelFns = panel!(avx512, 16, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
             match ty {
+                GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),

@@ -355,6 +355,10 @@ fn panels_q8_0() {
     check_panels(GgmlType::Q8_0, &[32, 96, 896]);
 }
 #[test]
+fn panels_q4_k() {
+    check_panels(GgmlType::Q4K, &[256, 768, 4864]);
+}
+#[test]
 fn panels_q4_1() {
     check_panels(GgmlType::Q4_1, &[32, 96, 576]);
 }
