@@ -555,3 +555,93 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K against Q8_K, prefill: 16 weight rows × R activation rows
+
+/// Offsets inside one super-block of a 16-row Q6_K panel: 8 groups of 32 quants (0..63, the
+/// stored value + 32) as in [`PANEL_BLOCK`]'s layout, then per 16-element sub-group the 16
+/// rows' scales as i32, then the rows' `d` as f32.
+const Q6K_SC: usize = 8 * 512;
+const Q6K_D: usize = Q6K_SC + 16 * 64;
+pub(crate) const Q6K_PANEL_BLOCK: usize = Q6K_D + 64;
+
+/// Unpacks 16 Q6_K rows (`w + j * w_stride`, `nb` super-blocks) into a panel of
+/// `nb * Q6K_PANEL_BLOCK` bytes. Layout of a row's block: ql[128] | qh[64] | scales[16] | d.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q6_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q6K_PANEL_BLOCK
+    // bytes at panel.
+    unsafe {
+        let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6K_PANEL_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q6_K_B);
+            for g in 0..8 {
+                // group g = 4n + s: nibble s / 2 of ql[64n + 32(s % 2)..], bits 2s of qh[32n..]
+                let (n, s) = (g / 4, g % 4);
+                let quants = |j: usize| {
+                    let b = row(j);
+                    let ql = _mm256_srl_epi16(load256(b.add(64 * n + 32 * (s % 2))), _mm_cvtsi32_si128(4 * (s / 2) as i32));
+                    let qh = _mm256_srl_epi16(load256(b.add(128 + 32 * n)), _mm_cvtsi32_si128(2 * s as i32));
+                    _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4))
+                };
+                let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
+                store_transposed(pb.add(512 * g), z);
+            }
+            let (sc, d) = (pb.add(Q6K_SC) as *mut i32, pb.add(Q6K_D) as *mut f32);
+            for j in 0..16 {
+                let b = row(j);
+                for u in 0..16 {
+                    *sc.add(16 * u + j) = *b.add(192 + u) as i8 as i32;
+                }
+                *d.add(j) = f16_at(b.add(208));
+            }
+        }
+    }
+}
+
+/// A 16-row Q6_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
+/// `out + i * out_stride + j`. Per super-block: Σ scale × (Σ q × y) − 32 Σ scale × (sum of the
+/// sub-group's activation quants), exact in integers, then one FMA.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q6_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb super-blocks.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6K_PANEL_BLOCK);
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                let bs = a.add(r * a_stride + ib * Q8_K_B + 4 + QK_K) as *const i16;
+                let mut corr = _mm512_setzero_si512();
+                for u in 0..16 {
+                    corr = _mm512_add_epi32(corr, _mm512_mullo_epi32(load512(pb.add(Q6K_SC + 64 * u)), _mm512_set1_epi32(*bs.add(u) as i32)));
+                }
+                sumi[r] = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(corr, 5));
+            }
+            for u in 0..16 {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for k in 0..4 {
+                    let wv = load512(pb.add(256 * u + 64 * k));
+                    for r in 0..R {
+                        let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_K_B + 4 + 16 * u + 4 * k) as *const i32);
+                        isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = load512(pb.add(Q6K_SC + 64 * u));
+                for r in 0..R {
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                }
+            }
+            let d = _mm512_loadu_ps(pb.add(Q6K_D) as *const f32);
+            for r in 0..R {
+                let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
