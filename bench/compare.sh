@@ -31,5 +31,15 @@ echo "model $(basename "$MODEL"), $T threads, commit $(git rev-parse --short HEA
 for i in $(seq "$PAIRS"); do
   echo "deepseek  $("$OUT/ours" "$MODEL" "$T" 64 32 3)"
   [ "$HAVE_UP" = 1 ] && echo "llama.cpp $("$OUT/upstream" "$MODEL" "$T" 64 32 3)"
-done
+done | tee "$OUT/runs"
+# per pair: ours / llama.cpp for pp and tg tokens/s (wall) and for CPU time per token
+# (llama.cpp's / ours, so > 1 means ahead); min, median, max over the pairs
+if [ "$HAVE_UP" = 1 ]; then
+  awk '/^deepseek/ {for (i = 1; i <= NF; i++) { if ($i ~ /^pp[0-9]/) p = $(i + 1); if ($i ~ /^tg[0-9]/) g = $(i + 1); if ($i == "pp" && $(i - 1) == "ms/token") cp = $(i + 1); if ($i == "tg" && $(i - 2) == "pp") cg = $(i + 1) } }
+       /^llama.cpp/ {for (i = 1; i <= NF; i++) { if ($i ~ /^pp[0-9]/) P = $(i + 1); if ($i ~ /^tg[0-9]/) G = $(i + 1); if ($i == "pp" && $(i - 1) == "ms/token") CP = $(i + 1); if ($i == "tg" && $(i - 2) == "pp") CG = $(i + 1) }
+                     n++; rp[n] = p / P; rg[n] = g / G; rcp[n] = CP / cp; rcg[n] = CG / cg }
+       function show(name, a,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+                                        printf "%-24s min %.2f  median %.2f  max %.2f\n", name, a[1], a[int((n + 1) / 2)], a[n] }
+       END { if (n) { print "ratio deepseek / llama.cpp over " n " pairs:"; show("pp tok/s", rp); show("tg tok/s", rg); show("pp cpu/token (inverse)", rcp); show("tg cpu/token (inverse)", rcg) } }' "$OUT/runs"
+fi
 rm -rf "$OUT"
