@@ -332,7 +332,8 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 
 /// Bytes of one block of a 16-row panel: for each group `g` of 4 consecutive elements, the 4
 /// unsigned quants of each of the 16 rows (64 bytes, so that one VNNI `dpbusd` against the
-/// activation's 4 bytes broadcast gives one partial sum per row), then the 16 rows' scales.
+/// activation's 4 bytes broadcast gives one partial sum per row), then the 16 rows' f16 scales
+/// (padded to 64 bytes).
 pub(crate) const PANEL_BLOCK: usize = 8 * 64 + 64;
 
 /// Unpacks 16 weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) into a panel;
@@ -344,17 +345,18 @@ unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
     unsafe {
         for ib in 0..nb {
             let pb = panel.add(ib * PANEL_BLOCK);
-            let mut dh = [0u16; 16];
+            // the scales stay f16 here: gathering them in a local array and loading that as a
+            // vector would stall on store forwarding every block
+            let dh = pb.add(512) as *mut u16;
             // z[r] = [row r | row r + 8], 8 dwords (groups of 4 quants) each
             let mut z = [_mm512_setzero_si512(); 8];
             for r in 0..8 {
                 let (wa, wb) = (w.add(r * w_stride + ib * WB), w.add((r + 8) * w_stride + ib * WB));
-                dh[r] = std::ptr::read_unaligned(wa as *const u16);
-                dh[r + 8] = std::ptr::read_unaligned(wb as *const u16);
+                *dh.add(r) = std::ptr::read_unaligned(wa as *const u16);
+                *dh.add(r + 8) = std::ptr::read_unaligned(wb as *const u16);
                 z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack(wa)), unpack(wb), 1);
             }
             store_transposed(pb, z);
-            _mm512_storeu_ps(pb.add(512) as *mut f32, _mm512_cvtph_ps(_mm256_loadu_si256(dh.as_ptr() as *const __m256i)));
         }
     }
 }
@@ -449,7 +451,7 @@ pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, 
                     isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
                 }
             }
-            let dw = _mm512_loadu_ps(pb.add(512) as *const f32);
+            let dw = _mm512_cvtph_ps(load256(pb.add(512)));
             for r in 0..R {
                 let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
                 acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
