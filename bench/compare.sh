@@ -3,7 +3,8 @@
 # against upstream libllama.so (LLAMA_LIB, default /work/ref/build/bin), same model, same threads.
 # Usage: bench/compare.sh [MODEL.gguf] [THREADS] [PAIRS]
 # OURS_LIB=DIR uses a libdeepseek.so already built in DIR (a copy, so that rebuilding during a
-# long comparison does not change the library under it).
+# long comparison does not change the library under it; copy it after `cargo build --release
+# --lib`: `cargo test` and `cargo bench` do not refresh target/release/libdeepseek.so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-$HOME/.cache/deepseek/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
