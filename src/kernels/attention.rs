@@ -33,7 +33,7 @@ fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
 /// acc = acc * ms + v * vs (the scaling skipped when ms == 1), per element.
 fn scale_add(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() == super::simd::Level::Avx2 {
+    if super::simd::level() >= super::simd::Level::Avx2 {
         // SAFETY: the AVX2/FMA/F16C level was detected.
         unsafe { super::simd::avx2::scale_add_f16(acc, v, ms, vs) };
         return;
