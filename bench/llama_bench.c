@@ -1,7 +1,9 @@
 /* pp/tg speed over the llama.h API: build against libdeepseek or upstream libllama.
  * Usage: llama_bench MODEL.gguf [THREADS] [N_PROMPT] [N_GEN] [REPS]
  * pp: one llama_decode of N_PROMPT tokens into an empty cache; tg: N_GEN single-token decodes.
- * Prints the median tokens/s over REPS repetitions after one warm-up. */
+ * Prints the median tokens/s over REPS repetitions after one warm-up, and the median CPU time
+ * (all threads) per token: on a shared machine wall-clock speed depends on what else runs,
+ * CPU time per token much less so. */
 #include "llama.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,12 @@
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
@@ -41,14 +49,16 @@ int main(int argc, char **argv) {
     llama_token *prompt = malloc(sizeof(llama_token) * np);
     for (int i = 0; i < np; i++) prompt[i] = 10 + (i * 7919 + 13) % (n_vocab < 30000 ? n_vocab - 10 : 30000);
     double *pp = malloc(sizeof(double) * reps), *tg = malloc(sizeof(double) * reps);
+    double *pp_cpu = malloc(sizeof(double) * reps), *tg_cpu = malloc(sizeof(double) * reps);
     for (int rep = 0; rep <= reps; rep++) {
         llama_memory_clear(llama_get_memory(ctx), true);
-        double t = now();
+        double t = now(), c = cpu();
         if (llama_decode(ctx, llama_batch_get_one(prompt, np))) { fprintf(stderr, "decode failed\n"); return 1; }
-        double dpp = now() - t;
+        double dpp = now() - t, cpp = cpu() - c;
         llama_memory_clear(llama_get_memory(ctx), true);
         llama_token tok = 42;
         t = now();
+        c = cpu();
         for (int i = 0; i < ng; i++) {
             if (llama_decode(ctx, llama_batch_get_one(&tok, 1))) { fprintf(stderr, "decode failed\n"); return 1; }
             const float *l = llama_get_logits_ith(ctx, -1);
@@ -56,15 +66,21 @@ int main(int argc, char **argv) {
             for (int j = 1; j < n_vocab; j++) if (l[j] > l[best]) best = j;
             tok = best;
         }
-        double dtg = now() - t;
-        if (rep > 0) { pp[rep - 1] = np / dpp; tg[rep - 1] = ng / dtg; }
+        double dtg = now() - t, ctg = cpu() - c;
+        if (rep > 0) {
+            pp[rep - 1] = np / dpp; tg[rep - 1] = ng / dtg;
+            pp_cpu[rep - 1] = 1e3 * cpp / np; tg_cpu[rep - 1] = 1e3 * ctg / ng;
+        }
     }
     qsort(pp, reps, sizeof(double), cmp);
     qsort(tg, reps, sizeof(double), cmp);
-    printf("load %.2f s  pp%d %7.2f tok/s  tg%d %6.2f tok/s  (t=%d, median of %d)\n", t_load, np, pp[reps / 2], ng, tg[reps / 2], nt, reps);
+    qsort(pp_cpu, reps, sizeof(double), cmp);
+    qsort(tg_cpu, reps, sizeof(double), cmp);
+    printf("load %.2f s  pp%d %7.2f tok/s  tg%d %6.2f tok/s  cpu ms/token pp %6.2f tg %6.2f  (t=%d, median of %d)\n", t_load, np, pp[reps / 2], ng, tg[reps / 2],
+           pp_cpu[reps / 2], tg_cpu[reps / 2], nt, reps);
     llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();
-    free(prompt); free(pp); free(tg);
+    free(prompt); free(pp); free(tg); free(pp_cpu); free(tg_cpu);
     return 0;
 }

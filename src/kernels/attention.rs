@@ -1,18 +1,21 @@
-//! Causal attention of one query head over the cached keys and values (F16), with an online
+//! Causal attention of query heads over the cached keys and values (F16), with an online
 //! softmax as ggml's flash-attention kernel does: Q is rounded to F16 for the K dot product,
-//! scores and the running V sum are f32.
+//! scores and the running V sum are f32. Query heads that share a K/V head (GQA, MLA) go
+//! through the cache together, so each cached row is read once for all of them.
 
 use crate::quant::{f16_to_f32, f32_to_f16};
 
-/// Scratch for one head: the query in F16 and the f32 accumulator.
+/// Scratch for one head: the query in F16, the f32 accumulator, the running max and sum.
 pub struct HeadScratch {
     pub q16: Vec<u16>,
     pub acc: Vec<f32>,
+    max: f32,
+    sum: f32,
 }
 
 impl HeadScratch {
     pub fn new(head_dim: usize) -> Self {
-        HeadScratch { q16: vec![0; head_dim], acc: vec![0.0; head_dim] }
+        HeadScratch { q16: vec![0; head_dim], acc: vec![0.0; head_dim], max: f32::NEG_INFINITY, sum: 0.0 }
     }
 }
 
@@ -30,7 +33,7 @@ fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
 /// acc = acc * ms + v * vs (the scaling skipped when ms == 1), per element.
 fn scale_add(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() == super::simd::Level::Avx2 {
+    if super::simd::level() >= super::simd::Level::Avx2 {
         // SAFETY: the AVX2/FMA/F16C level was detected.
         unsafe { super::simd::avx2::scale_add_f16(acc, v, ms, vs) };
         return;
@@ -45,36 +48,43 @@ fn scale_add(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
 
 /// out = softmax(scale · q·Kᵀ) V over the key/value rows `cells` yields (each a slice of
 /// head_dim F16 values).
-pub fn attend<'a>(
-    q: &[f32],
-    scale: f32,
-    cells: impl Iterator<Item = (&'a [u16], &'a [u16])>,
-    s: &mut HeadScratch,
-    out: &mut [f32],
-) {
-    for (d, &x) in s.q16.iter_mut().zip(q) {
-        *d = f32_to_f16(x);
-    }
-    s.acc.iter_mut().for_each(|a| *a = 0.0);
-    let mut m = f32::NEG_INFINITY;
-    let mut sum = 0.0f32;
-    for (k, v) in cells {
-        let score = dot_f16(k, &s.q16) * scale;
-        let (ms, vs);
-        if score > m {
-            ms = (m - score).exp();
-            vs = 1.0;
-            m = score;
-        } else {
-            ms = 1.0;
-            vs = (score - m).exp();
+pub fn attend<'a>(q: &[f32], scale: f32, cells: impl Iterator<Item = (&'a [u16], &'a [u16])>, s: &mut HeadScratch, out: &mut [f32]) {
+    attend_group(q, scale, cells, std::slice::from_mut(s), out);
+}
+
+/// [`attend`] for `s.len()` query heads sharing one K/V head: `q` and `out` hold the heads one
+/// after the other. Each head's result is bit for bit what `attend` gives it alone.
+pub fn attend_group<'a>(q: &[f32], scale: f32, cells: impl Iterator<Item = (&'a [u16], &'a [u16])>, s: &mut [HeadScratch], out: &mut [f32]) {
+    let (dk, dv) = (q.len() / s.len(), out.len() / s.len());
+    for (h, qh) in s.iter_mut().zip(q.chunks_exact(dk)) {
+        for (d, &x) in h.q16.iter_mut().zip(qh) {
+            *d = f32_to_f16(x);
         }
-        scale_add(&mut s.acc, v, ms, vs);
-        sum = sum * ms + vs;
+        h.acc.iter_mut().for_each(|a| *a = 0.0);
+        h.max = f32::NEG_INFINITY;
+        h.sum = 0.0;
     }
-    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, &a) in out.iter_mut().zip(&s.acc) {
-        *o = a * inv;
+    for (k, v) in cells {
+        for h in s.iter_mut() {
+            let score = dot_f16(k, &h.q16[..dk]) * scale;
+            let (ms, vs);
+            if score > h.max {
+                ms = (h.max - score).exp();
+                vs = 1.0;
+                h.max = score;
+            } else {
+                ms = 1.0;
+                vs = (score - h.max).exp();
+            }
+            scale_add(&mut h.acc, v, ms, vs);
+            h.sum = h.sum * ms + vs;
+        }
+    }
+    for (h, o) in s.iter().zip(out.chunks_exact_mut(dv)) {
+        let inv = if h.sum == 0.0 { 0.0 } else { 1.0 / h.sum };
+        for (o, &a) in o.iter_mut().zip(&h.acc) {
+            *o = a * inv;
+        }
     }
 }
 
@@ -96,6 +106,16 @@ mod tests {
         let mut s = HeadScratch::new(hd);
         let mut out = vec![0.0; hd];
         attend(&q, 0.25, keys.iter().zip(&vals).map(|(k, v)| (k.as_slice(), v.as_slice())), &mut s, &mut out);
+        // three heads at once give each head's single-head result exactly
+        let q3: Vec<f32> = [q.clone(), q.iter().map(|x| -x).collect(), q.iter().map(|x| x * 2.0).collect()].concat();
+        let mut s3: Vec<HeadScratch> = (0..3).map(|_| HeadScratch::new(hd)).collect();
+        let mut out3 = vec![0.0; 3 * hd];
+        attend_group(&q3, 0.25, keys.iter().zip(&vals).map(|(k, v)| (k.as_slice(), v.as_slice())), &mut s3, &mut out3);
+        for (i, qi) in q3.chunks_exact(hd).enumerate() {
+            let mut one = vec![0.0; hd];
+            attend(qi, 0.25, keys.iter().zip(&vals).map(|(k, v)| (k.as_slice(), v.as_slice())), &mut s, &mut one);
+            assert_eq!(one, out3[i * hd..(i + 1) * hd], "head {i}");
+        }
         let qh: Vec<f64> = q.iter().map(|&x| f16_to_f32(f32_to_f16(x)) as f64).collect();
         let scores: Vec<f64> = keys.iter().map(|k| k.iter().zip(&qh).map(|(&a, b)| f16_to_f32(a) as f64 * b).sum::<f64>() * 0.25).collect();
         let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);

@@ -6,7 +6,9 @@
 //! thread that starts late or runs slow takes fewer chunks. With several activation rows
 //! (prefill, batched decode) each chunk of weight rows is multiplied by tiles of up to 4
 //! activation rows, so each weight block is loaded and unpacked once per tile while the chunk
-//! stays in L1; a single activation row (decode) streams each weight row once.
+//! stays in L1; a single activation row (decode) streams each weight row once, several weight
+//! rows per pass where the type has [`simd::GemvFns`] (the activation row is prepared for them
+//! once per matmul).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -54,10 +56,13 @@ pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usiz
     }
 }
 
-thread_local! {
-    /// Each thread's unpacked panel of 8 weight rows; grows, never shrinks.
-    static PANEL: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
+/// The pool's scratch buffers this module uses (see `ThreadPool::buffer`): per thread index,
+/// the unpacked panel of weight rows; on index 0, filled by the caller before a job and read
+/// by all of it, the prepared activation row of the decode kernels and the per-block
+/// activation data of the panel kernels.
+const PANEL: usize = 0;
+const PREP: usize = 1;
+const AUX: usize = 2;
 
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
@@ -69,7 +74,7 @@ fn chunk_rows(rows: usize, n_act: usize) -> usize {
         (rows / 64).clamp(4, 256)
     } else {
         // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
-        // multiple of 8 rows for the 8-row kernels
+        // multiple of 8 and 16 rows for the panel kernels
         if rows >= 64 {
             16
         } else {
@@ -86,23 +91,150 @@ pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize
     if n_rows == 0 || w.rows == 0 {
         return;
     }
+    if n_rows == 1 {
+        decode_batch(pool, &mut [Some(Product { w: *w, act, out })]);
+        return;
+    }
     let nb = w.cols / w.ty.block_len();
     let kernels = simd::dot_fns(w.ty);
-    // several activation rows: 8 weight rows at a time where a kernel exists
-    let gemm8 = if n_rows > 1 { simd::gemm8_fns(w.ty) } else { None };
-    thread_local! {
-        /// Per-block activation data for the 8-row kernels (on the calling thread); grows, never shrinks.
-        static AUX: std::cell::RefCell<Vec<simd::ActAux>> = const { std::cell::RefCell::new(Vec::new()) };
+    // several activation rows: a panel of weight rows at a time where a kernel exists
+    let panels = simd::panel_fns(w.ty);
+    let aux: &mut [simd::ActAux] = if panels.is_some() {
+        // SAFETY: the caller owns the pool outside jobs and (0, AUX) is not asked for inside
+        // them; the buffer is 64-byte aligned and holds n_rows * nb zero-initialised-or-written
+        // ActAux (plain f32/i32 fields: any bytes are a valid value).
+        unsafe { std::slice::from_raw_parts_mut(pool.buffer(0, AUX, n_rows * nb * std::mem::size_of::<simd::ActAux>()).cast::<simd::ActAux>(), n_rows * nb) }
+    } else {
+        &mut []
+    };
+    if panels.is_some() {
+        simd::fill_act_aux(w.ty, &act[..n_rows * arb], aux);
     }
-    AUX.with_borrow_mut(|aux| {
-        if gemm8.is_some() {
-            if aux.len() < n_rows * nb {
-                aux.resize(n_rows * nb, simd::ActAux::default());
-            }
-            simd::fill_act_aux(w.ty, &act[..n_rows * arb], &mut aux[..n_rows * nb]);
+    run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, panels, aux.as_ptr() as usize);
+}
+
+/// One product of a [`matmul_all`] batch: `w` × activation rows `act` (quantized for `w.ty`)
+/// into `out` (`n_rows × w.rows`).
+pub struct Product<'a> {
+    pub w: WeightMatrix<'a>,
+    pub act: &'a [u8],
+    pub out: &'a mut [f32],
+}
+
+/// Most products one pool job of [`matmul_all`] runs.
+const MAX_PRODUCTS: usize = 16;
+
+/// Runs every product (all with `n_rows` activation rows). With one activation row (decode) up
+/// to 16 products share one pool job, so a layer's Q, K and V (or an MoE layer's experts) cost
+/// one hand-off to the workers instead of one each; several rows go product by product.
+pub fn matmul_all<'a>(pool: &ThreadPool, n_rows: usize, products: impl IntoIterator<Item = Product<'a>>) {
+    let mut batch: [Option<Product<'a>>; MAX_PRODUCTS] = Default::default();
+    let mut k = 0;
+    for p in products {
+        if n_rows != 1 {
+            matmul(pool, &p.w, p.act, n_rows, p.out);
+            continue;
         }
-        run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, gemm8, aux.as_ptr() as usize);
+        batch[k] = Some(p);
+        k += 1;
+        if k == MAX_PRODUCTS {
+            decode_batch(pool, &mut batch);
+            k = 0;
+        }
+    }
+    if k > 0 {
+        decode_batch(pool, &mut batch[..k]);
+    }
+}
+
+/// What a decode product runs with: its kernels and the offset of its prepared activation.
+#[derive(Clone, Copy)]
+struct DecodePlan {
+    nb: usize,
+    rb: usize,
+    arb: usize,
+    chunk: usize,
+    gemv: Option<&'static simd::GemvFns>,
+    single: Option<&'static simd::DotFns>,
+    prep_at: usize,
+}
+
+/// Decode (one activation row) of every product in `batch` under one pool job: chunks of
+/// weight rows of all products are handed out through one counter; rows go 4 and 2 at a time
+/// through the type's [`simd::GemvFns`] (on the activation prepared once here), else one by
+/// one.
+fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
+    let mut plans = [None::<DecodePlan>; MAX_PRODUCTS];
+    // first chunk index of each product, and the total
+    let mut first = [0usize; MAX_PRODUCTS + 1];
+    let mut prep_total = 0;
+    for (j, p) in batch.iter().enumerate() {
+        let p = p.as_ref().expect("filled");
+        let (w, rb) = (&p.w, p.w.row_bytes());
+        let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
+        assert!(p.act.len() >= arb && p.out.len() >= w.rows && w.data.len() >= rb * w.rows);
+        let nb = w.cols / w.ty.block_len();
+        let single = simd::dot_fns(w.ty);
+        let gemv = if single.is_some() { simd::gemv_fns(w.ty) } else { None };
+        let chunk = chunk_rows(w.rows, 1);
+        plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at: prep_total });
+        prep_total += gemv.map_or(0, |g| (g.prep_bytes)(nb).next_multiple_of(64));
+        first[j + 1] = first[j] + w.rows.div_ceil(chunk);
+    }
+    let n = batch.len();
+    // SAFETY: the caller owns the pool outside jobs and (0, PREP) is not asked for inside them;
+    // the job only reads the prepared rows through `base`.
+    let base = unsafe { pool.buffer(0, PREP, prep_total) };
+    for (p, plan) in batch.iter().zip(&plans) {
+        let (p, plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
+        if let Some(g) = plan.gemv {
+            // SAFETY: act holds nb activation blocks (asserted above); the region at prep_at
+            // holds prep_bytes(nb) bytes, 64-byte aligned; simd::gemv_fns checked the CPU.
+            unsafe { (g.prep)(plan.nb, p.act.as_ptr(), base.add(plan.prep_at)) };
+        }
+    }
+    let outs: [Option<SharedOut<f32>>; MAX_PRODUCTS] = std::array::from_fn(|j| batch.get_mut(j).map(|p| SharedOut::new(p.as_mut().expect("filled").out)));
+    let batch = &*batch;
+    let base = base as usize;
+    let next = AtomicUsize::new(0);
+    pool.run(&|_ith, _nth| loop {
+        let c = next.fetch_add(1, Ordering::Relaxed);
+        if c >= first[n] {
+            break;
+        }
+        let j = first[1..=n].iter().position(|&f| c < f).expect("c < total");
+        let (p, plan, out) = (batch[j].as_ref().expect("filled"), plans[j].expect("planned"), outs[j].expect("filled"));
+        let start = (c - first[j]) * plan.chunk;
+        decode_rows(&p.w, p.act, &plan, (base + plan.prep_at) as *const u8, out, start..(start + plan.chunk).min(p.w.rows));
     });
+}
+
+/// Decode rows `rows` of one product (see [`decode_batch`]); only this call writes them.
+fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &DecodePlan, prep: *const u8, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
+    let (nb, rb) = (plan.nb, plan.rb);
+    let mut r = rows.start;
+    // SAFETY: rows r.. lie inside w.data and their outputs inside out (asserted by
+    // decode_batch); the prepared activation lives until the pool job ends; the kernels' CPU
+    // features were checked by simd::dot_fns / simd::gemv_fns.
+    unsafe {
+        let (wp, op) = (w.data.as_ptr(), out.ptr());
+        if let Some(g) = plan.gemv {
+            while r + 4 <= rows.end {
+                (g.rows4)(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 4;
+            }
+            if r + 2 <= rows.end {
+                (g.rows2)(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 2;
+            }
+        }
+        for r in r..rows.end {
+            match plan.single {
+                Some(k) => k[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0),
+                None => *op.add(r) = quant::vec_dot(w.ty, w.cols, w.row(r), &act[..plan.arb]),
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -116,48 +248,45 @@ fn run_chunks(
     rb: usize,
     arb: usize,
     kernels: Option<&simd::DotFns>,
-    gemm8: Option<&simd::Gemm8Fns>,
+    panels: Option<&simd::PanelFns>,
     aux_addr: usize,
 ) {
     let shared = SharedOut::new(out);
     let chunk = chunk_rows(w.rows, n_rows);
     let n_chunks = w.rows.div_ceil(chunk);
     let next = AtomicUsize::new(0);
-    pool.run(&|_ith, _nth| loop {
+    pool.run(&|ith, _nth| loop {
         let c = next.fetch_add(1, Ordering::Relaxed);
         if c >= n_chunks {
             break;
         }
         let rows = c * chunk..((c + 1) * chunk).min(w.rows);
         let mut r_rest = rows.start;
-        if let Some(g) = gemm8 {
-            // 8 weight rows at a time, unpacked once into this thread's panel, × up to 8
+        if let Some(g) = panels {
+            // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
             // activation rows per call
-            PANEL.with_borrow_mut(|panel| {
-                if panel.len() < nb * simd::PANEL_BLOCK {
-                    panel.resize(nb * simd::PANEL_BLOCK, 0);
+            // SAFETY: only this job index uses its (ith, PANEL) buffer.
+            let panel = unsafe { pool.buffer(ith, PANEL, nb * g.block_bytes) };
+            let mut r0 = rows.start;
+            while r0 + g.rows <= rows.end {
+                // SAFETY: rows r0..r0+g.rows lie inside w.data; the panel holds nb blocks,
+                // 64-byte aligned; the CPU features were detected by simd::panel_fns.
+                unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
+                let mut t0 = 0;
+                while t0 < n_rows {
+                    let nt = (n_rows - t0).min(8);
+                    // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
+                    // inside the aux buffer (filled for n_rows rows); outputs
+                    // (t, r0..r0+g.rows) lie inside out and only this chunk writes them.
+                    unsafe {
+                        let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
+                        g.gemm[nt - 1](nb, panel, act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
+                    };
+                    t0 += nt;
                 }
-                let mut r0 = rows.start;
-                while r0 + 8 <= rows.end {
-                    // SAFETY: rows r0..r0+8 lie inside w.data; the panel holds nb blocks; the
-                    // CPU features were detected by simd::gemm8_fns.
-                    unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel.as_mut_ptr()) };
-                    let mut t0 = 0;
-                    while t0 < n_rows {
-                        let nt = (n_rows - t0).min(8);
-                        // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
-                        // inside the aux buffer (filled for n_rows rows); outputs (t, r0..r0+8)
-                        // lie inside out and only this chunk writes them.
-                        unsafe {
-                            let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
-                            g.gemm[nt - 1](nb, panel.as_ptr(), act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
-                        };
-                        t0 += nt;
-                    }
-                    r0 += 8;
-                }
-                r_rest = r0;
-            });
+                r0 += g.rows;
+            }
+            r_rest = r0;
         }
         let mut t0 = 0;
         while t0 < n_rows {
@@ -226,7 +355,7 @@ mod tests {
                         for r in 0..rows {
                             let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
                             let got = out[t * rows + r];
-                            if n == 1 || simd::gemm8_fns(ty).is_none() {
+                            if n == 1 || simd::panel_fns(ty).is_none() {
                                 // decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {

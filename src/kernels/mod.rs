@@ -26,6 +26,8 @@ pub struct CpuFeatures {
     pub avx2: bool,
     pub fma: bool,
     pub avx512f: bool,
+    pub avx512bw: bool,
+    pub avx512vl: bool,
     pub avx512vnni: bool,
     pub f16c: bool,
 }
@@ -39,13 +41,15 @@ pub fn cpu_features() -> &'static CpuFeatures {
                 avx2: is_x86_feature_detected!("avx2"),
                 fma: is_x86_feature_detected!("fma"),
                 avx512f: is_x86_feature_detected!("avx512f"),
+                avx512bw: is_x86_feature_detected!("avx512bw"),
+                avx512vl: is_x86_feature_detected!("avx512vl"),
                 avx512vnni: is_x86_feature_detected!("avx512vnni"),
                 f16c: is_x86_feature_detected!("f16c"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            CpuFeatures { avx2: false, fma: false, avx512f: false, avx512vnni: false, f16c: false }
+            CpuFeatures { avx2: false, fma: false, avx512f: false, avx512bw: false, avx512vl: false, avx512vnni: false, f16c: false }
         }
     })
 }

@@ -9,8 +9,8 @@ use super::dense::UBatch;
 use super::hparams::{Gating, MlaParams};
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend, HeadScratch};
-use crate::kernels::matmul::{activation_bytes, matmul, quantize_activations};
+use crate::kernels::attention::{attend_group, HeadScratch};
+use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
@@ -40,6 +40,8 @@ pub struct MlaScratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     moe: Vec<f32>,
+    /// Decode: the chosen experts' outputs, then the shared expert's.
+    moe_rows: Vec<f32>,
     gather: Vec<f32>,
     router: Vec<f32>,
     /// Per token: the selected experts and their weights.
@@ -78,7 +80,22 @@ impl MlaScratch {
                 FeedForward::Moe(moe) => mats.extend([&moe.router, &moe.gate.first, &moe.up.first, &moe.down.first, &moe.shared.gate, &moe.shared.up, &moe.shared.down]),
             }
         }
-        let act = mats.iter().map(|w| activation_bytes(w.ty, w.cols, n)).max().unwrap_or(0);
+        let mut act = mats.iter().map(|w| activation_bytes(w.ty, w.cols, n)).max().unwrap_or(0);
+        // decode batches: every head's row at once; the chosen experts' and the shared
+        // expert's down-projection inputs side by side
+        let k = m.n_expert_used;
+        let ff_shared = m.n_ff_exp * m.n_expert_shared;
+        let mut moe_rows = 0;
+        for l in &model.mla_layers {
+            act = act.max(h * activation_bytes(l.k_b.first.ty, m.qk_nope, 1)).max(h * activation_bytes(l.v_b.first.ty, c, 1));
+            if let FeedForward::Moe(moe) = &l.ffn {
+                act = act.max(k * activation_bytes(moe.down.first.ty, m.n_ff_exp, 1) + activation_bytes(moe.shared.down.ty, ff_shared, 1));
+                moe_rows = (k + 1) * e;
+            }
+        }
+        let heads_in = n.max(h) * c.max(m.qk_nope);
+        let heads_out = n.max(h) * c.max(m.v_head);
+        let ffn_rows = (n * ff).max(k * m.n_ff_exp + ff_shared);
         let widest = e.max(m.q_lora_rank).max(h * m.v_head).max(ff);
         Ok(MlaScratch {
             n_ubatch,
@@ -89,14 +106,15 @@ impl MlaScratch {
             q: try_zeroed(n * h * m.qk_head, "scratch")?,
             kv: try_zeroed(n * (c + r), "scratch")?,
             krow: try_zeroed(c + r, "scratch")?,
-            head_in: try_zeroed(n * c.max(m.qk_nope), "scratch")?,
-            head_out: try_zeroed(n * c.max(m.v_head), "scratch")?,
+            head_in: try_zeroed(heads_in, "scratch")?,
+            head_out: try_zeroed(heads_out, "scratch")?,
             q_full: try_zeroed(n * h * (c + r), "scratch")?,
             o_lat: try_zeroed(n * h * c, "scratch")?,
             o: try_zeroed(n * h * m.v_head, "scratch")?,
             proj: try_zeroed(n * e, "scratch")?,
-            gate: try_zeroed(n * ff, "scratch")?,
-            up: try_zeroed(n * ff, "scratch")?,
+            gate: try_zeroed(ffn_rows, "scratch")?,
+            up: try_zeroed(ffn_rows, "scratch")?,
+            moe_rows: try_zeroed(moe_rows, "scratch")?,
             moe: try_zeroed(n * e, "scratch")?,
             gather: try_zeroed(n * e, "scratch")?,
             router: try_zeroed(n * m.n_expert, "scratch")?,
@@ -104,7 +122,7 @@ impl MlaScratch {
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
             act: try_zeroed(act, "scratch")?,
             rope_cache: try_zeroed(r.max(2), "scratch")?,
-            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(c + r)).collect(),
+            heads: (0..n_threads.max(1) * h).map(|_| HeadScratch::new(c + r)).collect(),
         })
     }
 }
@@ -113,6 +131,17 @@ impl MlaScratch {
 fn project(model: &Model, pool: &ThreadPool, act: &mut [u8], m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
     quantize_activations(m.ty, &input[..n * m.cols], m.cols, n, act);
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
+}
+
+/// Decode: `input` holds one row per matrix of `stack` (`cols` each); out row x = stack[x] ·
+/// input row x, all in one batch.
+fn project_heads(model: &Model, pool: &ThreadPool, act: &mut [u8], stack: &Stack, input: &[f32], out: &mut [f32]) {
+    let (w0, count) = (&stack.first, stack.count);
+    let arb = activation_bytes(w0.ty, w0.cols, 1);
+    quantize_activations(w0.ty, &input[..count * w0.cols], w0.cols, count, act);
+    let act = &*act;
+    let outs = out[..count * w0.rows].chunks_exact_mut(w0.rows);
+    matmul_all(pool, 1, outs.enumerate().map(|(x, out)| Product { w: model.mat(&stack.get(x)), act: &act[x * arb..(x + 1) * arb], out }));
 }
 
 /// The softmax scale of MLA: mscale² / √(qk head size), with YaRN's magnitude correction
@@ -152,6 +181,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut MlaScra
             FeedForward::Dense(f) => {
                 swiglu_ffn(model, pool, s, f, n);
             }
+            FeedForward::Moe(moe) if n == 1 && decode_batches_fit(moe) => moe_decode(model, m, pool, s, moe),
             FeedForward::Moe(moe) => {
                 experts(model, m, pool, s, moe, n);
                 swiglu_ffn(model, pool, s, &moe.shared, n);
@@ -208,7 +238,16 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
         kv.store_k(il, ub.cells[t], &s.krow);
     }
     // Absorb W_UK into the query, head by head: q_abs = attn_k_b[h] · q_nope.
-    for head in 0..h {
+    if n == 1 {
+        for head in 0..h {
+            s.head_in[head * nope..(head + 1) * nope].copy_from_slice(&s.q[head * qk..head * qk + nope]);
+        }
+        project_heads(model, pool, &mut s.act, &layer.k_b, &s.head_in, &mut s.head_out);
+        for head in 0..h {
+            s.q_full[head * (c + r)..head * (c + r) + c].copy_from_slice(&s.head_out[head * c..(head + 1) * c]);
+        }
+    }
+    for head in (0..h).filter(|_| n > 1) {
         for t in 0..n {
             let src = (t * h + head) * qk;
             s.head_in[t * nope..(t + 1) * nope].copy_from_slice(&s.q[src..src + nope]);
@@ -220,17 +259,22 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
             s.q_full[dst..dst + c].copy_from_slice(&s.head_out[t * c..(t + 1) * c]);
         }
     }
-    // Scores against cached [latent | rope key] rows; values are the latents.
+    // Scores against cached [latent | rope key] rows; values are the latents. Every head reads
+    // the same rows, so a work item is a token's heads (split in as many parts as threads when
+    // there are fewer tokens than threads).
     {
         let kvr = &*kv;
         let q_full = &s.q_full;
         let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
         let scratch = SharedOut::new(&mut s.heads);
+        let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
+        let parts = h.div_ceil(part);
         pool.run(&|ith, nth| {
-            // SAFETY: each thread uses only its own scratch slot.
-            let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
-            for item in split_range(n * h, ith, nth) {
-                let t = item / h;
+            for item in split_range(n * parts, ith, nth) {
+                let (t, p) = (item / parts, item % parts);
+                let heads = t * h + p * part..t * h + ((p + 1) * part).min(h);
+                // SAFETY: each thread uses only its own scratch slots.
+                let hs = unsafe { scratch.slice(ith * h..ith * h + heads.len()) };
                 let (seq, pos) = (ub.seq[t], ub.pos[t]);
                 let cells = kvr
                     .cells_of_stream(kvr.stream_of(seq))
@@ -239,15 +283,18 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
                         let k = kvr.k_row(il, i);
                         (k, &k[..c])
                     });
-                // SAFETY: item (t, head) is handled by exactly one thread.
-                let o = unsafe { out.slice(item * c..(item + 1) * c) };
-                attend(&q_full[item * (c + r)..(item + 1) * (c + r)], scale, cells, hs, o);
+                // SAFETY: the heads of item (t, p) are handled by exactly one thread.
+                let o = unsafe { out.slice(heads.start * c..heads.end * c) };
+                attend_group(&q_full[heads.start * (c + r)..heads.end * (c + r)], scale, cells, hs, o);
             }
         });
     }
     // Decompress with W_UV per head, then the output projection.
     let v = m.v_head;
-    for head in 0..h {
+    if n == 1 {
+        project_heads(model, pool, &mut s.act, &layer.v_b, &s.o_lat, &mut s.o);
+    }
+    for head in (0..h).filter(|_| n > 1) {
         for t in 0..n {
             let src = (t * h + head) * c;
             s.head_in[t * c..(t + 1) * c].copy_from_slice(&s.o_lat[src..src + c]);
@@ -264,10 +311,69 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
 /// SwiGLU FFN of `s.xn` into `s.proj`.
 fn swiglu_ffn(model: &Model, pool: &ThreadPool, s: &mut MlaScratch, f: &Ffn, n: usize) {
     let ff = f.gate.rows;
-    project(model, pool, &mut s.act, &f.gate, &s.xn, n, &mut s.gate);
-    project(model, pool, &mut s.act, &f.up, &s.xn, n, &mut s.up);
+    if f.gate.ty.vec_dot_type() == f.up.ty.vec_dot_type() {
+        quantize_activations(f.gate.ty, &s.xn[..n * f.gate.cols], f.gate.cols, n, &mut s.act);
+        let act = &s.act[..];
+        matmul_all(pool, n, [Product { w: model.mat(&f.gate), act, out: &mut s.gate[..n * ff] }, Product { w: model.mat(&f.up), act, out: &mut s.up[..n * ff] }]);
+    } else {
+        project(model, pool, &mut s.act, &f.gate, &s.xn, n, &mut s.gate);
+        project(model, pool, &mut s.act, &f.up, &s.xn, n, &mut s.up);
+    }
     swiglu(&mut s.gate[..n * ff], &s.up[..n * ff]);
     project(model, pool, &mut s.act, &f.down, &s.gate, n, &mut s.proj);
+}
+
+/// Whether the experts' and the shared expert's gate and up matrices take one activation format
+/// (so that [`moe_decode`] quantizes the token once for all of them).
+fn decode_batches_fit(moe: &Moe) -> bool {
+    let vt = moe.gate.first.ty.vec_dot_type();
+    [moe.up.first.ty, moe.shared.gate.ty, moe.shared.up.ty].iter().all(|t| t.vec_dot_type() == vt)
+}
+
+/// One token through the MoE FFN in two batches (gate and up of the chosen experts and the
+/// shared expert, then their down projections); leaves shared + Σ weight · expert in `s.proj`,
+/// summed in the order of [`experts`] (ascending expert index), so results equal the batched
+/// path's.
+fn moe_decode(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, moe: &Moe) {
+    let e = model.hp.n_embd;
+    let (k, ffe, ffs) = (m.n_expert_used, m.n_ff_exp, moe.shared.gate.rows);
+    project(model, pool, &mut s.act, &moe.router, &s.xn, 1, &mut s.router);
+    route(m, moe.bias.as_deref(), &mut s.router[..m.n_expert], &mut s.chosen[..k]);
+    s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
+    let chosen = &s.chosen[..k];
+
+    quantize_activations(moe.gate.first.ty, &s.xn[..e], e, 1, &mut s.act);
+    {
+        let act = &s.act[..];
+        let (g_exp, g_sh) = s.gate.split_at_mut(k * ffe);
+        let (u_exp, u_sh) = s.up.split_at_mut(k * ffe);
+        let experts = g_exp.chunks_exact_mut(ffe).zip(u_exp.chunks_exact_mut(ffe)).zip(chosen);
+        let products = experts.flat_map(|((g, u), &(x, _))| [Product { w: model.mat(&moe.gate.get(x)), act, out: g }, Product { w: model.mat(&moe.up.get(x)), act, out: u }]);
+        let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
+        matmul_all(pool, 1, products.chain(shared));
+    }
+    swiglu(&mut s.gate[..k * ffe + ffs], &s.up[..k * ffe + ffs]);
+
+    let arb = activation_bytes(moe.down.first.ty, ffe, 1);
+    quantize_activations(moe.down.first.ty, &s.gate[..k * ffe], ffe, k, &mut s.act[..k * arb]);
+    let arb_shared = activation_bytes(moe.shared.down.ty, ffs, 1);
+    quantize_activations(moe.shared.down.ty, &s.gate[k * ffe..k * ffe + ffs], ffs, 1, &mut s.act[k * arb..k * arb + arb_shared]);
+    {
+        let act = &s.act[..];
+        let (rows, shared_row) = s.moe_rows.split_at_mut(k * e);
+        let products = rows.chunks_exact_mut(e).zip(chosen).enumerate().map(|(i, (out, &(x, _)))| Product { w: model.mat(&moe.down.get(x)), act: &act[i * arb..(i + 1) * arb], out });
+        let shared = Product { w: model.mat(&moe.shared.down), act: &act[k * arb..], out: &mut shared_row[..e] };
+        matmul_all(pool, 1, products.chain([shared]));
+    }
+
+    s.moe[..e].iter_mut().for_each(|v| *v = 0.0);
+    for (i, &(_, wt)) in chosen.iter().enumerate() {
+        for (acc, &y) in s.moe[..e].iter_mut().zip(&s.moe_rows[i * e..(i + 1) * e]) {
+            *acc += wt * y;
+        }
+    }
+    s.proj[..e].copy_from_slice(&s.moe_rows[k * e..(k + 1) * e]);
+    add_assign(&mut s.proj[..e], &s.moe[..e]);
 }
 
 /// Routes each token to its experts and sums their weighted SwiGLU outputs into `s.moe`.

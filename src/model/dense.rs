@@ -4,8 +4,8 @@
 
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend, HeadScratch};
-use crate::kernels::matmul::{activation_bytes, matmul, quantize_activations};
+use crate::kernels::attention::{attend_group, HeadScratch};
+use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
@@ -62,7 +62,7 @@ impl DenseScratch {
             act: try_zeroed(act_bytes, "scratch")?,
             act_ty: None,
             rope_cache: try_zeroed(hp.n_rot.max(2), "scratch")?,
-            heads: (0..n_threads.max(1)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
+            heads: (0..n_threads.max(1) * (hp.n_head / hp.n_head_kv)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
         })
     }
 
@@ -82,6 +82,23 @@ fn project(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Opt
         *act_ty = Some(vt);
     }
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
+}
+
+/// Several projections of the same input (Q, K, V; gate, up): quantized once and run as one
+/// batch when the matrices share an activation format, else one by one.
+fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Option<GgmlType>, input: &[f32], n: usize, targets: [(&Mat, &mut [f32]); N]) {
+    let vt = targets[0].0.ty.vec_dot_type();
+    if targets.iter().any(|(m, _)| m.ty.vec_dot_type() != vt) {
+        for (i, (m, out)) in targets.into_iter().enumerate() {
+            project(model, pool, act, act_ty, i > 0, m, input, n, out);
+        }
+        return;
+    }
+    let m0 = targets[0].0;
+    quantize_activations(m0.ty, &input[..n * m0.cols], m0.cols, n, act);
+    *act_ty = Some(vt);
+    let act = &act[..];
+    matmul_all(pool, n, targets.into_iter().map(|(m, out)| Product { w: model.mat(m), act, out: &mut out[..n * m.rows] }));
 }
 
 fn add_bias(rows: &mut [f32], bias: &Option<Vec<f32>>) {
@@ -113,9 +130,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         for t in 0..n {
             rms_norm(&s.x[t * e..(t + 1) * e], &layer.attn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
         }
-        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.wq, &s.xn, n, &mut s.q);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wk, &s.xn, n, &mut s.k);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.wv, &s.xn, n, &mut s.v);
+        project_all(model, pool, &mut s.act, &mut s.act_ty, &s.xn, n, [(&layer.wq, &mut s.q), (&layer.wk, &mut s.k), (&layer.wv, &mut s.v)]);
         add_bias(&mut s.q[..n * hp.q_dim()], &layer.bq);
         add_bias(&mut s.k[..n * hp.kv_dim_k()], &layer.bk);
         add_bias(&mut s.v[..n * hp.kv_dim_v()], &layer.bv);
@@ -140,8 +155,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         for t in 0..n {
             rms_norm(&s.x[t * e..(t + 1) * e], &layer.ffn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
         }
-        project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_gate, &s.xn, n, &mut s.gate);
-        project(model, pool, &mut s.act, &mut s.act_ty, true, &layer.ffn_up, &s.xn, n, &mut s.up);
+        project_all(model, pool, &mut s.act, &mut s.act_ty, &s.xn, n, [(&layer.ffn_gate, &mut s.gate), (&layer.ffn_up, &mut s.up)]);
         swiglu(&mut s.gate[..n * hp.n_ff], &s.up[..n * hp.n_ff]);
         project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_down, &s.gate, n, &mut s.proj);
         add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
@@ -161,6 +175,8 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
     project(model, pool, &mut s.act, &mut s.act_ty, false, &w.output, &s.xn, n_out, logits);
 }
 
+/// Attention of every token's query heads, one work item per (token, K/V head): the heads of a
+/// GQA group read the cached rows once.
 #[allow(clippy::too_many_arguments)]
 fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], heads: &mut [HeadScratch], pool: &ThreadPool, n: usize) {
     let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
@@ -168,23 +184,23 @@ fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &
     let scale = 1.0 / (hd_k as f32).sqrt();
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(heads);
-    let items = n * hp.n_head;
+    let items = n * hp.n_head_kv;
     pool.run(&|ith, nth| {
-        // SAFETY: each thread uses only its own scratch slot.
-        let hs = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+        // SAFETY: each thread uses only its own scratch slots.
+        let hs = unsafe { scratch.slice(ith * group..(ith + 1) * group) };
         for item in split_range(items, ith, nth) {
-            let (t, h) = (item / hp.n_head, item % hp.n_head);
+            let (t, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
             let (seq, pos) = (ub.seq[t], ub.pos[t]);
-            let kvh = h / group;
             let stream = kv.stream_of(seq);
             let cells = kv
                 .cells_of_stream(stream)
                 .filter(|(_, c)| c.pos >= 0 && c.pos <= pos && c.seqs.contains(seq))
                 .map(|(i, _)| (&kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]));
-            let qh = &q[t * hp.q_dim() + h * hd_k..t * hp.q_dim() + (h + 1) * hd_k];
-            // SAFETY: item (t, h) is handled by exactly one thread.
-            let o = unsafe { out.slice(item * hd_v..(item + 1) * hd_v) };
-            attend(qh, scale, cells, hs, o);
+            let h0 = t * hp.n_head + kvh * group;
+            let qg = &q[h0 * hd_k..(h0 + group) * hd_k];
+            // SAFETY: the heads of item (t, kvh) are handled by exactly one thread.
+            let o = unsafe { out.slice(h0 * hd_v..(h0 + group) * hd_v) };
+            attend_group(qg, scale, cells, hs, o);
         }
     });
 }

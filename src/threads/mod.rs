@@ -39,7 +39,17 @@ struct Shared {
     n_threads: usize,
     /// Threads that take part in jobs (≤ n_threads); the others skip them.
     active: AtomicUsize,
+    /// Scratch for the code the pool runs: `BUFFER_KINDS` growable buffers per thread index.
+    buffers: Box<[UnsafeCell<Vec<Line>>]>,
 }
+
+/// 64 bytes, 64-byte aligned: the unit of the pool's scratch buffers.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub struct Line(pub [u8; 64]);
+
+/// Scratch buffers per thread index (see [`ThreadPool::buffer`]).
+pub const BUFFER_KINDS: usize = 3;
 
 // SAFETY: `job` is only written by the owner between jobs (every slot claimed by a worker has
 // been reported in `done`, so no worker reads it), and published through the slots'
@@ -68,6 +78,7 @@ impl ThreadPool {
             panicked: AtomicBool::new(false),
             n_threads,
             active: AtomicUsize::new(n_threads),
+            buffers: (0..n_threads * BUFFER_KINDS).map(|_| UnsafeCell::new(Vec::new())).collect(),
         });
         let mut pool = ThreadPool { shared: shared.clone(), workers: Vec::with_capacity(n_threads - 1) };
         for ith in 1..n_threads {
@@ -84,6 +95,27 @@ impl ThreadPool {
 
     pub fn n_threads(&self) -> usize {
         self.shared.n_threads
+    }
+
+    /// Scratch buffer `kind` (< BUFFER_KINDS) of thread index `ith`, grown to at least `bytes`
+    /// bytes (new space zeroed), 64-byte aligned. The buffers belong to the pool, so they are
+    /// freed with it (with the context), unlike thread-local storage on a caller's thread.
+    /// Growing allocates; a context reaches its largest sizes during warm-up.
+    ///
+    /// # Safety
+    /// One user at a time per (ith, kind): inside a job, the code running as index `ith`;
+    /// outside jobs, the pool's owner. A pointer stays valid until the next call for the same
+    /// (ith, kind) or the pool's drop; a job may read, through such a pointer, a buffer its
+    /// owner filled before `run` if no index of the job asks for that (ith, kind).
+    pub unsafe fn buffer(&self, ith: usize, kind: usize, bytes: usize) -> *mut u8 {
+        assert!(ith < self.shared.n_threads && kind < BUFFER_KINDS);
+        // SAFETY: the caller guarantees exclusive use of this (ith, kind) slot.
+        let buf = unsafe { &mut *self.shared.buffers[ith * BUFFER_KINDS + kind].get() };
+        let lines = bytes.div_ceil(64);
+        if buf.len() < lines {
+            buf.resize(lines, Line([0; 64]));
+        }
+        buf.as_mut_ptr().cast()
     }
 
     /// Sets how many of the pool's threads take part in the next jobs (clamped to 1..=n_threads).

@@ -1,11 +1,14 @@
 //! SIMD kernels, chosen once at start-up from the CPU's features (`crate::kernels::cpu_features`).
 //!
-//! Levels: AVX2 + FMA + F16C (x86-64), else none (the scalar reference in `crate::quant` is
-//! used). Setting the environment variable `DEEPSEEK_KERNELS=scalar` forces the scalar path, so
-//! both can be tested on one machine. Room is left for AVX-512 and NEON tables.
+//! Levels: AVX-512 (F, BW, VL, VNNI) on top of AVX2; AVX2 + FMA + F16C (x86-64); else none
+//! (the scalar reference in `crate::quant` is used). The AVX-512 level replaces the kernels it
+//! has and keeps the AVX2 ones for the rest. `DEEPSEEK_KERNELS=scalar` (or `avx2`) caps the
+//! level, so every level can be tested on one machine. Room is left for NEON tables.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 
 use crate::quant::GgmlType;
 
@@ -20,14 +23,14 @@ pub type DotFn = unsafe fn(nb: usize, w: *const u8, a: *const u8, a_stride: usiz
 /// Kernels for 1 to 8 activation rows per weight row.
 pub type DotFns = [DotFn; 8];
 
-/// Unpacks 8 weight rows (`w + j * w_stride`, `nb` blocks) into a panel of
-/// `nb * PANEL_BLOCK` bytes.
+/// Unpacks a panel's weight rows (`w + j * w_stride`, `nb` blocks) into `nb * block_bytes`
+/// bytes (64-byte aligned) of the panel layout of its [`PanelFns`].
 ///
 /// # Safety
 /// The pointers must cover what is described; the CPU features must be present.
 pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8);
 
-/// An unpacked panel of 8 weight rows against `R` activation rows with their per-block
+/// An unpacked panel of weight rows against `R` activation rows with their per-block
 /// [`ActAux`] (`aux + i * nb`); result (i, j) to `out + i * out_stride + j`. Sums in a
 /// different order from the reference (used for several activation rows only).
 ///
@@ -36,18 +39,18 @@ pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *
 /// activations, and the panel must come from the matching [`UnpackFn`].
 pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
 
-/// Bytes per block of an unpacked 8-row panel.
-pub(crate) const PANEL_BLOCK: usize = 320;
-
-/// The 8-row (prefill) kernels of a weight type: the unpacker and the panel kernels for 1 to 8
-/// activation rows.
-pub struct Gemm8Fns {
+/// The panel (prefill) kernels of a weight type: `rows` weight rows are unpacked once into
+/// `block_bytes` per block, then multiplied by 1 to 8 activation rows per call.
+pub struct PanelFns {
+    pub rows: usize,
+    pub block_bytes: usize,
     pub unpack: UnpackFn,
     pub gemm: [PanelFn; 8],
 }
 
 /// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
-/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16), and Q8_1's `s` as f32.
+/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16, Q8_0: 128), and Q8_1's `s` as
+/// f32.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct ActAux {
@@ -56,13 +59,17 @@ pub struct ActAux {
     pub s: f32,
 }
 
-/// Per-block activation data for the 8-row kernels of weight type `ty` (`act` holds whole
-/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block).
+/// Per-block activation data for the panel kernels of weight type `ty` (`act` holds whole
+/// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block; nothing for
+/// K-quants).
 pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
     let (q8_1, offset) = match ty {
         GgmlType::Q4_0 => (false, 8),
         GgmlType::Q5_0 => (false, 16),
-        _ => (true, 0),
+        GgmlType::Q8_0 => (false, 128),
+        GgmlType::Q4_1 | GgmlType::Q5_1 => (true, 0),
+        // the K-quant panels read what they need from the Q8_K blocks
+        _ => return,
     };
     let ab = ty.vec_dot_type().block_bytes();
     for (x, b) in aux.iter_mut().zip(act.chunks_exact(ab)) {
@@ -79,41 +86,51 @@ pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
 /// The kernel's CPU features must be present (guaranteed for what [`quantize_fn`] returns).
 pub type QuantFn = unsafe fn(src: &[f32], dst: &mut [u8]);
 
-/// The instruction-set level in use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The instruction-set level in use (ordered: a level includes the ones below it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     Scalar,
     Avx2,
+    Avx512,
 }
 
-/// The level chosen at start-up (once): AVX2 if the CPU has AVX2, FMA and F16C and
-/// `DEEPSEEK_KERNELS` is not `scalar`.
+/// The highest level this CPU supports.
+pub fn supported_level() -> Level {
+    let f = super::cpu_features();
+    if !(cfg!(target_arch = "x86_64") && f.avx2 && f.fma && f.f16c) {
+        Level::Scalar
+    } else if f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni {
+        Level::Avx512
+    } else {
+        Level::Avx2
+    }
+}
+
+/// The level chosen at start-up (once): the highest the CPU supports, capped by
+/// `DEEPSEEK_KERNELS` (`scalar` or `avx2`).
 pub fn level() -> Level {
     static LEVEL: once_cell::sync::OnceCell<Level> = once_cell::sync::OnceCell::new();
     *LEVEL.get_or_init(|| {
-        if std::env::var("DEEPSEEK_KERNELS").map(|v| v.eq_ignore_ascii_case("scalar")).unwrap_or(false) {
-            return Level::Scalar;
-        }
-        let f = super::cpu_features();
-        if cfg!(target_arch = "x86_64") && f.avx2 && f.fma && f.f16c {
-            Level::Avx2
-        } else {
-            Level::Scalar
-        }
+        let cap = match std::env::var("DEEPSEEK_KERNELS").map(|v| v.to_ascii_lowercase()).as_deref() {
+            Ok("scalar") => Level::Scalar,
+            Ok("avx2") => Level::Avx2,
+            _ => Level::Avx512,
+        };
+        supported_level().min(cap)
     })
 }
 
 macro_rules! table {
-    ($f:ident) => {
+    ($m:ident, $f:ident) => {
         [
-            avx2::$f::<1> as DotFn,
-            avx2::$f::<2> as DotFn,
-            avx2::$f::<3> as DotFn,
-            avx2::$f::<4> as DotFn,
-            avx2::$f::<5> as DotFn,
-            avx2::$f::<6> as DotFn,
-            avx2::$f::<7> as DotFn,
-            avx2::$f::<8> as DotFn,
+            $m::$f::<1> as DotFn,
+            $m::$f::<2> as DotFn,
+            $m::$f::<3> as DotFn,
+            $m::$f::<4> as DotFn,
+            $m::$f::<5> as DotFn,
+            $m::$f::<6> as DotFn,
+            $m::$f::<7> as DotFn,
+            $m::$f::<8> as DotFn,
         ]
     };
 }
@@ -129,16 +146,26 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_K: DotFns = table!(avx512, dot_q4_k);
+            static Q6_K: DotFns = table!(avx512, dot_q6_k);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                _ => dot_fns_at(Level::Avx2, ty),
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
-            static Q4_0: DotFns = table!(dot_q4_0);
-            static Q4_1: DotFns = table!(dot_q4_1);
-            static Q5_0: DotFns = table!(dot_q5_0);
-            static Q5_1: DotFns = table!(dot_q5_1);
-            static Q8_0: DotFns = table!(dot_q8_0);
-            static Q4_K: DotFns = table!(dot_q4_k);
-            static Q5_K: DotFns = table!(dot_q5_k);
-            static Q6_K: DotFns = table!(dot_q6_k);
-            static F16: DotFns = table!(dot_f16);
+            static Q4_0: DotFns = table!(avx2, dot_q4_0);
+            static Q4_1: DotFns = table!(avx2, dot_q4_1);
+            static Q5_0: DotFns = table!(avx2, dot_q5_0);
+            static Q5_1: DotFns = table!(avx2, dot_q5_1);
+            static Q8_0: DotFns = table!(avx2, dot_q8_0);
+            static Q4_K: DotFns = table!(avx2, dot_q4_k);
+            static Q5_K: DotFns = table!(avx2, dot_q5_k);
+            static Q6_K: DotFns = table!(avx2, dot_q6_k);
+            static F16: DotFns = table!(avx2, dot_f16);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q4_1 => Some(&Q4_1),
@@ -153,43 +180,69 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        Level::Avx2 => None,
+        Level::Avx2 | Level::Avx512 => None,
     }
 }
 
-/// The 8-weight-row kernels for `ty` (used for several activation rows), or None.
-pub fn gemm8_fns(ty: GgmlType) -> Option<&'static Gemm8Fns> {
-    gemm8_fns_at(level(), ty)
+/// The panel kernels for `ty` (used for several activation rows), or None.
+pub fn panel_fns(ty: GgmlType) -> Option<&'static PanelFns> {
+    panel_fns_at(level(), ty)
 }
 
-/// As [`gemm8_fns`] at a given level.
-pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
+macro_rules! panel {
+    ($m:ident, $rows:expr, $u:ident, $f:ident) => {
+        panel!($m, $rows, $m::PANEL_BLOCK, $u, $f)
+    };
+    ($m:ident, $rows:expr, $bytes:expr, $u:ident, $f:ident) => {
+        PanelFns {
+            rows: $rows,
+            block_bytes: $bytes,
+            unpack: $m::$u as UnpackFn,
+            gemm: [
+                $m::$f::<1> as PanelFn,
+                $m::$f::<2> as PanelFn,
+                $m::$f::<3> as PanelFn,
+                $m::$f::<4> as PanelFn,
+                $m::$f::<5> as PanelFn,
+                $m::$f::<6> as PanelFn,
+                $m::$f::<7> as PanelFn,
+                $m::$f::<8> as PanelFn,
+            ],
+        }
+    };
+}
+
+/// As [`panel_fns`] at a given level.
+pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
+            static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
+            static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
+            static Q4_K: PanelFns = panel!(avx512, 16, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
+            static Q6_K: PanelFns = panel!(avx512, 16, avx512::Q6K_PANEL_BLOCK, unpack16_q6_k, gemm16_q6_k);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q8_0 => Some(&Q8_0),
+                _ => panel_fns_at(Level::Avx2, ty),
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
-            const _: () = assert!(avx2::PANEL_BLOCK == PANEL_BLOCK);
             macro_rules! g {
                 ($u:ident, $f:ident) => {
-                    Gemm8Fns {
-                        unpack: avx2::$u as UnpackFn,
-                        gemm: [
-                            avx2::$f::<1> as PanelFn,
-                            avx2::$f::<2> as PanelFn,
-                            avx2::$f::<3> as PanelFn,
-                            avx2::$f::<4> as PanelFn,
-                            avx2::$f::<5> as PanelFn,
-                            avx2::$f::<6> as PanelFn,
-                            avx2::$f::<7> as PanelFn,
-                            avx2::$f::<8> as PanelFn,
-                        ],
-                    }
+                    panel!(avx2, 8, $u, $f)
                 };
             }
-            static Q4_0: Gemm8Fns = g!(unpack8_q4_0, gemm8p_q8_0);
-            static Q5_0: Gemm8Fns = g!(unpack8_q5_0, gemm8p_q8_0);
-            static Q4_1: Gemm8Fns = g!(unpack8_q4_1, gemm8p_q8_1);
-            static Q5_1: Gemm8Fns = g!(unpack8_q5_1, gemm8p_q8_1);
+            static Q4_0: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0);
+            static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
+            static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
+            static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
@@ -199,7 +252,65 @@ pub fn gemm8_fns_at(level: Level, ty: GgmlType) -> Option<&'static Gemm8Fns> {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        Level::Avx2 => None,
+        Level::Avx2 | Level::Avx512 => None,
+    }
+}
+
+/// Prepares one activation row (`nb` blocks of the weight type's `vec_dot_type` at `act`) for
+/// the [`GemvFns`] kernels, into `prep_bytes(nb)` bytes at `prep` (64-byte aligned).
+///
+/// # Safety
+/// The pointers must cover what is described; the CPU features must be present.
+pub type PrepFn = unsafe fn(nb: usize, act: *const u8, prep: *mut u8);
+
+/// Several weight rows (`w + j * w_stride`, `nb` blocks each) against one prepared activation
+/// row; result j to `out + j`. Bit for bit the reference's `vec_dot` of each row.
+///
+/// # Safety
+/// As [`PrepFn`]; `prep` must come from the matching prepare function for the same `nb`.
+pub type GemvFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32);
+
+/// The decode (one activation row) kernels of a weight type that take several weight rows per
+/// pass: the activation row's preparation and kernels for 4 and 2 rows (a last odd row goes to
+/// the type's [`DotFns`]).
+pub struct GemvFns {
+    pub prep: PrepFn,
+    pub prep_bytes: fn(usize) -> usize,
+    pub rows4: GemvFn,
+    pub rows2: GemvFn,
+}
+
+/// The several-rows decode kernels for weights of type `ty`, or None.
+pub fn gemv_fns(ty: GgmlType) -> Option<&'static GemvFns> {
+    gemv_fns_at(level(), ty)
+}
+
+/// As [`gemv_fns`] at a given level.
+pub fn gemv_fns_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            macro_rules! g {
+                ($off:literal, $f:ident) => {
+                    GemvFns {
+                        prep: avx512::prep_q8_0::<$off> as PrepFn,
+                        prep_bytes: avx512::prep_bytes,
+                        rows4: avx512::$f::<2> as GemvFn,
+                        rows2: avx512::$f::<1> as GemvFn,
+                    }
+                };
+            }
+            static Q4_0: GemvFns = g!(8, gemv_q4_0);
+            static Q5_0: GemvFns = g!(16, gemv_q5_0);
+            static Q8_0: GemvFns = g!(128, gemv_q8_0);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q8_0 => Some(&Q8_0),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -213,6 +324,8 @@ pub fn quantize_fn_at(level: Level, vt: GgmlType) -> Option<QuantFn> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => quantize_fn_at(Level::Avx2, vt),
+        #[cfg(target_arch = "x86_64")]
         Level::Avx2 => match vt {
             GgmlType::Q8_0 => Some(avx2::quantize_q8_0 as QuantFn),
             GgmlType::Q8_1 => Some(avx2::quantize_q8_1 as QuantFn),
@@ -221,7 +334,7 @@ pub fn quantize_fn_at(level: Level, vt: GgmlType) -> Option<QuantFn> {
             _ => None,
         },
         #[cfg(not(target_arch = "x86_64"))]
-        Level::Avx2 => None,
+        Level::Avx2 | Level::Avx512 => None,
     }
 }
 

@@ -40,8 +40,12 @@ impl Rng {
 const LEVEL: Level = Level::Avx2;
 
 fn available() -> bool {
-    let f = crate::kernels::cpu_features();
-    f.avx2 && f.fma && f.f16c
+    supported_level() >= Level::Avx2
+}
+
+/// The SIMD levels this CPU can run (each is tested).
+fn levels() -> Vec<Level> {
+    [Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= supported_level()).collect()
 }
 
 /// Offsets of the f16 scale fields in a block (to keep random blocks finite).
@@ -93,7 +97,13 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         eprintln!("skipping: no AVX2/FMA/F16C");
         return;
     }
-    let fns = dot_fns_at(LEVEL, ty).expect("kernel");
+    for level in levels() {
+        check_type_at(level, ty, col_choices);
+    }
+}
+
+fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
+    let fns = dot_fns_at(level, ty).expect("kernel");
     let vt = ty.vec_dot_type();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ty as u64);
     let (mut exact, mut total) = (0, 0);
@@ -122,7 +132,7 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
                             let tol = 1e-5 * abs_products(ty, cols, &w, &act[t * arb..(t + 1) * arb]) + 1e-30;
                             assert!(
                                 ((got - want[t]) as f64).abs() <= tol,
-                                "{} cols {cols} raw {raw} R {r} row {t}: simd {got} vs scalar {} (tol {tol})",
+                                "{level:?} {} cols {cols} raw {raw} R {r} row {t}: simd {got} vs scalar {} (tol {tol})",
                                 ty.name(),
                                 want[t]
                             );
@@ -136,7 +146,62 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         }
     }
     // The kernels reproduce the reference's lane layout, so they agree bit for bit.
-    assert_eq!(exact, total, "{}: {exact} of {total} bit-identical", ty.name());
+    assert_eq!(exact, total, "{level:?} {}: {exact} of {total} bit-identical", ty.name());
+}
+
+/// The several-rows decode kernels give every row's reference `vec_dot` bit for bit, for 4, 2
+/// (and, through the driver, odd) row counts, on quantized and raw random blocks.
+fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
+    for level in levels() {
+        let Some(g) = gemv_fns_at(level, ty) else { continue };
+        let vt = ty.vec_dot_type();
+        let mut rng = Rng(0x5151_7272 ^ ty as u64);
+        for &cols in col_choices {
+            for raw in [false, true] {
+                let nb = cols / ty.block_len();
+                let wrb = ty.row_bytes(cols).unwrap();
+                let mut act = vec![0u8; vt.row_bytes(cols).unwrap()];
+                quant::quantize_row(vt, &rng.row(cols), &mut act);
+                let mut w = Vec::new();
+                for _ in 0..6 {
+                    w.extend(weight_row(&mut rng, ty, cols, raw));
+                }
+                let mut aligned = vec![Align64([0; 64]); (g.prep_bytes)(nb).div_ceil(64)];
+                // SAFETY: act holds nb blocks; the buffer holds prep_bytes(nb) bytes, 64-byte
+                // aligned; the level is supported.
+                unsafe { (g.prep)(nb, act.as_ptr(), aligned.as_mut_ptr() as *mut u8) };
+                for (n, f) in [(4, g.rows4), (2, g.rows2)] {
+                    for j0 in 0..=6 - n {
+                        let mut out = vec![f32::NAN; n + 1];
+                        // SAFETY: rows j0..j0+n of nb blocks exist; out has n slots (+1 guard).
+                        unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, aligned.as_ptr() as *const u8, out.as_mut_ptr()) };
+                        for j in 0..n {
+                            let want = quant::vec_dot(ty, cols, &w[(j0 + j) * wrb..(j0 + j + 1) * wrb], &act);
+                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} {} cols {cols} raw {raw} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
+                        }
+                        assert!(out[n].is_nan(), "wrote past its rows");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Align64([u8; 64]);
+
+#[test]
+fn gemv_q4_0() {
+    check_gemv(GgmlType::Q4_0, &[32, 96, 896]);
+}
+#[test]
+fn gemv_q5_0() {
+    check_gemv(GgmlType::Q5_0, &[32, 96, 896]);
+}
+#[test]
+fn gemv_q8_0() {
+    check_gemv(GgmlType::Q8_0, &[32, 96, 896]);
 }
 
 #[test]
@@ -215,12 +280,17 @@ fn env_var_forces_scalar_level_only_through_level() {
     }
 }
 
-fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
-    if !available() {
-        return;
+fn check_panels(ty: GgmlType, col_choices: &[usize]) {
+    for level in levels() {
+        if let Some(fns) = panel_fns_at(level, ty) {
+            check_panels_at(level, fns, ty, col_choices);
+        }
     }
-    let fns = gemm8_fns_at(LEVEL, ty).expect("kernel");
+}
+
+fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize]) {
     let vt = ty.vec_dot_type();
+    let pr = fns.rows;
     let mut rng = Rng(0x1234_5678 ^ ty as u64);
     for &cols in col_choices {
         for raw in [false, true] {
@@ -234,35 +304,36 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
                 quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
             }
             let mut w = Vec::new();
-            for _ in 0..9 {
+            for _ in 0..pr + 1 {
                 w.extend(weight_row(&mut rng, ty, cols, raw));
             }
             let mut aux = vec![ActAux::default(); n_act * nb];
             fill_act_aux(ty, &act, &mut aux);
-            let mut panels = vec![vec![0u8; nb * PANEL_BLOCK]; 2];
+            let mut panels = vec![vec![Align64([0; 64]); (nb * fns.block_bytes).div_ceil(64)]; 2];
             for (j0, panel) in panels.iter_mut().enumerate() {
-                // SAFETY: rows j0..j0+8 of nb blocks exist; the panel has nb * PANEL_BLOCK bytes.
-                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr()) };
+                // SAFETY: rows j0..j0+pr of nb blocks exist; the panel has nb * block_bytes bytes,
+                // 64-byte aligned; the level is supported.
+                unsafe { (fns.unpack)(nb, w.as_ptr().add(j0 * wrb), wrb, panel.as_mut_ptr() as *mut u8) };
             }
             for (ri, f) in fns.gemm.iter().enumerate() {
                 let r = ri + 1;
                 for t0 in 0..=n_act - r {
                     for j0 in [0, 1] {
-                        let stride = 11;
+                        let stride = pr + 3;
                         let mut out = vec![f32::NAN; stride * r];
-                        // SAFETY: weight rows j0..j0+8 and activation rows t0..t0+r exist; out has
-                        // r rows of `stride` slots.
-                        unsafe { f(nb, panels[j0].as_ptr(), act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
+                        // SAFETY: weight rows j0..j0+pr and activation rows t0..t0+r exist; out
+                        // has r rows of `stride` slots.
+                        unsafe { f(nb, panels[j0].as_ptr() as *const u8, act.as_ptr().add(t0 * arb), arb, aux.as_ptr().add(t0 * nb), out.as_mut_ptr(), stride) };
                         for i in 0..r {
-                            for j in 0..8 {
+                            for j in 0..pr {
                                 let (t, wr) = (t0 + i, j0 + j);
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
                                 let want = quant::vec_dot(ty, cols, wrow, arow);
                                 let got = out[i * stride + j];
                                 let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;
-                                assert!(((got - want) as f64).abs() <= tol, "{} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
+                                assert!(((got - want) as f64).abs() <= tol, "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
                             }
-                            assert!(out[i * stride + 8].is_nan());
+                            assert!(out[i * stride + pr].is_nan());
                         }
                     }
                 }
@@ -272,18 +343,30 @@ fn check_gemm8(ty: GgmlType, col_choices: &[usize]) {
 }
 
 #[test]
-fn gemm8_q4_0() {
-    check_gemm8(GgmlType::Q4_0, &[32, 96, 896]);
+fn panels_q4_0() {
+    check_panels(GgmlType::Q4_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q5_0() {
-    check_gemm8(GgmlType::Q5_0, &[32, 96, 896]);
+fn panels_q5_0() {
+    check_panels(GgmlType::Q5_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q4_1() {
-    check_gemm8(GgmlType::Q4_1, &[32, 96, 576]);
+fn panels_q8_0() {
+    check_panels(GgmlType::Q8_0, &[32, 96, 896]);
 }
 #[test]
-fn gemm8_q5_1() {
-    check_gemm8(GgmlType::Q5_1, &[32, 160]);
+fn panels_q4_k() {
+    check_panels(GgmlType::Q4K, &[256, 768, 4864]);
+}
+#[test]
+fn panels_q6_k() {
+    check_panels(GgmlType::Q6K, &[256, 768, 4864]);
+}
+#[test]
+fn panels_q4_1() {
+    check_panels(GgmlType::Q4_1, &[32, 96, 576]);
+}
+#[test]
+fn panels_q5_1() {
+    check_panels(GgmlType::Q5_1, &[32, 160]);
 }

@@ -1,0 +1,88 @@
+//! Matrix-vector throughput per weight type: the decode path's `matmul` with one activation row,
+//! on a matrix that stays in L2 (compute-bound) and on one far larger than the caches (streams
+//! from DRAM), so kernel cost and memory bandwidth can be told apart.
+//!
+//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [TYPE ...]
+//! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
+//! time spent descheduled is not counted) divided by the thread count.
+
+use deepseek::kernels::matmul::{activation_bytes, matmul, quantize_activations, WeightMatrix};
+use deepseek::quant::{self, GgmlType};
+use deepseek::threads::ThreadPool;
+
+/// CPU seconds (all threads) used by the process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: clock_gettime writes into the zeroed struct we own.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
+    let rb = ty.row_bytes(cols).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut x = vec![0f32; cols];
+    let mut one = vec![0u8; rb];
+    // a few distinct rows repeated: quantizing hundreds of MB with the reference is slow
+    let distinct: Vec<Vec<u8>> = (0..16)
+        .map(|_| {
+            for v in x.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *v = ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
+            }
+            quant::quantize_row_ref(ty, &x, &mut one);
+            one.clone()
+        })
+        .collect();
+    let mut data = Vec::with_capacity(rb * rows);
+    for r in 0..rows {
+        data.extend_from_slice(&distinct[r % 16]);
+    }
+    data
+}
+
+fn main() {
+    let (mut threads, mut n_act) = (1usize, 1usize);
+    let mut types = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-t" => threads = it.next().unwrap().parse().unwrap(),
+            "-n" => n_act = it.next().unwrap().parse().unwrap(),
+            "--bench" => {}
+            name => types.push(name.to_string()),
+        }
+    }
+    if types.is_empty() {
+        types = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K", "f16"].map(String::from).to_vec();
+    }
+    let pool = ThreadPool::new(threads).unwrap();
+    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s)", deepseek::kernels::simd::level());
+    for name in types {
+        let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
+        let cols = 2048;
+        let rb = ty.row_bytes(cols).unwrap();
+        let mut line = format!("{:>5}", ty.name());
+        for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
+            let rows = bytes / rb;
+            let data = random_rows(ty, rows, cols);
+            let w = WeightMatrix { ty, rows, cols, data: &data };
+            let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+            let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
+            quantize_activations(ty, &x, cols, n_act, &mut act);
+            let mut out = vec![0f32; rows * n_act];
+            let reps = (1usize << 31) / (rows * rb) + 2;
+            matmul(&pool, &w, &act, n_act, &mut out);
+            let t = cpu_seconds();
+            for _ in 0..reps {
+                matmul(&pool, &w, &act, n_act, &mut out);
+            }
+            let dt = (cpu_seconds() - t) / threads as f64 / reps as f64;
+            line += &format!("  {label}: {:6.1} GB/s {:7.1} ns/row", (rows * rb) as f64 / dt / 1e9, dt * 1e9 / rows as f64);
+        }
+        println!("{line}");
+    }
+}

@@ -1,0 +1,649 @@
+//! AVX-512 (F, BW, VL, VNNI) kernels, on top of AVX2 + FMA + F16C.
+//!
+//! They keep the scalar reference's results bit for bit (`crate::quant::lanes`): integer sums
+//! are exact whatever the instruction, so a kernel may compute them 64 elements at a time as
+//! long as, before the float step, 32-bit lane `k` holds what the reference's lane `k` holds;
+//! the float steps (one 8-lane FMA per block, `hsum_float_8`) are then the reference's.
+//!
+//! - Legacy formats against Q8_0 (decode): two weight rows share one 512-bit register, row A in
+//!   128-bit lanes 0 and 2, row B in lanes 1 and 3, so one VNNI `dpbusd` multiplies a block of
+//!   both rows and one 16-lane FMA advances both rows' accumulators (each half keeps its own
+//!   row's order). The activation row is prepared once per matmul ([`prep_q8_0`]): quants
+//!   duplicated into that lane layout and the per-lane sums that turn unsigned weight quants
+//!   back into signed ones.
+//! - K-quants against Q8_K (decode and prefill): two 32-element groups per 512-bit register;
+//!   the two halves of the integer sum are added before the block's FMA.
+//!
+//! # Safety (all `unsafe fn` here)
+//! The caller must have checked that the CPU supports AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C,
+//! and that every pointer covers the blocks the function's docs describe.
+
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use std::arch::x86_64::*;
+
+const QK_K: usize = 256;
+const Q4_0_B: usize = 18;
+const Q5_0_B: usize = 22;
+const Q8_0_B: usize = 34;
+const Q4_K_B: usize = 144;
+const Q6_K_B: usize = 210;
+const Q8_K_B: usize = 292;
+
+/// How far ahead of the current block the decode kernels prefetch weights (bytes): far enough
+/// (into the rows after the current ones) that DRAM latency is covered at full bandwidth; the
+/// hardware prefetchers alone reach less than half of it.
+const PREFETCH: usize = 8192;
+
+/// Bytes of a prepared Q8_0 activation block: 64 quants in the pair layout, 16 i32 offsets.
+pub(crate) const PREP_BLOCK: usize = 128;
+
+/// Bytes of a prepared activation row of `nb` Q8_0 blocks: the blocks, then `nb` f32 scales.
+pub fn prep_bytes(nb: usize) -> usize {
+    (nb * PREP_BLOCK + 4 * nb).next_multiple_of(64)
+}
+
+#[inline(always)]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const u16) as i32))) }
+}
+
+#[inline(always)]
+unsafe fn f32_at(p: *const u8) -> f32 {
+    // SAFETY: caller guarantees 4 readable bytes at p.
+    unsafe { std::ptr::read_unaligned(p as *const f32) }
+}
+
+#[inline(always)]
+unsafe fn load128(p: *const u8) -> __m128i {
+    // SAFETY: caller guarantees 16 readable bytes at p.
+    unsafe { _mm_loadu_si128(p as *const __m128i) }
+}
+
+#[inline(always)]
+unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 32 readable bytes at p.
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+#[inline(always)]
+unsafe fn load512(p: *const u8) -> __m512i {
+    // SAFETY: caller guarantees 64 readable bytes at p.
+    unsafe { _mm512_loadu_si512(p as *const __m512i) }
+}
+
+/// `hsum_float_8`: ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+#[inline(always)]
+unsafe fn hsum_float_8(x: __m256) -> f32 {
+    // SAFETY: register-only AVX intrinsics.
+    unsafe {
+        let mut res = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+        res = _mm_add_ps(res, _mm_movehl_ps(res, res));
+        res = _mm_add_ss(res, _mm_movehdup_ps(res));
+        _mm_cvtss_f32(res)
+    }
+}
+
+/// The sum of both 256-bit halves of 16 i32 lanes (lane k + lane k + 8).
+#[inline(always)]
+unsafe fn fold_halves(x: __m512i) -> __m256i {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe { _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// legacy formats against Q8_0, decode: pairs of weight rows
+
+/// Prepares one Q8_0 activation row (`nb` blocks at `a`) for the pair kernels, at `prep`
+/// (64-byte aligned, [`prep_bytes`] long): per block its quants as [0..16, 0..16, 16..32,
+/// 16..32] (the pair layout) and, per 32-bit lane of that layout, `-OFF * (sum of the lane's
+/// four quants)`, the correction for weight quants stored with an offset of `OFF`; then the
+/// blocks' scales as f32.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn prep_q8_0<const OFF: i32>(nb: usize, a: *const u8, prep: *mut u8) {
+    // SAFETY: see the module docs; block ib writes prep[128ib..128ib+128] and the scale at
+    // prep[128nb + 4ib], inside prep_bytes(nb).
+    unsafe {
+        let scale = _mm512_set1_epi8(OFF as u8 as i8);
+        let d = prep.add(nb * PREP_BLOCK) as *mut f32;
+        for ib in 0..nb {
+            let ab = a.add(ib * Q8_0_B);
+            let y = _mm512_castsi256_si512(load256(ab.add(2)));
+            let y = _mm512_shuffle_i64x2(y, y, 0b01_01_00_00);
+            let sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), scale, y);
+            let o = prep.add(ib * PREP_BLOCK);
+            _mm512_store_si512(o as *mut __m512i, y);
+            _mm512_store_si512(o.add(64) as *mut __m512i, _mm512_sub_epi32(_mm512_setzero_si512(), sums));
+            *d.add(ib) = f16_at(ab);
+        }
+    }
+}
+
+/// `2 * P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) against one prepared
+/// activation row; `unpack(row A block, row B block)` gives both blocks' quants, unsigned, in
+/// the pair layout. Results to `out[j]`.
+#[inline(always)]
+unsafe fn gemv_pairs<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8, *const u8) -> __m512i) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let ds = prep.add(nb * PREP_BLOCK) as *const f32;
+        let didx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+        let mut acc = [_mm512_setzero_ps(); P];
+        for ib in 0..nb {
+            let pb = prep.add(ib * PREP_BLOCK);
+            let y = _mm512_load_si512(pb as *const __m512i);
+            let offs = _mm512_load_si512(pb.add(64) as *const __m512i);
+            let da = _mm_set1_ps(*ds.add(ib));
+            for p in 0..P {
+                let wa = w.add(2 * p * w_stride + ib * WB);
+                let wb = wa.add(w_stride);
+                _mm_prefetch::<_MM_HINT_T0>(wa.add(PREFETCH) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH) as *const i8);
+                let isum = _mm512_dpbusd_epi32(offs, unpack(wa, wb), y);
+                let dh = std::ptr::read_unaligned(wa as *const u16) as u32 | (std::ptr::read_unaligned(wb as *const u16) as u32) << 16;
+                let dw = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dh as i32)), da);
+                let d = _mm512_permutexvar_ps(didx, _mm512_castps128_ps512(dw));
+                acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[p]);
+            }
+        }
+        let split = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+        for p in 0..P {
+            let v = _mm512_permutexvar_ps(split, acc[p]);
+            *out.add(2 * p) = hsum_float_8(_mm512_castps512_ps256(v));
+            *out.add(2 * p + 1) = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
+    }
+}
+
+/// Two rows' 16 nibble bytes (at `a`, `b`) as [A low, B low, A high, B high] nibbles.
+#[inline(always)]
+unsafe fn nibble_pair(a: *const u8, b: *const u8) -> __m512i {
+    // SAFETY: caller guarantees 16 readable bytes at a and at b.
+    unsafe {
+        let t = _mm256_set_m128i(load128(b), load128(a));
+        let z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+        _mm512_and_si512(z, _mm512_set1_epi8(0x0f))
+    }
+}
+
+/// Q4_0 weights, 2P rows (quants stored with offset 8; prepared with `prep_q8_0::<8>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q4_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; 16 nibble bytes follow the 2-byte scale.
+    unsafe { gemv_pairs::<P, Q4_0_B>(nb, w, w_stride, prep, out, |a, b| nibble_pair(a.add(2), b.add(2))) }
+}
+
+/// Q5_0 weights, 2P rows (offset 16; `prep_q8_0::<16>`): the 5th bits of both rows' `qh`
+/// become a byte mask in the pair layout.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q5_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
+    unsafe {
+        gemv_pairs::<P, Q5_0_B>(nb, w, w_stride, prep, out, |a, b| {
+            let ha = std::ptr::read_unaligned(a.add(2) as *const u32) as u64;
+            let hb = std::ptr::read_unaligned(b.add(2) as *const u32) as u64;
+            let m = (ha & 0xffff) | (hb & 0xffff) << 16 | (ha >> 16) << 32 | (hb >> 16) << 48;
+            let q = nibble_pair(a.add(6), b.add(6));
+            _mm512_mask_add_epi8(q, m, q, _mm512_set1_epi8(16))
+        })
+    }
+}
+
+/// Q8_0 weights, 2P rows (signed quants made unsigned by flipping the top bit: offset 128;
+/// `prep_q8_0::<128>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; 32 quant bytes follow the scale.
+    unsafe {
+        gemv_pairs::<P, Q8_0_B>(nb, w, w_stride, prep, out, |a, b| {
+            let idx = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+            let z = _mm512_permutex2var_epi64(_mm512_castsi256_si512(load256(a.add(2))), idx, _mm512_castsi256_si512(load256(b.add(2))));
+            _mm512_xor_si512(z, _mm512_set1_epi8(0x80u8 as i8))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants against Q8_K: one weight row × R activation rows
+
+/// 16-bit lanes holding, for each 32-element group pair `c`, `sc[2c]` in the low 16 lanes and
+/// `sc[2c + 1]` in the high 16 (ready for `madd` after `maddubs` of two groups).
+#[inline(always)]
+unsafe fn group_pair_scales(sc16: __m512i, c: usize) -> __m512i {
+    // SAFETY: register-only AVX-512BW intrinsics.
+    unsafe {
+        let lo = _mm512_set1_epi16((2 * c) as i16);
+        let hi = _mm512_set1_epi16((2 * c + 1) as i16);
+        _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xffff_0000, lo, hi), sc16)
+    }
+}
+
+/// Q4_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_m = [_mm_setzero_ps(); R];
+        let m4 = _mm512_set1_epi8(0x0f);
+        for ib in 0..nb {
+            let wb = w.add(ib * Q4_K_B);
+            for l in (0..Q4_K_B).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
+            }
+            let wd = f16_at(wb);
+            let wdmin = f16_at(wb.add(2));
+            // the 6-bit scales and mins (get_scale_min_k4): bytes 0..8 scales, 8..16 mins
+            let q: [u32; 3] = std::ptr::read_unaligned(wb.add(4) as *const [u32; 3]);
+            let s_lo = q[0] & 0x3f3f_3f3f;
+            let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
+            let m_lo = q[1] & 0x3f3f_3f3f;
+            let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
+            let sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_setr_epi32(s_lo as i32, s_hi as i32, 0, 0)));
+            let minv = _mm256_cvtepu8_epi32(_mm_setr_epi32(m_lo as i32, m_hi as i32, 0, 0));
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for c in 0..4 {
+                let bits = load256(wb.add(16 + 32 * c));
+                let qz = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), m4);
+                let sc = group_pair_scales(sc16, c);
+                for r in 0..R {
+                    let y = load512(a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c));
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_madd_epi16(sc, _mm512_maddubs_epi16(qz, y)));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let yd = f32_at(ab);
+                // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
+                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+                let t = _mm256_mullo_epi32(pairs, minv);
+                let h = _mm256_hadd_epi32(t, t);
+                let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-yd * wdmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+                let d = _mm256_set1_ps(yd * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold_halves(sumi[r])), acc[r]);
+            }
+        }
+        for r in 0..R {
+            let mut m = [0f32; 4];
+            _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
+            *out.add(r * out_stride) = hsum_float_8(acc[r]) + ((m[0] + m[2]) + (m[1] + m[3]));
+        }
+    }
+}
+
+/// Q6_K × Q8_K, one weight row × R activation rows. Layout: ql[128] | qh[64] | scales[16] | d.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let m4 = _mm512_set1_epi8(0x0f);
+        let m30 = _mm512_set1_epi8(0x30);
+        // 16-bit lane j of the scale vector for groups (4n+s, 4n+s+1): scale 8n + 2s + j / 8
+        let sidx = |first: i16| {
+            _mm512_add_epi16(_mm512_set1_epi16(first), _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3))
+        };
+        let idx = [sidx(0), sidx(4), sidx(8), sidx(12)];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q6_K_B);
+            for l in (0..Q6_K_B).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
+            }
+            let wd = f16_at(wb.add(208));
+            let sc8 = load128(wb.add(192));
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            let scz = _mm512_castsi256_si512(sc16);
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for n in 0..2 {
+                let ql = load512(wb.add(64 * n));
+                let qh = load256(wb.add(128 + 32 * n));
+                // [qh, qh >> 2]: bits (0,1) and (4,5) of each byte serve groups s = 0,1 and 2,3
+                let qhz = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+                let q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qhz, 4), m30));
+                let q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qhz, m30));
+                let s01 = _mm512_permutexvar_epi16(idx[2 * n], scz);
+                let s23 = _mm512_permutexvar_epi16(idx[2 * n + 1], scz);
+                for r in 0..R {
+                    let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 128 * n);
+                    let p01 = _mm512_madd_epi16(s01, _mm512_maddubs_epi16(q01, load512(aq)));
+                    let p23 = _mm512_madd_epi16(s23, _mm512_maddubs_epi16(q23, load512(aq.add(64))));
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_add_epi32(p01, p23));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = load256(ab.add(4 + QK_K));
+                let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                let s = _mm256_sub_epi32(fold_halves(sumi[r]), sub);
+                let d = _mm256_set1_ps(f32_at(ab) * wd);
+                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// legacy formats against Q8_0, prefill: 16 weight rows × R activation rows
+
+/// Bytes of one block of a 16-row panel: for each group `g` of 4 consecutive elements, the 4
+/// unsigned quants of each of the 16 rows (64 bytes, so that one VNNI `dpbusd` against the
+/// activation's 4 bytes broadcast gives one partial sum per row), then the 16 rows' f16 scales
+/// (padded to 64 bytes).
+pub(crate) const PANEL_BLOCK: usize = 8 * 64 + 64;
+
+/// Unpacks 16 weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) into a panel;
+/// `unpack(block)` gives the block's 32 quants, unsigned.
+#[inline(always)]
+unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 16 rows of nb blocks at w and nb * PANEL_BLOCK bytes at
+    // panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            // the scales stay f16 here: gathering them in a local array and loading that as a
+            // vector would stall on store forwarding every block
+            let dh = pb.add(512) as *mut u16;
+            // z[r] = [row r | row r + 8], 8 dwords (groups of 4 quants) each
+            let mut z = [_mm512_setzero_si512(); 8];
+            for r in 0..8 {
+                let (wa, wb) = (w.add(r * w_stride + ib * WB), w.add((r + 8) * w_stride + ib * WB));
+                *dh.add(r) = std::ptr::read_unaligned(wa as *const u16);
+                *dh.add(r + 8) = std::ptr::read_unaligned(wb as *const u16);
+                z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(unpack(wa)), unpack(wb), 1);
+            }
+            store_transposed(pb, z);
+        }
+    }
+}
+
+/// Stores 16 rows of 32 quants (`z[r]` = [row r | row r + 8]) at `pb` as 8 vectors of 64 bytes,
+/// vector `g` holding quants 4g..4g+4 of rows 0..16 in order: an 8 × 8 dword transpose done in
+/// both 256-bit halves at once.
+#[inline(always)]
+unsafe fn store_transposed(pb: *mut u8, z: [__m512i; 8]) {
+    // SAFETY: the caller guarantees 512 writable bytes at pb.
+    unsafe {
+        let lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+        let hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+        let t: [__m512i; 8] = std::array::from_fn(|i| {
+            let (a, b) = (z[i & !1], z[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_epi32(a, b)
+            } else {
+                _mm512_unpackhi_epi32(a, b)
+            }
+        });
+        // u[4q + k]: dword k (and k + 4) of rows 4q..4q+4 (and + 8)
+        let u: [__m512i; 8] = std::array::from_fn(|i| {
+            let (q, k) = (i / 4, i % 4);
+            let (a, b) = (t[4 * q + k / 2], t[4 * q + 2 + k / 2]);
+            if k % 2 == 0 {
+                _mm512_unpacklo_epi64(a, b)
+            } else {
+                _mm512_unpackhi_epi64(a, b)
+            }
+        });
+        for k in 0..4 {
+            _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, _mm512_permutex2var_epi64(u[k], lo, u[4 + k]));
+            _mm512_storeu_si512(pb.add(64 * (k + 4)) as *mut __m512i, _mm512_permutex2var_epi64(u[k], hi, u[4 + k]));
+        }
+    }
+}
+
+/// 32 nibbles of 16 bytes: low nibbles are elements 0..16, high nibbles 16..32.
+#[inline(always)]
+unsafe fn nibbles_32(p: *const u8) -> __m256i {
+    // SAFETY: caller guarantees 16 readable bytes at p.
+    unsafe {
+        let t = load128(p);
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f))
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack16::<Q4_0_B>(nb, w, w_stride, panel, |b| nibbles_32(b.add(2))) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        unpack16::<Q5_0_B>(nb, w, w_stride, panel, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            _mm256_mask_add_epi8(nibbles_32(b.add(6)), qh, nibbles_32(b.add(6)), _mm256_set1_epi8(16))
+        })
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack16::<Q8_0_B>(nb, w, w_stride, panel, |b| _mm256_xor_si256(load256(b.add(2)), _mm256_set1_epi8(0x80u8 as i8))) }
+}
+
+/// A 16-row panel × R Q8_0 activation rows (`a + i * a_stride`, per-block [`super::ActAux`]
+/// at `aux + i * nb` with `corr = offset * sum(q)`); result (i, j) to `out + i * out_stride + j`.
+/// One `dpbusd` per 4 elements covers all 16 rows, so no horizontal sums are needed; the block's
+/// integer sums are exact and scaled with one FMA per block and row, as the 8-row AVX2 panel
+/// kernels do.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut isum = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                isum[r] = _mm512_set1_epi32(-(*aux.add(r * nb + ib)).corr);
+            }
+            for g in 0..8 {
+                let wv = load512(pb.add(64 * g));
+                for r in 0..R {
+                    let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_0_B + 2 + 4 * g) as *const i32);
+                    isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                }
+            }
+            let dw = _mm512_cvtph_ps(load256(pb.add(512)));
+            for r in 0..R {
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
+                acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K against Q8_K, prefill: 16 weight rows × R activation rows
+
+/// Offsets inside one super-block of a 16-row Q4_K panel: 8 groups of 32 quants as in
+/// [`PANEL_BLOCK`]'s layout (512 bytes each), then per group the 16 rows' 6-bit scales and mins
+/// as i32, then the rows' `d` and `dmin` as f32.
+const Q4K_SC: usize = 8 * 512;
+const Q4K_MIN: usize = Q4K_SC + 8 * 64;
+const Q4K_D: usize = Q4K_MIN + 8 * 64;
+pub(crate) const Q4K_PANEL_BLOCK: usize = Q4K_D + 128;
+
+/// Unpacks 16 Q4_K rows (`w + j * w_stride`, `nb` super-blocks) into a panel of
+/// `nb * Q4K_PANEL_BLOCK` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q4K_PANEL_BLOCK
+    // bytes at panel.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
+            for g in 0..8 {
+                let (c, h) = (g / 2, (g % 2) as i32);
+                let quants = |j: usize| _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16 + 32 * c)), _mm_cvtsi32_si128(4 * h)), m4);
+                let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
+                store_transposed(pb.add(512 * g), z);
+            }
+            let (sc, mn, d) = (pb.add(Q4K_SC) as *mut i32, pb.add(Q4K_MIN) as *mut i32, pb.add(Q4K_D) as *mut f32);
+            for j in 0..16 {
+                let b = row(j);
+                let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
+                for g in 0..8 {
+                    let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
+                    *sc.add(16 * g + j) = s as i32;
+                    *mn.add(16 * g + j) = m as i32;
+                }
+                *d.add(j) = f16_at(b);
+                *d.add(16 + j) = f16_at(b.add(2));
+            }
+        }
+    }
+}
+
+/// A 16-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
+/// `out + i * out_stride + j`. Per super-block the integer sums (quants × activations × scales,
+/// mins × activation sums) are exact; each is scaled with one FMA (not the reference's lane
+/// order: prefill only).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb super-blocks.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL_BLOCK);
+            let d = _mm512_loadu_ps(pb.add(Q4K_D) as *const f32);
+            let dmin = _mm512_loadu_ps(pb.add(Q4K_D + 64) as *const f32);
+            for r in 0..R {
+                // the mins: sum over groups of min × (sum of the group's activation quants)
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = ab.add(4 + QK_K) as *const i16;
+                let mut msum = _mm512_setzero_si512();
+                for g in 0..8 {
+                    let s = *bs.add(2 * g) as i32 + *bs.add(2 * g + 1) as i32;
+                    msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(load512(pb.add(Q4K_MIN + 64 * g)), _mm512_set1_epi32(s)));
+                }
+                let yd = _mm512_set1_ps(-f32_at(ab));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), _mm512_cvtepi32_ps(msum), acc[r]);
+            }
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for g in 0..8 {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for k in 0..8 {
+                    let wv = load512(pb.add(512 * g + 64 * k));
+                    for r in 0..R {
+                        let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g + 4 * k) as *const i32);
+                        isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = load512(pb.add(Q4K_SC + 64 * g));
+                for r in 0..R {
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                }
+            }
+            for r in 0..R {
+                let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K against Q8_K, prefill: 16 weight rows × R activation rows
+
+/// Offsets inside one super-block of a 16-row Q6_K panel: 8 groups of 32 quants (0..63, the
+/// stored value + 32) as in [`PANEL_BLOCK`]'s layout, then per 16-element sub-group the 16
+/// rows' scales as i32, then the rows' `d` as f32.
+const Q6K_SC: usize = 8 * 512;
+const Q6K_D: usize = Q6K_SC + 16 * 64;
+pub(crate) const Q6K_PANEL_BLOCK: usize = Q6K_D + 64;
+
+/// Unpacks 16 Q6_K rows (`w + j * w_stride`, `nb` super-blocks) into a panel of
+/// `nb * Q6K_PANEL_BLOCK` bytes. Layout of a row's block: ql[128] | qh[64] | scales[16] | d.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q6_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q6K_PANEL_BLOCK
+    // bytes at panel.
+    unsafe {
+        let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6K_PANEL_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q6_K_B);
+            for g in 0..8 {
+                // group g = 4n + s: nibble s / 2 of ql[64n + 32(s % 2)..], bits 2s of qh[32n..]
+                let (n, s) = (g / 4, g % 4);
+                let quants = |j: usize| {
+                    let b = row(j);
+                    let ql = _mm256_srl_epi16(load256(b.add(64 * n + 32 * (s % 2))), _mm_cvtsi32_si128(4 * (s / 2) as i32));
+                    let qh = _mm256_srl_epi16(load256(b.add(128 + 32 * n)), _mm_cvtsi32_si128(2 * s as i32));
+                    _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4))
+                };
+                let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
+                store_transposed(pb.add(512 * g), z);
+            }
+            let (sc, d) = (pb.add(Q6K_SC) as *mut i32, pb.add(Q6K_D) as *mut f32);
+            for j in 0..16 {
+                let b = row(j);
+                for u in 0..16 {
+                    *sc.add(16 * u + j) = *b.add(192 + u) as i8 as i32;
+                }
+                *d.add(j) = f16_at(b.add(208));
+            }
+        }
+    }
+}
+
+/// A 16-row Q6_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
+/// `out + i * out_stride + j`. Per super-block: Σ scale × (Σ q × y) − 32 Σ scale × (sum of the
+/// sub-group's activation quants), exact in integers, then one FMA.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q6_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb super-blocks.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6K_PANEL_BLOCK);
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                let bs = a.add(r * a_stride + ib * Q8_K_B + 4 + QK_K) as *const i16;
+                let mut corr = _mm512_setzero_si512();
+                for u in 0..16 {
+                    corr = _mm512_add_epi32(corr, _mm512_mullo_epi32(load512(pb.add(Q6K_SC + 64 * u)), _mm512_set1_epi32(*bs.add(u) as i32)));
+                }
+                sumi[r] = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(corr, 5));
+            }
+            for u in 0..16 {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for k in 0..4 {
+                    let wv = load512(pb.add(256 * u + 64 * k));
+                    for r in 0..R {
+                        let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_K_B + 4 + 16 * u + 4 * k) as *const i32);
+                        isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = load512(pb.add(Q6K_SC + 64 * u));
+                for r in 0..R {
+                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                }
+            }
+            let d = _mm512_loadu_ps(pb.add(Q6K_D) as *const f32);
+            for r in 0..R {
+                let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
