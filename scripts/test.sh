@@ -12,5 +12,10 @@ ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked
 cargo build --profile memcheck --no-default-features --lib
 ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 cargo test --release -- --test-threads 2
+# The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
+# scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
+# kernels take minutes; they run at the AVX2 level.)
+DEEPSEEK_KERNELS=avx2 cargo test --release --test golden_logits --test engine --test real_models
+DEEPSEEK_KERNELS=scalar cargo test --release --test golden_logits --test engine
 # Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).
 scripts/fuzz.sh 60
