@@ -49,7 +49,7 @@ struct Shared {
 pub struct Line(pub [u8; 64]);
 
 /// Scratch buffers per thread index (see [`ThreadPool::buffer`]).
-pub const BUFFER_KINDS: usize = 3;
+pub(crate) const BUFFER_KINDS: usize = 3;
 
 // SAFETY: `job` is only written by the owner between jobs (every slot claimed by a worker has
 // been reported in `done`, so no worker reads it), and published through the slots'
