@@ -16,24 +16,7 @@ use deepseek::gguf::GgufFile;
 use deepseek::model::Model;
 
 fn params() -> ContextParams {
-    ContextParams {
-        n_ctx: 64,
-        n_batch: 16,
-        n_ubatch: 8,
-        n_seq_max: 2,
-        n_threads: 1,
-        n_threads_batch: 1,
-        rope_scaling: None,
-        rope_freq_base: 0.0,
-        rope_freq_scale: 0.0,
-        yarn_ext_factor: -1.0,
-        yarn_attn_factor: -1.0,
-        yarn_beta_fast: -1.0,
-        yarn_beta_slow: -1.0,
-        yarn_orig_ctx: 0,
-        embeddings: false,
-        kv_unified: false,
-    }
+    ContextParams { n_ctx: 64, n_batch: 16, n_ubatch: 8, n_seq_max: 2, n_threads: 1, n_threads_batch: 1, ..ContextParams::default() }
 }
 
 /// What became of one variant.

@@ -40,6 +40,30 @@ pub struct ContextParams {
     pub kv_unified: bool,
 }
 
+impl Default for ContextParams {
+    /// llama_context_default_params' sizes; 0 and -1 mean "as the model says".
+    fn default() -> ContextParams {
+        ContextParams {
+            n_ctx: 512,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_seq_max: 1,
+            n_threads: 4,
+            n_threads_batch: 4,
+            rope_scaling: None,
+            rope_freq_base: 0.0,
+            rope_freq_scale: 0.0,
+            yarn_ext_factor: -1.0,
+            yarn_attn_factor: -1.0,
+            yarn_beta_fast: -1.0,
+            yarn_beta_slow: -1.0,
+            yarn_orig_ctx: 0,
+            embeddings: false,
+            kv_unified: false,
+        }
+    }
+}
+
 /// Outcome of a decode, with llama_decode's return values.
 #[derive(Debug, PartialEq, Eq)]
 pub enum DecodeError {
