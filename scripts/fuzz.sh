@@ -5,6 +5,7 @@
 # target/fuzz-corpus (copy the ones that matter into fuzz/corpus). Fails on any crash, hang,
 # leak or sanitizer report.
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s, every target)
+#        FUZZ_CAMPAIGN=1 scripts/fuzz.sh 7200 TARGET   (10 M executions or 2 h of CPU time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -37,11 +38,33 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "target/fuzz-artifacts/$t"
   seeds=()
   [ -d "fuzz/corpus/$t" ] && seeds=("fuzz/corpus/$t")
-  echo "== $t: ${seconds} s"
-  "$bin/$t" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-    -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" -print_final_stats=1 2>&1 \
-    | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly" || true
+  log=target/fuzz-$t.log
+  if [ "${FUZZ_CAMPAIGN:-0}" = 1 ]; then
+    # A campaign: up to 10 million executions or SECONDS of the fuzzer's own CPU time, whichever
+    # comes first. CPU time, not wall time, so that a campaign sharing the cores with builds still
+    # gets its whole budget; libFuzzer prints its final stats when interrupted.
+    echo "== $t: campaign, 10,000,000 executions or ${seconds} s of CPU time ($log)"
+    "$bin/$t" "$work" "${seeds[@]}" -runs=10000000 -max_total_time=$((seconds * 4)) -timeout=10 \
+      -rss_limit_mb=4096 -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" \
+      -print_final_stats=1 > "$log" 2>&1 &
+    pid=$!
+    tick=$(getconf CLK_TCK)
+    while kill -0 "$pid" 2>/dev/null; do
+      cpu=$(awk -v tick="$tick" '{ print int(($14 + $15) / tick) }' "/proc/$pid/stat" 2>/dev/null || echo 0)
+      if [ "$cpu" -ge "$seconds" ]; then kill -INT "$pid"; break; fi
+      sleep 5
+    done
+    wait "$pid" || true
+    grep -E "^#[0-9]+ +(pulse|NEW|REDUCE|DONE)" "$log" | tail -1
+  else
+    echo "== $t: ${seconds} s"
+    "$bin/$t" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+      -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" -print_final_stats=1 \
+      > "$log" 2>&1 || true
+  fi
+  grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly|interrupted" "$log" || true
   if ls "target/fuzz-artifacts/$t"/* >/dev/null 2>&1; then
+    tail -60 "$log" >&2
     echo "fuzz target $t found a failure: $(ls target/fuzz-artifacts/$t)" >&2
     exit 1
   fi

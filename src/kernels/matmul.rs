@@ -67,11 +67,20 @@ const AUX: usize = 2;
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
 
-/// Weight rows per chunk handed to a thread.
-fn chunk_rows(rows: usize, n_act: usize) -> usize {
+/// Weight bytes a decode chunk streams at least: handing a chunk out costs an atomic shared by
+/// the cores (a cache-line transfer), so a chunk must be long enough that the transfer is
+/// small against streaming it; 16 KB (under a microsecond per core) still keeps the cores'
+/// finishing times within a microsecond of each other.
+const DECODE_CHUNK_BYTES: usize = 16 << 10;
+
+/// Weight rows per chunk handed to a thread (`row_bytes` per weight row).
+fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize) -> usize {
     if n_act == 1 {
-        // decode: ~64 chunks per matrix so both cores stay busy to the end
-        (rows / 64).clamp(4, 256)
+        // decode: ~64 chunks per large matrix so both cores stay busy to the end, but none
+        // shorter than DECODE_CHUNK_BYTES (the small matrices of per-head projections and
+        // experts would otherwise be cut into chunks of a few hundred bytes); a multiple of 4
+        // rows for the 4-row kernels
+        (rows / 64).max(DECODE_CHUNK_BYTES.div_ceil(row_bytes.max(1))).next_multiple_of(4).clamp(4, 256)
     } else {
         // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
         // multiple of 8 and 16 rows for the panel kernels
@@ -176,7 +185,7 @@ fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
         let nb = w.cols / w.ty.block_len();
         let single = simd::dot_fns(w.ty);
         let gemv = if single.is_some() { simd::gemv_fns(w.ty) } else { None };
-        let chunk = chunk_rows(w.rows, 1);
+        let chunk = chunk_rows(w.rows, rb, 1);
         plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at: prep_total });
         prep_total += gemv.map_or(0, |g| (g.prep_bytes)(nb).next_multiple_of(64));
         first[j + 1] = first[j] + w.rows.div_ceil(chunk);
@@ -252,7 +261,7 @@ fn run_chunks(
     aux_addr: usize,
 ) {
     let shared = SharedOut::new(out);
-    let chunk = chunk_rows(w.rows, n_rows);
+    let chunk = chunk_rows(w.rows, rb, n_rows);
     let n_chunks = w.rows.div_ceil(chunk);
     let next = AtomicUsize::new(0);
     pool.run(&|ith, _nth| loop {

@@ -133,6 +133,20 @@ fn project(model: &Model, pool: &ThreadPool, act: &mut [u8], m: &Mat, input: &[f
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
 }
 
+/// Two projections of the same input: quantized once and run as one batch when the matrices
+/// share an activation format, else one after the other.
+fn project_two(model: &Model, pool: &ThreadPool, act: &mut [u8], input: &[f32], n: usize, first: (&Mat, &mut [f32]), second: (&Mat, &mut [f32])) {
+    let ((m1, out1), (m2, out2)) = (first, second);
+    if m1.ty.vec_dot_type() != m2.ty.vec_dot_type() {
+        project(model, pool, act, m1, input, n, out1);
+        project(model, pool, act, m2, input, n, out2);
+        return;
+    }
+    quantize_activations(m1.ty, &input[..n * m1.cols], m1.cols, n, act);
+    let act = &*act;
+    matmul_all(pool, n, [Product { w: model.mat(m1), act, out: &mut out1[..n * m1.rows] }, Product { w: model.mat(m2), act, out: &mut out2[..n * m2.rows] }]);
+}
+
 /// Decode: `input` holds one row per matrix of `stack` (`cols` each); out row x = stack[x] ·
 /// input row x, all in one batch.
 fn project_heads(model: &Model, pool: &ThreadPool, act: &mut [u8], stack: &Stack, input: &[f32], out: &mut [f32]) {
@@ -211,10 +225,12 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
     let (h, c, r, nope, qk) = (hp.n_head, m.kv_lora_rank, hp.n_rot, m.qk_nope, m.qk_head);
 
     // Query: direct, or through the low-rank bottleneck with its own norm.
+    // Compressed KV (`s.kv`): the latent (normed below) and the shared rope key part (not
+    // normed), projected in the same batch as the query's first matrix.
     match &layer.q {
-        Query::Direct(wq) => project(model, pool, &mut s.act, wq, &s.xn, n, &mut s.q),
+        Query::Direct(wq) => project_two(model, pool, &mut s.act, &s.xn, n, (wq, &mut s.q), (&layer.kv_a, &mut s.kv)),
         Query::LowRank { a, norm, b } => {
-            project(model, pool, &mut s.act, a, &s.xn, n, &mut s.qa);
+            project_two(model, pool, &mut s.act, &s.xn, n, (a, &mut s.qa), (&layer.kv_a, &mut s.kv));
             let ql = m.q_lora_rank;
             for t in 0..n {
                 rms_norm(&s.qa[t * ql..(t + 1) * ql], norm, hp.rms_eps, &mut s.qa_normed[t * ql..(t + 1) * ql]);
@@ -222,8 +238,6 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
             project(model, pool, &mut s.act, b, &s.qa_normed, n, &mut s.q);
         }
     }
-    // Compressed KV: the latent (normed) and the shared rope key part (not normed).
-    project(model, pool, &mut s.act, &layer.kv_a, &s.xn, n, &mut s.kv);
     for t in 0..n {
         let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
         rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);

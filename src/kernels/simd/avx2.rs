@@ -426,6 +426,48 @@ pub unsafe fn dot_f16<const R: usize>(n: usize, w: *const u8, a: *const u8, a_st
     }
 }
 
+/// F32 weights × F32 activations (`n` elements), the AVX-512F layout of ggml_vec_dot_f32
+/// (`quant::half::vec_dot_f32`) emulated with pairs of 8-lane registers; the leftovers as the
+/// reference takes them (whole groups of 4 by plain products, the rest fused).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_f32<const R: usize>(n: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs (here `n` counts elements of 4 bytes).
+    unsafe {
+        let steps = n / 64;
+        let mut acc = [[_mm256_setzero_ps(); 8]; R];
+        let ld = |p: *const u8| _mm256_loadu_ps(p as *const f32);
+        for s in 0..steps {
+            let mut wv = [_mm256_setzero_ps(); 8];
+            for (j, v) in wv.iter_mut().enumerate() {
+                *v = ld(w.add(4 * (64 * s + 8 * j)));
+            }
+            for r in 0..R {
+                let ar = a.add(r * a_stride);
+                for j in 0..8 {
+                    acc[r][j] = _mm256_fmadd_ps(wv[j], ld(ar.add(4 * (64 * s + 8 * j))), acc[r][j]);
+                }
+            }
+        }
+        let rest = 64 * steps;
+        let split = rest + (n - rest) / 4 * 4;
+        for r in 0..R {
+            let v = &acc[r];
+            // accumulator J (16 lanes) = (v[2J], v[2J+1]); (s0+s2), (s1+s3), then s0+s1
+            let s0l = _mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6]));
+            let s0h = _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7]));
+            let mut sumf = reduce16(s0l, s0h);
+            let ar = a.add(r * a_stride);
+            for i in rest..split {
+                sumf += f32_at(w.add(4 * i)) * f32_at(ar.add(4 * i));
+            }
+            for i in split..n {
+                sumf = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(f32_at(w.add(4 * i))), _mm_set_ss(f32_at(ar.add(4 * i))), _mm_set_ss(sumf)));
+            }
+            *out.add(r * out_stride) = sumf;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // activation quantization
 

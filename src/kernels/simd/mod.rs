@@ -166,6 +166,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static Q5_K: DotFns = table!(avx2, dot_q5_k);
             static Q6_K: DotFns = table!(avx2, dot_q6_k);
             static F16: DotFns = table!(avx2, dot_f16);
+            static F32: DotFns = table!(avx2, dot_f32);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q4_1 => Some(&Q4_1),
@@ -176,6 +177,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
                 GgmlType::F16 => Some(&F16),
+                GgmlType::F32 => Some(&F32),
                 _ => None,
             }
         }
