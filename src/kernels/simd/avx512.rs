@@ -273,6 +273,145 @@ pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Q4_K against Q8_K, decode: several weight rows against one prepared activation row
+
+/// Bytes of a prepared Q8_K block for [`gemv_q4_k`]: the quants regrouped into four 64-byte
+/// chunks (256), the bsum pair sums as 8 i16 repeated in every 128-bit lane (64), the scale
+/// (padded to 64).
+pub(crate) const Q4K_PREP_BLOCK: usize = 384;
+
+/// Bytes of a prepared activation row of `nb` Q8_K blocks for [`gemv_q4_k`].
+pub fn prep_q4_k_bytes(nb: usize) -> usize {
+    nb * Q4K_PREP_BLOCK
+}
+
+/// Prepares one Q8_K activation row (`nb` blocks at `a`) for [`gemv_q4_k`], at `prep` (64-byte
+/// aligned, [`prep_q4_k_bytes`] long). 64 bytes of a Q4_K row's quants hold four 32-element
+/// groups: low nibbles of groups 4c and 4c + 2, high nibbles of 4c + 1 and 4c + 3 (c = 0, 1);
+/// chunk 2c + h of the prepared block is the activation groups 4c + h and 4c + h + 2 side by
+/// side, so one load of weights meets two loads of activations.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn prep_q4_k(nb: usize, a: *const u8, prep: *mut u8) {
+    // SAFETY: see the module docs; block ib writes prep[384ib..384ib+384].
+    unsafe {
+        for ib in 0..nb {
+            let ab = a.add(ib * Q8_K_B);
+            let o = prep.add(ib * Q4K_PREP_BLOCK);
+            for c in 0..2 {
+                for h in 0..2 {
+                    let g = 4 * c + h;
+                    let dst = o.add(64 * (2 * c + h));
+                    _mm256_store_si256(dst as *mut __m256i, load256(ab.add(4 + 32 * g)));
+                    _mm256_store_si256(dst.add(32) as *mut __m256i, load256(ab.add(4 + 32 * (g + 2))));
+                }
+            }
+            // |bsum| <= 16 * 128, so a pair's sum fits in i16
+            let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+            _mm512_store_si512(o.add(256) as *mut __m512i, _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(pairs)));
+            std::ptr::write(o.add(320) as *mut f32, f32_at(ab));
+        }
+    }
+}
+
+/// `pshufb` controls turning a row's decoded scale bytes (in every 128-bit lane: 8 scales, 8
+/// mins) into the 16-bit scales of chunk `2c + h`: group 4c + h in the low 256 bits, group
+/// 4c + h + 2 in the high.
+#[inline(always)]
+unsafe fn q4k_scale_ctl(chunk: usize) -> __m512i {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe {
+        let (c, h) = (chunk / 2, chunk % 2);
+        let ctl = |g: usize| _mm_set1_epi16(((0x80u16) << 8 | (4 * c + h + g) as u16) as i16);
+        let lo = _mm256_set_m128i(ctl(0), ctl(0));
+        let hi = _mm256_set_m128i(ctl(2), ctl(2));
+        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+    }
+}
+
+/// Q4_K weights, `R` (2 or 4) rows (`w + j * w_stride`, `nb` blocks) against one activation row
+/// prepared by [`prep_q4_k`]; results to `out[j]`. Each row's float steps are [`dot_q4_k`]'s, so
+/// the results are the reference's bit for bit; what the rows share is done once: the scale
+/// headers of the R rows are decoded together (one row per 128-bit lane), the mins of all rows
+/// meet the activation's bsum pairs in one `madd`, and the block scales multiply R rows' sums in
+/// two FMAs.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q4_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: see the module docs.
+    unsafe {
+        const { assert!(R == 2 || R == 4) };
+        let m4 = _mm512_set1_epi8(0x0f);
+        let ctl = [q4k_scale_ctl(0), q4k_scale_ctl(1), q4k_scale_ctl(2), q4k_scale_ctl(3)];
+        // per 32-bit lane of a header lane [d|dmin, q0, q1, q2]: the scale bytes (lanes 0, 1) and
+        // mins (lanes 2, 3) of get_scale_min_k4, from X = [q0, q2, q1, q2] and Y = [q0, q0, q1, q1]
+        let x_shift = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+        let x_mask = _mm512_set4_epi32(0x0f0f_0f0f, 0x3f3f_3f3f, 0x0f0f_0f0f, 0x3f3f_3f3f);
+        let y_mask = _mm512_set4_epi32(0x0303_0303, 0, 0x0303_0303, 0);
+        let mins_ctl = _mm512_set4_epi32(0x800f_800eu32 as i32, 0x800d_800cu32 as i32, 0x800b_800au32 as i32, 0x8009_8008u32 as i32);
+        // 32-bit lane indices repeating row r's 128-bit lane
+        let row_lane = [0, 1, 2, 3].map(|r| _mm512_set4_epi32(4 * r + 3, 4 * r + 2, 4 * r + 1, 4 * r));
+        let pair_d = [_mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 8, 8, 8, 8, 8, 8, 8, 8)];
+        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut acc_m = _mm512_setzero_ps();
+        for ib in 0..nb {
+            let pb = prep.add(ib * Q4K_PREP_BLOCK);
+            let yd = f32_at(pb.add(320));
+            let mut hdr = _mm512_setzero_si512();
+            for r in 0..R {
+                let wb = w.add(r * w_stride + ib * Q4_K_B);
+                for l in (0..Q4_K_B).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
+                }
+                hdr = _mm512_mask_broadcast_i32x4(hdr, 0xf << (4 * r), load128(wb));
+            }
+            let x = _mm512_shuffle_epi32::<0b11_10_11_01>(hdr);
+            let y = _mm512_shuffle_epi32::<0b10_10_01_01>(hdr);
+            let sc = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srlv_epi32(x, x_shift), x_mask),
+                _mm512_slli_epi32::<4>(_mm512_and_si512(_mm512_srli_epi32::<6>(y), y_mask)),
+            );
+            // d and dmin of every row, each repeated over its row's four lanes
+            let dd = _mm512_shuffle_epi32::<0>(hdr);
+            let wd = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(dd, _mm512_set1_epi32(0xffff))));
+            let wdmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd)));
+            // mins: lane 4r + k = m[2k] * pair[2k] + m[2k + 1] * pair[2k + 1] of row r
+            let prod = _mm512_madd_epi16(_mm512_shuffle_epi8(sc, mins_ctl), _mm512_load_si512(pb.add(256) as *const __m512i));
+            acc_m = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-yd), wdmin), _mm512_cvtepi32_ps(prod), acc_m);
+            let d = _mm512_mul_ps(_mm512_set1_ps(yd), wd);
+            let mut sumi = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                let wq = w.add(r * w_stride + ib * Q4_K_B + 16);
+                let scr = _mm512_permutexvar_epi32(row_lane[r], sc);
+                let mut s2 = [_mm512_setzero_si512(); 2];
+                for c in 0..2 {
+                    let v = load512(wq.add(64 * c));
+                    let lo = _mm512_and_si512(v, m4);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                    let ylo = _mm512_load_si512(pb.add(128 * c) as *const __m512i);
+                    let yhi = _mm512_load_si512(pb.add(128 * c + 64) as *const __m512i);
+                    s2[0] = _mm512_dpwssd_epi32(s2[0], _mm512_shuffle_epi8(scr, ctl[2 * c]), _mm512_maddubs_epi16(lo, ylo));
+                    s2[1] = _mm512_dpwssd_epi32(s2[1], _mm512_shuffle_epi8(scr, ctl[2 * c + 1]), _mm512_maddubs_epi16(hi, yhi));
+                }
+                sumi[r] = _mm512_add_epi32(s2[0], s2[1]);
+            }
+            for p in 0..R / 2 {
+                // [fold(row 2p) | fold(row 2p + 1)]: lane k + lane k + 8 of each row
+                let (a, b) = (sumi[2 * p], sumi[2 * p + 1]);
+                let folded = _mm512_add_epi32(_mm512_shuffle_i64x2::<0x44>(a, b), _mm512_shuffle_i64x2::<0xee>(a, b));
+                acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pair_d[p], d), _mm512_cvtepi32_ps(folded), acc[p]);
+            }
+        }
+        let mut m = [0f32; 16];
+        _mm512_storeu_ps(m.as_mut_ptr(), acc_m);
+        for r in 0..R {
+            let v = acc[r / 2];
+            let half = if r % 2 == 0 { _mm512_castps512_ps256(v) } else { _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)) };
+            let mr = &m[4 * r..4 * r + 4];
+            *out.add(r) = hsum_float_8(half) + ((mr[0] + mr[2]) + (mr[1] + mr[3]));
+        }
+    }
+}
+
 /// Q6_K × Q8_K, one weight row × R activation rows. Layout: ql[128] | qh[64] | scales[16] | d.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
