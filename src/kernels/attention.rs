@@ -1,48 +1,91 @@
 //! Causal attention of query heads over the cached keys and values (F16), with an online
-//! softmax as ggml's flash-attention kernel does: Q is rounded to F16 for the K dot product,
-//! scores and the running V sum are f32. Query heads that share a K/V head (GQA, MLA) go
-//! through the cache together, so each cached row is read once for all of them.
+//! softmax as ggml's flash-attention kernel does (Q rounded to F16 for the K dot product, scores
+//! and the running V sum in f32), taken a block of cells at a time: the block's scores, one
+//! rescale of the running sum when the block raises the maximum, the block's exponentials
+//! together, then its values added into the accumulator held in registers. Query heads that
+//! share a K/V head (GQA, MLA) go through the cache together, so each cached row is read once
+//! for all of them.
 
-use crate::quant::{f16_to_f32, f32_to_f16};
+use crate::quant::{f16_to_f32, f32_to_f16, GgmlType};
 
-/// Scratch for one head: the query in F16, the f32 accumulator, the running max and sum.
+use super::simd;
+
+/// Cells per block of the online softmax.
+const BLOCK: usize = 32;
+
+/// Scratch for one head: the query in F16, the f32 accumulator, the running max and sum, the
+/// scores of the current block.
 pub struct HeadScratch {
     pub q16: Vec<u16>,
     pub acc: Vec<f32>,
     max: f32,
     sum: f32,
+    p: [f32; BLOCK],
 }
 
 impl HeadScratch {
     pub fn new(head_dim: usize) -> Self {
-        HeadScratch { q16: vec![0; head_dim], acc: vec![0.0; head_dim], max: f32::NEG_INFINITY, sum: 0.0 }
+        HeadScratch { q16: vec![0; head_dim], acc: vec![0.0; head_dim], max: f32::NEG_INFINITY, sum: 0.0, p: [0.0; BLOCK] }
+    }
+
+    /// Takes in one block of key/value rows.
+    fn absorb(&mut self, keys: &[&[u16]], values: &[&[u16]], scale: f32, dot: Option<simd::DotFn>) {
+        let dk = self.q16.len();
+        let n = keys.len();
+        for (p, k) in self.p.iter_mut().zip(keys) {
+            *p = dot_f16(dot, &k[..dk], &self.q16) * scale;
+        }
+        let block_max = self.p[..n].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+        if block_max > self.max {
+            let ms = (self.max - block_max).exp();
+            self.acc.iter_mut().for_each(|a| *a *= ms);
+            self.sum *= ms;
+            self.max = block_max;
+        }
+        exp_shifted(&mut self.p[..n], self.max);
+        for &p in &self.p[..n] {
+            self.sum += p;
+        }
+        let dv = values.first().map_or(0, |v| v.len());
+        accumulate_f16(&mut self.acc[..dv], values, &self.p[..n]);
     }
 }
 
-fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
+fn dot_f16(kernel: Option<simd::DotFn>, a: &[u16], b: &[u16]) -> f32 {
     let n = a.len().min(b.len());
-    if let Some(k) = super::simd::dot_fns(crate::quant::GgmlType::F16) {
+    if let Some(k) = kernel {
         let mut out = 0f32;
-        // SAFETY: both slices hold n F16 values; the kernel's CPU features were detected.
-        unsafe { k[0](n, a.as_ptr() as *const u8, b.as_ptr() as *const u8, 0, &mut out, 0) };
+        // SAFETY: both slices hold n F16 values; the kernel came from simd::dot_fns, which
+        // checked its CPU features.
+        unsafe { k(n, a.as_ptr() as *const u8, b.as_ptr() as *const u8, 0, &mut out, 0) };
         return out;
     }
     a.iter().zip(b).map(|(&x, &y)| f16_to_f32(x) * f16_to_f32(y)).sum()
 }
 
-/// acc = acc * ms + v * vs (the scaling skipped when ms == 1), per element.
-fn scale_add(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
+/// x[i] = e^(x[i] - shift)
+fn exp_shifted(x: &mut [f32], shift: f32) {
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() >= super::simd::Level::Avx2 {
+    if simd::level() >= simd::Level::Avx2 {
         // SAFETY: the AVX2/FMA/F16C level was detected.
-        unsafe { super::simd::avx2::scale_add_f16(acc, v, ms, vs) };
+        unsafe { simd::vmath::exp_shifted(x, shift) };
         return;
     }
-    for (a, &x) in acc.iter_mut().zip(v) {
-        if ms != 1.0 {
-            *a *= ms;
+    x.iter_mut().for_each(|v| *v = (*v - shift).exp());
+}
+
+/// acc[d] += Σ_j p[j] · v_j[d], j ascending.
+fn accumulate_f16(acc: &mut [f32], v: &[&[u16]], p: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= simd::Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        unsafe { simd::vmath::accumulate_f16(acc, v, p) };
+        return;
+    }
+    for (row, &w) in v.iter().zip(p) {
+        for (a, &h) in acc.iter_mut().zip(row.iter()) {
+            *a = f16_to_f32(h).mul_add(w, *a);
         }
-        *a += f16_to_f32(x) * vs;
     }
 }
 
@@ -54,7 +97,7 @@ pub fn attend<'a>(q: &[f32], scale: f32, cells: impl Iterator<Item = (&'a [u16],
 
 /// [`attend`] for `s.len()` query heads sharing one K/V head: `q` and `out` hold the heads one
 /// after the other. Each head's result is bit for bit what `attend` gives it alone.
-pub fn attend_group<'a>(q: &[f32], scale: f32, cells: impl Iterator<Item = (&'a [u16], &'a [u16])>, s: &mut [HeadScratch], out: &mut [f32]) {
+pub fn attend_group<'a>(q: &[f32], scale: f32, mut cells: impl Iterator<Item = (&'a [u16], &'a [u16])>, s: &mut [HeadScratch], out: &mut [f32]) {
     let (dk, dv) = (q.len() / s.len(), out.len() / s.len());
     for (h, qh) in s.iter_mut().zip(q.chunks_exact(dk)) {
         for (d, &x) in h.q16.iter_mut().zip(qh) {
@@ -64,20 +107,25 @@ pub fn attend_group<'a>(q: &[f32], scale: f32, cells: impl Iterator<Item = (&'a 
         h.max = f32::NEG_INFINITY;
         h.sum = 0.0;
     }
-    for (k, v) in cells {
+    let dot = simd::dot_fns(GgmlType::F16).map(|k| k[0]);
+    let mut keys: [&[u16]; BLOCK] = [&[]; BLOCK];
+    let mut values: [&[u16]; BLOCK] = [&[]; BLOCK];
+    loop {
+        let mut n = 0;
+        while n < BLOCK {
+            let Some((k, v)) = cells.next() else { break };
+            keys[n] = k;
+            values[n] = &v[..dv];
+            n += 1;
+        }
+        if n == 0 {
+            break;
+        }
         for h in s.iter_mut() {
-            let score = dot_f16(k, &h.q16[..dk]) * scale;
-            let (ms, vs);
-            if score > h.max {
-                ms = (h.max - score).exp();
-                vs = 1.0;
-                h.max = score;
-            } else {
-                ms = 1.0;
-                vs = (score - h.max).exp();
-            }
-            scale_add(&mut h.acc, v, ms, vs);
-            h.sum = h.sum * ms + vs;
+            h.absorb(&keys[..n], &values[..n], scale, dot);
+        }
+        if n < BLOCK {
+            break;
         }
     }
     for (h, o) in s.iter().zip(out.chunks_exact_mut(dv)) {

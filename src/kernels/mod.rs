@@ -7,8 +7,15 @@ pub mod norm;
 pub mod rope;
 pub mod simd;
 
-/// SiLU-gated unit in place: gate[i] = silu(gate[i]) * up[i], as ggml_swiglu computes it (f32).
+/// SiLU-gated unit in place: gate[i] = silu(gate[i]) * up[i], as ggml_swiglu computes it (f32;
+/// the SIMD levels' `exp` is within 2 ulp of libm's).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= simd::Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        unsafe { simd::vmath::swiglu(gate, up) };
+        return;
+    }
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * u;
     }

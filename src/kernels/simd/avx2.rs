@@ -621,37 +621,6 @@ pub unsafe fn quantize_f16(src: &[f32], dst: &mut [u8]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// attention helpers
-
-/// acc[i] = acc[i] * ms + f16(v[i]) * vs, with the same two roundings per element as the scalar
-/// code (a multiply, then the multiply-add written as mul + add); `ms == 1` skips the scaling.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn scale_add_f16(acc: &mut [f32], v: &[u16], ms: f32, vs: f32) {
-    let n = acc.len().min(v.len());
-    let n8 = n / 8;
-    // SAFETY: chunk i touches acc[8i..8i+8] and v[8i..8i+8], inside both slices.
-    unsafe {
-        let msv = _mm256_set1_ps(ms);
-        let vsv = _mm256_set1_ps(vs);
-        for i in 0..n8 {
-            let p = acc.as_mut_ptr().add(8 * i);
-            let mut a = _mm256_loadu_ps(p);
-            if ms != 1.0 {
-                a = _mm256_mul_ps(a, msv);
-            }
-            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(8 * i) as *const __m128i));
-            _mm256_storeu_ps(p, _mm256_add_ps(a, _mm256_mul_ps(x, vsv)));
-        }
-    }
-    for i in 8 * n8..n {
-        if ms != 1.0 {
-            acc[i] *= ms;
-        }
-        acc[i] += crate::quant::f16_to_f32(v[i]) * vs;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // prefill: 8 weight rows × R activation rows
 
 /// Bytes of one block of an 8-row panel: 8 × 32 unpacked quants (unsigned), 8 f32 scales,
