@@ -468,6 +468,43 @@ pub unsafe fn dot_f32<const R: usize>(n: usize, w: *const u8, a: *const u8, a_st
     }
 }
 
+/// BF16 weights × BF16 activations (`n` elements), the layout of ggml_vec_dot_bf16 on AVX-512F
+/// without AVX512_BF16 (`quant::half::vec_dot_bf16`): two 16-lane accumulators over steps of 32,
+/// each reduced into an f64 total, the leftovers added in f64. The products of two bf16 values
+/// are exact in f32, so the FMA here equals the reference's multiply and add.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_bf16<const R: usize>(n: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs (here `n` counts elements of 2 bytes).
+    unsafe {
+        let steps = n / 32;
+        let mut acc = [[_mm256_setzero_ps(); 4]; R];
+        let ld = |p: *const u8| _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i))));
+        for s in 0..steps {
+            let mut wv = [_mm256_setzero_ps(); 4];
+            for (j, v) in wv.iter_mut().enumerate() {
+                *v = ld(w.add(2 * (32 * s + 8 * j)));
+            }
+            for r in 0..R {
+                let ar = a.add(r * a_stride);
+                for j in 0..4 {
+                    acc[r][j] = _mm256_fmadd_ps(wv[j], ld(ar.add(2 * (32 * s + 8 * j))), acc[r][j]);
+                }
+            }
+        }
+        let bf = |p: *const u8| f32::from_bits((std::ptr::read_unaligned(p as *const u16) as u32) << 16);
+        for r in 0..R {
+            let v = &acc[r];
+            let mut sumf = reduce16(v[0], v[1]) as f64;
+            sumf += reduce16(v[2], v[3]) as f64;
+            let ar = a.add(r * a_stride);
+            for i in 32 * steps..n {
+                sumf += (bf(w.add(2 * i)) * bf(ar.add(2 * i))) as f64;
+            }
+            *out.add(r * out_stride) = sumf as f32;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // activation quantization
 

@@ -169,6 +169,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static Q6_K: DotFns = table!(avx2, dot_q6_k);
             static F16: DotFns = table!(avx2, dot_f16);
             static F32: DotFns = table!(avx2, dot_f32);
+            static BF16: DotFns = table!(avx2, dot_bf16);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q4_1 => Some(&Q4_1),
@@ -180,6 +181,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
                 GgmlType::Q6K => Some(&Q6_K),
                 GgmlType::F16 => Some(&F16),
                 GgmlType::F32 => Some(&F32),
+                GgmlType::BF16 => Some(&BF16),
                 _ => None,
             }
         }

@@ -61,7 +61,7 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
 /// A weight row: quantized by the reference quantizer, or random bytes with sane scales.
 fn weight_row(rng: &mut Rng, ty: GgmlType, cols: usize, raw: bool) -> Vec<u8> {
     let mut w = vec![0u8; ty.row_bytes(cols).unwrap()];
-    if ty == GgmlType::F16 || ty == GgmlType::F32 {
+    if matches!(ty, GgmlType::F16 | GgmlType::F32 | GgmlType::BF16) {
         let x = rng.row(cols);
         quant::quantize_row_ref(ty, &x, &mut w);
         return w;
@@ -243,6 +243,10 @@ fn q6_k() {
 #[test]
 fn f16() {
     check_type(GgmlType::F16, &[1, 7, 64, 100, 896]);
+}
+#[test]
+fn bf16() {
+    check_type(GgmlType::BF16, &[1, 7, 32, 100, 131, 896]);
 }
 #[test]
 fn f32() {
