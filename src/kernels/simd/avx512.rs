@@ -27,6 +27,7 @@ const Q4_0_B: usize = 18;
 const Q5_0_B: usize = 22;
 const Q8_0_B: usize = 34;
 const Q4_K_B: usize = 144;
+const Q5_K_B: usize = 176;
 const Q6_K_B: usize = 210;
 const Q8_K_B: usize = 292;
 
@@ -222,14 +223,39 @@ unsafe fn group_pair_scales(sc16: __m512i, c: usize) -> __m512i {
 /// Q4_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q5_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// For group pair `c` (groups 2c and 2c + 1 in the low and high 256 bits): the bit of each `qh`
+/// byte that holds the group's 5th bits.
+#[inline(always)]
+unsafe fn qh_pair_bits(c: usize) -> __m512i {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe { _mm512_inserti64x4(_mm512_set1_epi8(1 << (2 * c)), _mm256_set1_epi8(1 << (2 * c + 1)), 1) }
+}
+
+/// Q4_K and Q5_K (`QH`: 5th bits in `qh`) × Q8_K, one weight row × R activation rows. The float
+/// steps are the AVX2 kernels' (`avx2::dot_qk_45`): Q4_K's mins in 4 lanes, Q5_K's in one sum.
+#[inline(always)]
+unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     // SAFETY: see the module docs.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
+        let mut summs = [0f32; R];
         let m4 = _mm512_set1_epi8(0x0f);
         for ib in 0..nb {
-            let wb = w.add(ib * Q4_K_B);
-            for l in (0..Q4_K_B).step_by(64) {
+            let wb = w.add(ib * wbytes);
+            for l in (0..wbytes).step_by(64) {
                 _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
             }
             let wd = f16_at(wb);
@@ -242,10 +268,15 @@ pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
             let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
             let sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_setr_epi32(s_lo as i32, s_hi as i32, 0, 0)));
             let minv = _mm256_cvtepu8_epi32(_mm_setr_epi32(m_lo as i32, m_hi as i32, 0, 0));
+            let hbits = if QH { _mm512_broadcast_i64x4(load256(wb.add(16))) } else { _mm512_setzero_si512() };
             let mut sumi = [_mm512_setzero_si512(); R];
             for c in 0..4 {
-                let bits = load256(wb.add(16 + 32 * c));
-                let qz = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), m4);
+                let bits = load256(wb.add(qs_off + 32 * c));
+                let mut qz = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1), m4);
+                if QH {
+                    let m = _mm512_test_epi8_mask(hbits, qh_pair_bits(c));
+                    qz = _mm512_mask_add_epi8(qz, m, qz, _mm512_set1_epi8(16));
+                }
                 let sc = group_pair_scales(sc16, c);
                 for r in 0..R {
                     let y = load512(a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c));
@@ -260,15 +291,27 @@ pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
                 let t = _mm256_mullo_epi32(pairs, minv);
                 let h = _mm256_hadd_epi32(t, t);
                 let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-yd * wdmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+                let dmin = -yd * wdmin;
+                if QH {
+                    let s = _mm_add_epi32(prod, _mm_shuffle_epi32::<0b01_00_11_10>(prod));
+                    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+                    summs[r] = dmin.mul_add(_mm_cvtsi128_si32(s) as f32, summs[r]);
+                } else {
+                    acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[r]);
+                }
                 let d = _mm256_set1_ps(yd * wd);
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold_halves(sumi[r])), acc[r]);
             }
         }
         for r in 0..R {
-            let mut m = [0f32; 4];
-            _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
-            *out.add(r * out_stride) = hsum_float_8(acc[r]) + ((m[0] + m[2]) + (m[1] + m[3]));
+            let extra = if QH {
+                summs[r]
+            } else {
+                let mut m = [0f32; 4];
+                _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
+                (m[0] + m[2]) + (m[1] + m[3])
+            };
+            *out.add(r * out_stride) = hsum_float_8(acc[r]) + extra;
         }
     }
 }
@@ -337,6 +380,29 @@ unsafe fn q4k_scale_ctl(chunk: usize) -> __m512i {
 /// two FMAs.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemv_q4_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { gemv_qk45::<R, false>(nb, w, w_stride, prep, out) }
+}
+
+/// Q5_K weights as [`gemv_q4_k`] (also prepared by [`prep_q4_k`]), the 5th bits from `qh`;
+/// each row's float steps are [`dot_q5_k`]'s (the mins summed into one f32 per row).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_q5_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract.
+    unsafe { gemv_qk45::<R, true>(nb, w, w_stride, prep, out) }
+}
+
+/// For 64 bytes of quants (chunk c: groups 4c + h and 4c + h + 2 in the low and high 256 bits),
+/// the bit of each `qh` byte that holds their 5th bits.
+#[inline(always)]
+unsafe fn qh_chunk_bits(c: usize, h: usize) -> __m512i {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe { _mm512_inserti64x4(_mm512_set1_epi8(1 << (4 * c + h)), _mm256_set1_epi8(1 << (4 * c + h + 2)), 1) }
+}
+
+#[inline(always)]
+unsafe fn gemv_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     // SAFETY: see the module docs.
     unsafe {
         const { assert!(R == 2 || R == 4) };
@@ -353,13 +419,14 @@ pub unsafe fn gemv_q4_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize
         let pair_d = [_mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 8, 8, 8, 8, 8, 8, 8, 8)];
         let mut acc = [_mm512_setzero_ps(); 2];
         let mut acc_m = _mm512_setzero_ps();
+        let qh_bits = [qh_chunk_bits(0, 0), qh_chunk_bits(0, 1), qh_chunk_bits(1, 0), qh_chunk_bits(1, 1)];
         for ib in 0..nb {
             let pb = prep.add(ib * Q4K_PREP_BLOCK);
             let yd = f32_at(pb.add(320));
             let mut hdr = _mm512_setzero_si512();
             for r in 0..R {
-                let wb = w.add(r * w_stride + ib * Q4_K_B);
-                for l in (0..Q4_K_B).step_by(64) {
+                let wb = w.add(r * w_stride + ib * wbytes);
+                for l in (0..wbytes).step_by(64) {
                     _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH + l) as *const i8);
                 }
                 hdr = _mm512_mask_broadcast_i32x4(hdr, 0xf << (4 * r), load128(wb));
@@ -376,17 +443,31 @@ pub unsafe fn gemv_q4_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize
             let wdmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd)));
             // mins: lane 4r + k = m[2k] * pair[2k] + m[2k + 1] * pair[2k + 1] of row r
             let prod = _mm512_madd_epi16(_mm512_shuffle_epi8(sc, mins_ctl), _mm512_load_si512(pb.add(256) as *const __m512i));
-            acc_m = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-yd), wdmin), _mm512_cvtepi32_ps(prod), acc_m);
+            let dmin = _mm512_mul_ps(_mm512_set1_ps(-yd), wdmin);
+            if QH {
+                // Q5_K: one integer total per row (lane 4r), one FMA into the row's sum
+                let t = _mm512_add_epi32(prod, _mm512_shuffle_epi32::<0b01_00_11_10>(prod));
+                let t = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b10_11_00_01>(t));
+                acc_m = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(t), acc_m);
+            } else {
+                acc_m = _mm512_fmadd_ps(dmin, _mm512_cvtepi32_ps(prod), acc_m);
+            }
             let d = _mm512_mul_ps(_mm512_set1_ps(yd), wd);
             let mut sumi = [_mm512_setzero_si512(); R];
             for r in 0..R {
-                let wq = w.add(r * w_stride + ib * Q4_K_B + 16);
+                let wb = w.add(r * w_stride + ib * wbytes);
+                let wq = wb.add(qs_off);
+                let hbits = if QH { _mm512_broadcast_i64x4(load256(wb.add(16))) } else { _mm512_setzero_si512() };
                 let scr = _mm512_permutexvar_epi32(row_lane[r], sc);
                 let mut s2 = [_mm512_setzero_si512(); 2];
                 for c in 0..2 {
                     let v = load512(wq.add(64 * c));
-                    let lo = _mm512_and_si512(v, m4);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                    let mut lo = _mm512_and_si512(v, m4);
+                    let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), m4);
+                    if QH {
+                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hbits, qh_bits[2 * c]), lo, _mm512_set1_epi8(16));
+                        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hbits, qh_bits[2 * c + 1]), hi, _mm512_set1_epi8(16));
+                    }
                     let ylo = _mm512_load_si512(pb.add(128 * c) as *const __m512i);
                     let yhi = _mm512_load_si512(pb.add(128 * c + 64) as *const __m512i);
                     s2[0] = _mm512_dpwssd_epi32(s2[0], _mm512_shuffle_epi8(scr, ctl[2 * c]), _mm512_maddubs_epi16(lo, ylo));
@@ -407,7 +488,8 @@ pub unsafe fn gemv_q4_k<const R: usize>(nb: usize, w: *const u8, w_stride: usize
             let v = acc[r / 2];
             let half = if r % 2 == 0 { _mm512_castps512_ps256(v) } else { _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)) };
             let mr = &m[4 * r..4 * r + 4];
-            *out.add(r) = hsum_float_8(half) + ((mr[0] + mr[2]) + (mr[1] + mr[3]));
+            let extra = if QH { mr[0] } else { (mr[0] + mr[2]) + (mr[1] + mr[3]) };
+            *out.add(r) = hsum_float_8(half) + extra;
         }
     }
 }

@@ -150,9 +150,11 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
         #[cfg(target_arch = "x86_64")]
         Level::Avx512 => {
             static Q4_K: DotFns = table!(avx512, dot_q4_k);
+            static Q5_K: DotFns = table!(avx512, dot_q5_k);
             static Q6_K: DotFns = table!(avx512, dot_q6_k);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
                 _ => dot_fns_at(Level::Avx2, ty),
             }
@@ -310,8 +312,10 @@ pub fn gemv_fns_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
             static Q5_0: GemvFns = g!(16, gemv_q5_0);
             static Q8_0: GemvFns = g!(128, gemv_q8_0);
             static Q4_K: GemvFns = GemvFns { prep: avx512::prep_q4_k as PrepFn, prep_bytes: avx512::prep_q4_k_bytes, rows4: avx512::gemv_q4_k::<4> as GemvFn, rows2: avx512::gemv_q4_k::<2> as GemvFn };
+            static Q5_K: GemvFns = GemvFns { prep: avx512::prep_q4_k as PrepFn, prep_bytes: avx512::prep_q4_k_bytes, rows4: avx512::gemv_q5_k::<4> as GemvFn, rows2: avx512::gemv_q5_k::<2> as GemvFn };
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),
