@@ -888,6 +888,15 @@ enum llama_pooling_type llama_pooling_type(const struct llama_context *ctx);
 
 void llama_set_n_threads(struct llama_context *ctx, int32_t n_threads, int32_t n_threads_batch);
 
+/**
+ * deepseek extension: pins the context's worker threads, one CPU each (worker i to the i-th
+ * CPU, wrapping, of those the calling thread may run on), or with `pin` false lets them run
+ * anywhere the calling thread may. The calling thread (which runs thread index 0 of every
+ * decode) is not pinned: pin it yourself if you want (`sched_setaffinity`, `taskset`). Call it
+ * between decodes, like `llama_set_n_threads`. Returns 0, or -1 with a logged reason.
+ */
+int32_t ds_context_pin_threads(struct llama_context *ctx, bool pin);
+
 int32_t llama_n_threads(struct llama_context *ctx);
 
 int32_t llama_n_threads_batch(struct llama_context *ctx);

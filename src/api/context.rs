@@ -205,6 +205,15 @@ pub extern "C" fn llama_set_n_threads(ctx: *mut llama_context, n_threads: i32, n
         Ok(())
     })
 }
+/// deepseek extension: pins the context's worker threads, one CPU each (worker i to the i-th
+/// CPU, wrapping, of those the calling thread may run on), or with `pin` false lets them run
+/// anywhere the calling thread may. The calling thread (which runs thread index 0 of every
+/// decode) is not pinned: pin it yourself if you want (`sched_setaffinity`, `taskset`). Call it
+/// between decodes, like `llama_set_n_threads`. Returns 0, or -1 with a logged reason.
+#[no_mangle]
+pub extern "C" fn ds_context_pin_threads(ctx: *mut llama_context, pin: bool) -> i32 {
+    with_ctx_mut("ds_context_pin_threads", ctx, |c| c.ctx.pin_threads(pin).map(|()| 0))
+}
 #[no_mangle]
 pub extern "C" fn llama_n_threads(ctx: *mut llama_context) -> i32 {
     with_ctx("llama_n_threads", ctx, |c| Ok(c.ctx.n_threads))

@@ -258,6 +258,28 @@ impl Context {
         self.n_threads_batch = n_threads_batch.clamp(1, max);
     }
 
+    /// Pins worker thread i (1..n_threads) to the i-th CPU, wrapping, of the CPUs the calling
+    /// thread may run on (so with as many threads as CPUs each worker has one to itself and
+    /// the caller, thread 0, is left on the first one by the scheduler); `false` gives the
+    /// workers that whole set again. The calling thread's own affinity is not changed.
+    pub fn pin_threads(&mut self, pin: bool) -> Result<(), String> {
+        let cpus = crate::sys::affinity::allowed_cpus()?;
+        if cpus.is_empty() {
+            return Err("the calling thread may run on no CPU".into());
+        }
+        let failure = std::sync::OnceLock::new();
+        self.pool.run_on_workers(&|ith| {
+            let r = if pin { crate::sys::affinity::set_current_thread_cpus(&[cpus[ith % cpus.len()]]) } else { crate::sys::affinity::set_current_thread_cpus(&cpus) };
+            if let Err(e) = r {
+                let _ = failure.set(format!("worker {ith}: {e}"));
+            }
+        });
+        match failure.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// The part of this context other threads may read while it decodes.
     pub fn monitor(&self) -> &Arc<ContextMonitor> {
         &self.monitor

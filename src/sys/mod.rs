@@ -1,7 +1,8 @@
 //! sys: the bottom layer. The allocator, page mappings, file bytes (mapped or owned), the
-//! logging sink, live-object counters and latency histograms.
+//! logging sink, live-object counters and latency histograms, thread CPU affinity.
 //! Nothing here knows about models or tensors.
 
+pub mod affinity;
 pub mod alloc;
 pub mod bytes;
 pub mod log;

@@ -84,7 +84,8 @@ impl ThreadPool {
         for ith in 1..n_threads {
             let s = shared.clone();
             let handle = thread::Builder::new()
-                .name(format!("deepseek-worker-{ith}"))
+                // at most 15 bytes: the kernel keeps no more of a thread name (ps, top, perf)
+                .name(format!("ds-worker-{ith}"))
                 .spawn(move || worker_loop(&s, ith))
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
             let t = handle.thread().clone();
@@ -133,10 +134,52 @@ impl ThreadPool {
             f(0, 1);
             return;
         }
+        let gen = self.publish(f, nth);
+        let mut result = catch_unwind(AssertUnwindSafe(|| f(0, nth)));
+        let mut by_workers = 0;
+        for (ith, slot) in s.slots.iter().enumerate().take(nth).skip(1) {
+            if slot.compare_exchange(2 * gen, 2 * gen + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                let r = catch_unwind(AssertUnwindSafe(|| f(ith, nth)));
+                if result.is_ok() {
+                    result = r;
+                }
+            } else {
+                by_workers += 1;
+            }
+        }
+        self.wait_for_workers(by_workers);
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
+        if s.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a worker thread panicked");
+        }
+    }
+
+    /// Runs `f(ith)` on every worker thread itself (ith 1..n_threads, whatever `set_active`
+    /// says; never on the caller) and waits: for settings of the worker threads, such as their
+    /// CPU affinity. A panic in `f` is re-raised here.
+    pub fn run_on_workers(&self, f: &(dyn Fn(usize) + Sync)) {
+        let n = self.shared.n_threads;
+        if n == 1 {
+            return;
+        }
+        let job = |ith: usize, _nth: usize| f(ith);
+        self.publish(&job, n);
+        self.wait_for_workers(n - 1);
+        if self.shared.panicked.swap(false, Ordering::Relaxed) {
+            panic!("a worker thread panicked");
+        }
+    }
+
+    /// Hands job `f` with `nth` slots to the workers; returns its generation.
+    fn publish(&self, f: &(dyn Fn(usize, usize) + Sync), nth: usize) -> u64 {
+        let s = &*self.shared;
         let gen = s.generation.load(Ordering::Relaxed) + 1;
         // SAFETY: no worker reads `job` now (all slots of the previous job were claimed and the
         // claimed ones reported done). The pointer's lifetime is erased; it is only used until
-        // the workers that claimed a slot of this job report done below.
+        // the workers that claimed a slot of this job report done (the callers of `publish` wait
+        // for that before returning).
         unsafe {
             let job: Job = std::mem::transmute::<&(dyn Fn(usize, usize) + Sync), Job>(f);
             *s.job.get() = Some(job);
@@ -150,32 +193,19 @@ impl ThreadPool {
         for (_, t) in &self.workers[..nth - 1] {
             t.unpark();
         }
-        let mut result = catch_unwind(AssertUnwindSafe(|| f(0, nth)));
-        let mut by_workers = 0;
-        for (ith, slot) in s.slots.iter().enumerate().take(nth).skip(1) {
-            if slot.compare_exchange(2 * gen, 2 * gen + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                let r = catch_unwind(AssertUnwindSafe(|| f(ith, nth)));
-                if result.is_ok() {
-                    result = r;
-                }
-            } else {
-                by_workers += 1;
-            }
-        }
+        gen
+    }
+
+    /// Waits until `n` slots claimed by workers have been reported done.
+    fn wait_for_workers(&self, n: usize) {
         let mut spins = 0u32;
-        while s.done.load(Ordering::Acquire) != by_workers {
+        while self.shared.done.load(Ordering::Acquire) != n {
             spins += 1;
             if spins < WAIT_SPIN_ITERS {
                 std::hint::spin_loop();
             } else {
                 thread::yield_now();
             }
-        }
-        if let Err(p) = result {
-            std::panic::resume_unwind(p);
-        }
-        if s.panicked.swap(false, Ordering::Relaxed) {
-            panic!("a worker thread panicked");
         }
     }
 }
@@ -319,6 +349,19 @@ mod tests {
                 assert_eq!(h.load(Ordering::Relaxed), (i < nth_want) as usize, "round {round} index {i}");
             }
         }
+    }
+
+    #[test]
+    fn run_on_workers_runs_on_each_worker_thread() {
+        let pool = ThreadPool::new(3).unwrap();
+        pool.set_active(1);
+        let names: [std::sync::OnceLock<String>; 3] = Default::default();
+        pool.run_on_workers(&|ith| {
+            names[ith].set(thread::current().name().unwrap_or("").to_string()).unwrap();
+        });
+        assert!(names[0].get().is_none(), "the caller ran a worker's index");
+        assert_eq!(names[1].get().map(String::as_str), Some("ds-worker-1"));
+        assert_eq!(names[2].get().map(String::as_str), Some("ds-worker-2"));
     }
 
     #[test]
