@@ -166,6 +166,8 @@ struct DecodePlan {
     gemv: Option<&'static simd::GemvFns>,
     single: Option<&'static simd::DotFns>,
     prep_at: usize,
+    /// Whether this product prepares the row at `prep_at` (else an earlier one of the batch does).
+    prepared_here: bool,
 }
 
 /// Decode (one activation row) of every product in `batch` under one pool job: chunks of
@@ -186,8 +188,22 @@ fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
         let single = simd::dot_fns(w.ty);
         let gemv = if single.is_some() { simd::gemv_fns(w.ty) } else { None };
         let chunk = chunk_rows(w.rows, rb, 1);
-        plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at: prep_total });
-        prep_total += gemv.map_or(0, |g| (g.prep_bytes)(nb).next_multiple_of(64));
+        // products on the same activation with the same preparation (an MoE layer's experts)
+        // share one prepared row
+        let shared = (0..j).find(|&i| {
+            let (q, plan) = (batch[i].as_ref().expect("filled"), plans[i].expect("planned"));
+            std::ptr::eq(q.act.as_ptr(), p.act.as_ptr()) && plan.nb == nb && plan.gemv.map(|g| g.prep as usize) == gemv.map(|g| g.prep as usize)
+        });
+        let prep_at = match (gemv, shared) {
+            (Some(_), Some(i)) => plans[i].expect("planned").prep_at,
+            (Some(g), None) => {
+                let at = prep_total;
+                prep_total += (g.prep_bytes)(nb).next_multiple_of(64);
+                at
+            }
+            (None, _) => 0,
+        };
+        plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at, prepared_here: gemv.is_some() && shared.is_none() });
         first[j + 1] = first[j] + w.rows.div_ceil(chunk);
     }
     let n = batch.len();
@@ -196,7 +212,7 @@ fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
     let base = unsafe { pool.buffer(0, PREP, prep_total) };
     for (p, plan) in batch.iter().zip(&plans) {
         let (p, plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
-        if let Some(g) = plan.gemv {
+        if let (Some(g), true) = (plan.gemv, plan.prepared_here) {
             // SAFETY: act holds nb activation blocks (asserted above); the region at prep_at
             // holds prep_bytes(nb) bytes, 64-byte aligned; simd::gemv_fns checked the CPU.
             unsafe { (g.prep)(plan.nb, p.act.as_ptr(), base.add(plan.prep_at)) };
