@@ -3,12 +3,12 @@
 //! is one integer-accumulated dot product.
 //!
 //! Work is split over the pool in chunks of weight rows handed out by an atomic counter, so a
-//! thread that starts late or runs slow takes fewer chunks. With several activation rows
-//! (prefill, batched decode) each chunk of weight rows is multiplied by tiles of up to 4
-//! activation rows, so each weight block is loaded and unpacked once per tile while the chunk
-//! stays in L1; a single activation row (decode) streams each weight row once, several weight
-//! rows per pass where the type has [`simd::GemvFns`] (the activation row is prepared for them
-//! once per matmul).
+//! thread that starts late or runs slow takes fewer chunks; several products (each with its
+//! own activation rows) can share one pool job. With several activation rows (prefill, batched
+//! decode) each chunk of weight rows is unpacked into a panel once and multiplied by tiles of
+//! up to 8 activation rows while it stays in L1; a single activation row (decode) streams each
+//! weight row once, several weight rows per pass where the type has [`simd::GemvFns`] (the
+//! activation row is prepared for them once per batch).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -94,152 +94,157 @@ fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize) -> usize {
 
 /// out[t * w.rows + r] = dot(w.row(r), act row t), for t < n_rows.
 pub fn matmul(pool: &ThreadPool, w: &WeightMatrix<'_>, act: &[u8], n_rows: usize, out: &mut [f32]) {
-    let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
-    let rb = w.row_bytes();
-    assert!(act.len() >= arb * n_rows && out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
-    if n_rows == 0 || w.rows == 0 {
-        return;
-    }
-    if n_rows == 1 {
-        decode_batch(pool, &mut [Some(Product { w: *w, act, out })]);
-        return;
-    }
-    let nb = w.cols / w.ty.block_len();
-    let kernels = simd::dot_fns(w.ty);
-    // several activation rows: a panel of weight rows at a time where a kernel exists
-    let panels = simd::panel_fns(w.ty);
-    let aux: &mut [simd::ActAux] = if panels.is_some() {
-        // SAFETY: the caller owns the pool outside jobs and (0, AUX) is not asked for inside
-        // them; the buffer is 64-byte aligned and holds n_rows * nb zero-initialised-or-written
-        // ActAux (plain f32/i32 fields: any bytes are a valid value).
-        unsafe { std::slice::from_raw_parts_mut(pool.buffer(0, AUX, n_rows * nb * std::mem::size_of::<simd::ActAux>()).cast::<simd::ActAux>(), n_rows * nb) }
-    } else {
-        &mut []
-    };
-    if panels.is_some() {
-        simd::fill_act_aux(w.ty, &act[..n_rows * arb], aux);
-    }
-    run_chunks(pool, w, act, n_rows, out, nb, rb, arb, kernels, panels, aux.as_ptr() as usize);
+    run_batch(pool, &mut [Some((n_rows, Product { w: *w, act, out }))]);
 }
 
-/// One product of a [`matmul_all`] batch: `w` × activation rows `act` (quantized for `w.ty`)
-/// into `out` (`n_rows × w.rows`).
+/// One product of a batch: `w` × activation rows `act` (quantized for `w.ty`) into `out`
+/// (`n_rows × w.rows`, the row count given beside it).
 pub struct Product<'a> {
     pub w: WeightMatrix<'a>,
     pub act: &'a [u8],
     pub out: &'a mut [f32],
 }
 
-/// Most products one pool job of [`matmul_all`] runs.
-const MAX_PRODUCTS: usize = 16;
+/// Most products one pool job runs.
+const MAX_PRODUCTS: usize = 32;
 
-/// Runs every product (all with `n_rows` activation rows). With one activation row (decode) up
-/// to 16 products share one pool job, so a layer's Q, K and V (or an MoE layer's experts) cost
-/// one hand-off to the workers instead of one each; several rows go product by product.
+/// Runs every product, all with `n_rows` activation rows (see [`matmul_batch`]).
 pub fn matmul_all<'a>(pool: &ThreadPool, n_rows: usize, products: impl IntoIterator<Item = Product<'a>>) {
-    let mut batch: [Option<Product<'a>>; MAX_PRODUCTS] = Default::default();
+    matmul_batch(pool, products.into_iter().map(|p| (n_rows, p)));
+}
+
+/// Runs every `(n_rows, product)`, up to 32 products per pool job: a layer's Q, K and V, or an
+/// MoE layer's experts (each with its own tokens), cost one hand-off to the workers instead of
+/// one per matrix. Chunks of weight rows of all products of a job are handed out through one
+/// counter.
+pub fn matmul_batch<'a>(pool: &ThreadPool, products: impl IntoIterator<Item = (usize, Product<'a>)>) {
+    let mut batch: [Option<(usize, Product<'a>)>; MAX_PRODUCTS] = Default::default();
     let mut k = 0;
     for p in products {
-        if n_rows != 1 {
-            matmul(pool, &p.w, p.act, n_rows, p.out);
-            continue;
-        }
         batch[k] = Some(p);
         k += 1;
         if k == MAX_PRODUCTS {
-            decode_batch(pool, &mut batch);
+            run_batch(pool, &mut batch);
             k = 0;
         }
     }
     if k > 0 {
-        decode_batch(pool, &mut batch[..k]);
+        run_batch(pool, &mut batch[..k]);
     }
 }
 
-/// What a decode product runs with: its kernels and the offset of its prepared activation.
+/// What a product runs with. Decode (one activation row): the several-rows kernels on the
+/// activation prepared at `prep_at` (in the pool's (0, PREP) buffer), else one row at a time.
+/// Several rows: panels of weight rows with the per-block activation data at `aux_at` (in
+/// ActAux units of the (0, AUX) buffer), else the per-row kernels with up to 8 activation rows.
 #[derive(Clone, Copy)]
-struct DecodePlan {
+struct Plan {
+    n_rows: usize,
     nb: usize,
     rb: usize,
     arb: usize,
     chunk: usize,
-    gemv: Option<&'static simd::GemvFns>,
     single: Option<&'static simd::DotFns>,
+    gemv: Option<&'static simd::GemvFns>,
     prep_at: usize,
     /// Whether this product prepares the row at `prep_at` (else an earlier one of the batch does).
     prepared_here: bool,
+    panels: Option<&'static simd::PanelFns>,
+    aux_at: usize,
 }
 
-/// Decode (one activation row) of every product in `batch` under one pool job: chunks of
-/// weight rows of all products are handed out through one counter; rows go 4 and 2 at a time
-/// through the type's [`simd::GemvFns`] (on the activation prepared once here), else one by
-/// one.
-fn decode_batch(pool: &ThreadPool, batch: &mut [Option<Product<'_>>]) {
-    let mut plans = [None::<DecodePlan>; MAX_PRODUCTS];
+fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
+    let n = batch.len();
+    let mut plans = [None::<Plan>; MAX_PRODUCTS];
     // first chunk index of each product, and the total
     let mut first = [0usize; MAX_PRODUCTS + 1];
-    let mut prep_total = 0;
-    for (j, p) in batch.iter().enumerate() {
-        let p = p.as_ref().expect("filled");
-        let (w, rb) = (&p.w, p.w.row_bytes());
+    let (mut prep_total, mut aux_total) = (0, 0);
+    for j in 0..n {
+        let (n_rows, p) = batch[j].as_ref().expect("filled");
+        let (n_rows, w, rb) = (*n_rows, &p.w, p.w.row_bytes());
         let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
-        assert!(p.act.len() >= arb && p.out.len() >= w.rows && w.data.len() >= rb * w.rows);
+        assert!(p.act.len() >= arb * n_rows && p.out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
         let nb = w.cols / w.ty.block_len();
         let single = simd::dot_fns(w.ty);
-        let gemv = if single.is_some() { simd::gemv_fns(w.ty) } else { None };
-        let chunk = chunk_rows(w.rows, rb, 1);
-        // products on the same activation with the same preparation (an MoE layer's experts)
-        // share one prepared row
-        let shared = (0..j).find(|&i| {
-            let (q, plan) = (batch[i].as_ref().expect("filled"), plans[i].expect("planned"));
-            std::ptr::eq(q.act.as_ptr(), p.act.as_ptr()) && plan.nb == nb && plan.gemv.map(|g| g.prep as usize) == gemv.map(|g| g.prep as usize)
-        });
-        let prep_at = match (gemv, shared) {
-            (Some(_), Some(i)) => plans[i].expect("planned").prep_at,
-            (Some(g), None) => {
-                let at = prep_total;
-                prep_total += (g.prep_bytes)(nb).next_multiple_of(64);
-                at
+        let (mut gemv, mut panels) = (None, None);
+        let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
+        if n_rows == 1 {
+            gemv = single.and_then(|_| simd::gemv_fns(w.ty));
+            if let Some(g) = gemv {
+                // products on the same activation with the same preparation (an MoE layer's
+                // experts) share one prepared row
+                let shared = (0..j).find(|&i| {
+                    let (q, plan) = (batch[i].as_ref().expect("filled"), plans[i].expect("planned"));
+                    std::ptr::eq(q.1.act.as_ptr(), p.act.as_ptr()) && plan.nb == nb && plan.gemv.map(|h| h.prep as usize) == Some(g.prep as usize)
+                });
+                match shared {
+                    Some(i) => prep_at = plans[i].expect("planned").prep_at,
+                    None => {
+                        (prep_at, prepared_here) = (prep_total, true);
+                        prep_total += (g.prep_bytes)(nb).next_multiple_of(64);
+                    }
+                }
             }
-            (None, _) => 0,
-        };
-        plans[j] = Some(DecodePlan { nb, rb, arb, chunk, gemv, single, prep_at, prepared_here: gemv.is_some() && shared.is_none() });
-        first[j + 1] = first[j] + w.rows.div_ceil(chunk);
+        } else {
+            panels = simd::panel_fns(w.ty);
+            if panels.is_some() {
+                aux_at = aux_total;
+                aux_total += n_rows * nb;
+            }
+        }
+        let chunk = chunk_rows(w.rows, rb, n_rows);
+        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemv, prep_at, prepared_here, panels, aux_at });
+        first[j + 1] = first[j] + if n_rows == 0 { 0 } else { w.rows.div_ceil(chunk) };
     }
-    let n = batch.len();
-    // SAFETY: the caller owns the pool outside jobs and (0, PREP) is not asked for inside them;
-    // the job only reads the prepared rows through `base`.
-    let base = unsafe { pool.buffer(0, PREP, prep_total) };
+    if first[n] == 0 {
+        return;
+    }
+    // SAFETY: the caller owns the pool outside jobs and (0, PREP) / (0, AUX) are not asked for
+    // inside them; the job only reads them through `prep` / `aux`. ActAux is plain f32/i32
+    // fields (any bytes are a valid value) and the buffer is 64-byte aligned.
+    let (prep, aux) = unsafe {
+        let aux = std::slice::from_raw_parts_mut(pool.buffer(0, AUX, aux_total * std::mem::size_of::<simd::ActAux>()).cast::<simd::ActAux>(), aux_total);
+        (pool.buffer(0, PREP, prep_total), aux)
+    };
     for (p, plan) in batch.iter().zip(&plans) {
-        let (p, plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
+        let ((n_rows, p), plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
         if let (Some(g), true) = (plan.gemv, plan.prepared_here) {
             // SAFETY: act holds nb activation blocks (asserted above); the region at prep_at
             // holds prep_bytes(nb) bytes, 64-byte aligned; simd::gemv_fns checked the CPU.
-            unsafe { (g.prep)(plan.nb, p.act.as_ptr(), base.add(plan.prep_at)) };
+            unsafe { (g.prep)(plan.nb, p.act.as_ptr(), prep.add(plan.prep_at)) };
+        }
+        if plan.panels.is_some() {
+            simd::fill_act_aux(p.w.ty, &p.act[..n_rows * plan.arb], &mut aux[plan.aux_at..plan.aux_at + n_rows * plan.nb]);
         }
     }
-    let outs: [Option<SharedOut<f32>>; MAX_PRODUCTS] = std::array::from_fn(|j| batch.get_mut(j).map(|p| SharedOut::new(p.as_mut().expect("filled").out)));
+    let outs: [Option<SharedOut<f32>>; MAX_PRODUCTS] = std::array::from_fn(|j| batch.get_mut(j).map(|p| SharedOut::new(p.as_mut().expect("filled").1.out)));
     let batch = &*batch;
-    let base = base as usize;
+    let (prep, aux) = (prep as usize, aux.as_ptr() as usize);
     let next = AtomicUsize::new(0);
-    pool.run(&|_ith, _nth| loop {
+    pool.run(&|ith, _nth| loop {
         let c = next.fetch_add(1, Ordering::Relaxed);
         if c >= first[n] {
             break;
         }
-        let j = first[1..=n].iter().position(|&f| c < f).expect("c < total");
-        let (p, plan, out) = (batch[j].as_ref().expect("filled"), plans[j].expect("planned"), outs[j].expect("filled"));
+        let j = first[1..=n].partition_point(|&f| f <= c);
+        let (p, plan, out) = (&batch[j].as_ref().expect("filled").1, plans[j].expect("planned"), outs[j].expect("filled"));
         let start = (c - first[j]) * plan.chunk;
-        decode_rows(&p.w, p.act, &plan, (base + plan.prep_at) as *const u8, out, start..(start + plan.chunk).min(p.w.rows));
+        let rows = start..(start + plan.chunk).min(p.w.rows);
+        if plan.n_rows == 1 {
+            decode_rows(&p.w, p.act, &plan, (prep + plan.prep_at) as *const u8, out, rows);
+        } else {
+            let aux = (aux as *const simd::ActAux).wrapping_add(plan.aux_at);
+            prefill_rows(pool, ith, &p.w, p.act, &plan, aux, out, rows);
+        }
     });
 }
 
-/// Decode rows `rows` of one product (see [`decode_batch`]); only this call writes them.
-fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &DecodePlan, prep: *const u8, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
+/// Decode rows `rows` of one product (see [`run_batch`]); only this call writes them.
+fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
     let (nb, rb) = (plan.nb, plan.rb);
     let mut r = rows.start;
     // SAFETY: rows r.. lie inside w.data and their outputs inside out (asserted by
-    // decode_batch); the prepared activation lives until the pool job ends; the kernels' CPU
+    // run_batch); the prepared activation lives until the pool job ends; the kernels' CPU
     // features were checked by simd::dot_fns / simd::gemv_fns.
     unsafe {
         let (wp, op) = (w.data.as_ptr(), out.ptr());
@@ -262,88 +267,122 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &DecodePlan, prep: *const
     }
 }
 
+/// Weight rows `rows` of one product against its `plan.n_rows` activation rows (see
+/// [`run_batch`]); only this call writes their outputs. `aux` holds the product's per-block
+/// activation data when it has panels.
 #[allow(clippy::too_many_arguments)]
-fn run_chunks(
-    pool: &ThreadPool,
-    w: &WeightMatrix<'_>,
-    act: &[u8],
-    n_rows: usize,
-    out: &mut [f32],
-    nb: usize,
-    rb: usize,
-    arb: usize,
-    kernels: Option<&simd::DotFns>,
-    panels: Option<&simd::PanelFns>,
-    aux_addr: usize,
-) {
-    let shared = SharedOut::new(out);
-    let chunk = chunk_rows(w.rows, rb, n_rows);
-    let n_chunks = w.rows.div_ceil(chunk);
-    let next = AtomicUsize::new(0);
-    pool.run(&|ith, _nth| loop {
-        let c = next.fetch_add(1, Ordering::Relaxed);
-        if c >= n_chunks {
-            break;
-        }
-        let rows = c * chunk..((c + 1) * chunk).min(w.rows);
-        let mut r_rest = rows.start;
-        if let Some(g) = panels {
-            // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
-            // activation rows per call
-            // SAFETY: only this job index uses its (ith, PANEL) buffer.
-            let panel = unsafe { pool.buffer(ith, PANEL, nb * g.block_bytes) };
-            let mut r0 = rows.start;
-            while r0 + g.rows <= rows.end {
-                // SAFETY: rows r0..r0+g.rows lie inside w.data; the panel holds nb blocks,
-                // 64-byte aligned; the CPU features were detected by simd::panel_fns.
-                unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
-                let mut t0 = 0;
-                while t0 < n_rows {
-                    let nt = (n_rows - t0).min(8);
-                    // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries
-                    // inside the aux buffer (filled for n_rows rows); outputs
-                    // (t, r0..r0+g.rows) lie inside out and only this chunk writes them.
-                    unsafe {
-                        let aux = (aux_addr as *const simd::ActAux).add(t0 * nb);
-                        g.gemm[nt - 1](nb, panel, act.as_ptr().add(t0 * arb), arb, aux, shared.ptr().add(t0 * w.rows + r0), w.rows)
-                    };
-                    t0 += nt;
-                }
-                r0 += g.rows;
+fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
+    let (n_rows, nb, rb, arb) = (plan.n_rows, plan.nb, plan.rb, plan.arb);
+    let mut r_rest = rows.start;
+    if let Some(g) = plan.panels {
+        // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
+        // activation rows per call
+        // SAFETY: only this job index uses its (ith, PANEL) buffer.
+        let panel = unsafe { pool.buffer(ith, PANEL, nb * g.block_bytes) };
+        let mut r0 = rows.start;
+        while r0 + g.rows <= rows.end {
+            // SAFETY: rows r0..r0+g.rows lie inside w.data; the panel holds nb blocks, 64-byte
+            // aligned; the CPU features were detected by simd::panel_fns.
+            unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
+            let mut t0 = 0;
+            while t0 < n_rows {
+                let nt = (n_rows - t0).min(8);
+                // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries inside
+                // the product's aux region (filled for n_rows rows); outputs (t, r0..r0+g.rows)
+                // lie inside out and only this chunk writes them.
+                unsafe { g.gemm[nt - 1](nb, panel, act.as_ptr().add(t0 * arb), arb, aux.add(t0 * nb), out.ptr().add(t0 * w.rows + r0), w.rows) };
+                t0 += nt;
             }
-            r_rest = r0;
+            r0 += g.rows;
         }
-        let mut t0 = 0;
-        while t0 < n_rows {
-            let nt = (n_rows - t0).min(TILE);
-            for r in r_rest..rows.end {
-                match kernels {
-                    Some(k) => {
-                        // SAFETY: row r has nb blocks inside w.data (asserted above); activation
-                        // rows t0..t0+nt lie inside act; outputs (t, r) for t in t0..t0+nt lie
-                        // inside out, and only this chunk writes column r. The kernel's CPU
-                        // features were detected by simd::dot_fns.
-                        unsafe {
-                            k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, shared.ptr().add(t0 * w.rows + r), w.rows)
-                        }
-                    }
-                    None => {
-                        for t in t0..t0 + nt {
-                            let v = quant::vec_dot(w.ty, w.cols, w.row(r), &act[t * arb..(t + 1) * arb]);
-                            // SAFETY: only this chunk writes column r of the output.
-                            unsafe { shared.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
-                        }
+        r_rest = r0;
+    }
+    let mut t0 = 0;
+    while t0 < n_rows {
+        let nt = (n_rows - t0).min(TILE);
+        for r in r_rest..rows.end {
+            match plan.single {
+                Some(k) => {
+                    // SAFETY: row r has nb blocks inside w.data (asserted by run_batch);
+                    // activation rows t0..t0+nt lie inside act; outputs (t, r) for t in
+                    // t0..t0+nt lie inside out, and only this chunk writes column r. The
+                    // kernel's CPU features were detected by simd::dot_fns.
+                    unsafe { k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                }
+                None => {
+                    for t in t0..t0 + nt {
+                        let v = quant::vec_dot(w.ty, w.cols, w.row(r), &act[t * arb..(t + 1) * arb]);
+                        // SAFETY: only this chunk writes column r of the output.
+                        unsafe { out.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
                     }
                 }
             }
-            t0 += nt;
         }
-    });
+        t0 += nt;
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch of products with different types and row counts (decode and prefill in one
+    /// job, shared activations) gives each product what it gives alone, bit for bit.
+    #[test]
+    fn batch_equals_products_alone() {
+        let pool = ThreadPool::new(2).unwrap();
+        let mut seed = 11u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let cases = [(GgmlType::Q4K, 512, 300, 1), (GgmlType::Q4K, 512, 77, 1), (GgmlType::Q5_0, 96, 64, 3), (GgmlType::Q6K, 256, 40, 0), (GgmlType::Q8_0, 64, 33, 9), (GgmlType::F32, 9, 5, 2), (GgmlType::Q4K, 512, 20, 1)];
+        let mats: Vec<(GgmlType, usize, usize, usize, Vec<u8>, Vec<u8>)> = cases
+            .iter()
+            .map(|&(ty, cols, rows, n)| {
+                let rb = ty.row_bytes(cols).unwrap();
+                let mut data = vec![0u8; rb * rows];
+                for r in 0..rows {
+                    let x: Vec<f32> = (0..cols).map(|_| rnd()).collect();
+                    quant::quantize_row_ref(ty, &x, &mut data[r * rb..(r + 1) * rb]);
+                }
+                let x: Vec<f32> = (0..cols * n.max(1)).map(|_| rnd()).collect();
+                let mut act = vec![0u8; activation_bytes(ty, cols, n.max(1))];
+                quantize_activations(ty, &x, cols, n.max(1), &mut act);
+                (ty, cols, rows, n, data, act)
+            })
+            .collect();
+        let alone: Vec<Vec<f32>> = mats
+            .iter()
+            .map(|(ty, cols, rows, n, data, act)| {
+                let mut out = vec![f32::NAN; rows * n];
+                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, act, *n, &mut out);
+                out
+            })
+            .collect();
+        let mut outs: Vec<Vec<f32>> = mats.iter().map(|(_, _, rows, n, _, _)| vec![f32::NAN; rows * n]).collect();
+        // the first two Q4_K products share one activation row (their preparation is shared)
+        let shared_act = &mats[0].5;
+        matmul_batch(
+            &pool,
+            mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
+                let act = if i == 1 { shared_act } else { act };
+                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, act, out })
+            }),
+        );
+        for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
+            if i == 1 {
+                continue;
+            }
+            assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i}");
+        }
+        let (ty, cols, rows, _, data, _) = &mats[1];
+        let mut want = vec![f32::NAN; *rows];
+        matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, shared_act, 1, &mut want);
+        assert_eq!(outs[1].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product on a shared activation");
+    }
 
     /// The driver (chunks, tiles, threads) gives the reference's dot product for every output.
     #[test]
