@@ -10,7 +10,7 @@ use super::hparams::{Gating, MlaParams};
 use super::weights::Mat;
 use super::Model;
 use crate::kernels::attention::{attend_group, HeadScratch};
-use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
+use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, matmul_batch, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
 use crate::kernels::{add_assign, swiglu};
@@ -43,6 +43,8 @@ pub struct MlaScratch {
     /// Decode: the chosen experts' outputs, then the shared expert's.
     moe_rows: Vec<f32>,
     gather: Vec<f32>,
+    /// Prefill: every token's FFN input quantized for the experts' gate matrices.
+    xq: Vec<u8>,
     router: Vec<f32>,
     /// Per token: the selected experts and their weights.
     chosen: Vec<(usize, f32)>,
@@ -61,6 +63,7 @@ impl MlaScratch {
             + self.chosen.capacity() * std::mem::size_of::<(usize, f32)>()
             + self.routed.iter().map(|r| r.capacity() * std::mem::size_of::<(usize, f32)>()).sum::<usize>()
             + self.act.capacity()
+            + self.xq.capacity()
     }
 
     pub fn new(model: &Model, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
@@ -86,11 +89,13 @@ impl MlaScratch {
         let k = m.n_expert_used;
         let ff_shared = m.n_ff_exp * m.n_expert_shared;
         let mut moe_rows = 0;
+        let mut xq = 0;
         for l in &model.mla_layers {
             act = act.max(h * activation_bytes(l.k_b.first.ty, m.qk_nope, 1)).max(h * activation_bytes(l.v_b.first.ty, c, 1));
             if let FeedForward::Moe(moe) = &l.ffn {
                 act = act.max(k * activation_bytes(moe.down.first.ty, m.n_ff_exp, 1) + activation_bytes(moe.shared.down.ty, ff_shared, 1));
                 moe_rows = (k + 1) * e;
+                xq = xq.max(activation_bytes(moe.gate.first.ty, e, n));
             }
         }
         let heads_in = n.max(h) * c.max(m.qk_nope);
@@ -117,6 +122,7 @@ impl MlaScratch {
             moe_rows: try_zeroed(moe_rows, "scratch")?,
             moe: try_zeroed(n * e, "scratch")?,
             gather: try_zeroed(n * e, "scratch")?,
+            xq: try_zeroed(xq, "scratch")?,
             router: try_zeroed(n * m.n_expert, "scratch")?,
             chosen: try_zeroed(n * m.n_expert_used, "scratch")?,
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
@@ -391,10 +397,12 @@ fn moe_decode(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratc
 }
 
 /// Routes each token to its experts and sums their weighted SwiGLU outputs into `s.moe`.
-/// Tokens are grouped by expert so that each chosen expert's weights are read once per batch.
+/// Tokens are grouped by expert so that each chosen expert's weights are read once per batch,
+/// and experts are taken in groups of at most `n` routed rows in all (ascending expert index)
+/// whose matrices share pool jobs: gate and up of the group in one, down in another.
 fn experts(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, moe: &Moe, n: usize) {
     let e = model.hp.n_embd;
-    let ne = m.n_expert;
+    let (ne, ffe) = (m.n_expert, m.n_ff_exp);
     project(model, pool, &mut s.act, &moe.router, &s.xn, n, &mut s.router);
     for list in s.routed.iter_mut() {
         list.clear();
@@ -406,31 +414,72 @@ fn experts(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, 
             s.routed[x].push((t, wt));
         }
     }
+    // every token's input quantized once; a group's rows are copied from it
+    let (gate_ty, up_ty, down_ty) = (moe.gate.first.ty, moe.up.first.ty, moe.down.first.ty);
+    let up_same = up_ty.vec_dot_type() == gate_ty.vec_dot_type();
+    let arb = activation_bytes(gate_ty, e, 1);
+    quantize_activations(gate_ty, &s.xn[..n * e], e, n, &mut s.xq);
     s.moe[..n * e].iter_mut().for_each(|v| *v = 0.0);
-    for x in 0..ne {
-        let k = s.routed[x].len();
-        if k == 0 {
-            continue;
+    let mut next = 0;
+    while next < ne {
+        let group_start = next;
+        let mut rows = 0;
+        while next < ne && (next == group_start || rows + s.routed[next].len() <= n) {
+            rows += s.routed[next].len();
+            next += 1;
         }
-        for (i, &(t, _)) in s.routed[x].iter().enumerate() {
-            s.gather[i * e..(i + 1) * e].copy_from_slice(&s.xn[t * e..(t + 1) * e]);
+        let group = group_start..next;
+        let mut i = 0;
+        for x in group.clone() {
+            for &(t, _) in &s.routed[x] {
+                s.act[i * arb..(i + 1) * arb].copy_from_slice(&s.xq[t * arb..(t + 1) * arb]);
+                if !up_same {
+                    s.gather[i * e..(i + 1) * e].copy_from_slice(&s.xn[t * e..(t + 1) * e]);
+                }
+                i += 1;
+            }
         }
-        expert_ffn(model, pool, &mut s.act, &moe.gate, &moe.up, &moe.down, x, &s.gather, k, &mut s.gate, &mut s.up, &mut s.proj);
-        for (i, &(t, wt)) in s.routed[x].iter().enumerate() {
-            for (acc, &y) in s.moe[t * e..(t + 1) * e].iter_mut().zip(&s.proj[i * e..(i + 1) * e]) {
-                *acc += wt * y;
+        // gate and up of the group's experts, each on its own rows
+        let (routed, g) = (&s.routed, group.clone());
+        if up_same {
+            let gates = expert_products(model, &moe.gate, routed, g.clone(), &s.act, arb, &mut s.gate[..rows * ffe], ffe);
+            let ups = expert_products(model, &moe.up, routed, g.clone(), &s.act, arb, &mut s.up[..rows * ffe], ffe);
+            matmul_batch(pool, gates.chain(ups));
+        } else {
+            matmul_batch(pool, expert_products(model, &moe.gate, routed, g.clone(), &s.act, arb, &mut s.gate[..rows * ffe], ffe));
+            quantize_activations(up_ty, &s.gather[..rows * e], e, rows, &mut s.act);
+            let uarb = activation_bytes(up_ty, e, 1);
+            matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &s.act, uarb, &mut s.up[..rows * ffe], ffe));
+        }
+        swiglu(&mut s.gate[..rows * ffe], &s.up[..rows * ffe]);
+        quantize_activations(down_ty, &s.gate[..rows * ffe], ffe, rows, &mut s.act);
+        let darb = activation_bytes(down_ty, ffe, 1);
+        matmul_batch(pool, expert_products(model, &moe.down, routed, g, &s.act, darb, &mut s.proj[..rows * e], e));
+        let mut i = 0;
+        for x in group {
+            for &(t, wt) in &s.routed[x] {
+                for (acc, &y) in s.moe[t * e..(t + 1) * e].iter_mut().zip(&s.proj[i * e..(i + 1) * e]) {
+                    *acc += wt * y;
+                }
+                i += 1;
             }
         }
     }
 }
 
+/// `(rows, product)` for each expert `x` of `group` with routed tokens: `stack[x]` × its rows of
+/// `act` (`arb` bytes each; the experts' rows one after the other, in `routed` order) into its
+/// rows of `out` (`width` floats each).
 #[allow(clippy::too_many_arguments)]
-fn expert_ffn(model: &Model, pool: &ThreadPool, act: &mut [u8], gate: &Stack, up: &Stack, down: &Stack, x: usize, input: &[f32], k: usize, g: &mut [f32], u: &mut [f32], out: &mut [f32]) {
-    let (wg, wu, wd) = (gate.get(x), up.get(x), down.get(x));
-    project(model, pool, act, &wg, input, k, g);
-    project(model, pool, act, &wu, input, k, u);
-    swiglu(&mut g[..k * wg.rows], &u[..k * wg.rows]);
-    project(model, pool, act, &wd, g, k, out);
+fn expert_products<'a>(model: &'a Model, stack: &'a Stack, routed: &'a [Vec<(usize, f32)>], group: std::ops::Range<usize>, act: &'a [u8], arb: usize, out: &'a mut [f32], width: usize) -> impl Iterator<Item = (usize, Product<'a>)> + 'a {
+    group.filter(move |&x| !routed[x].is_empty()).scan((0usize, out), move |(off, rest), x| {
+        let k = routed[x].len();
+        let (mine, others) = std::mem::take(rest).split_at_mut(k * width);
+        *rest = others;
+        let a = &act[*off * arb..(*off + k) * arb];
+        *off += k;
+        Some((k, Product { w: model.mat(&stack.get(x)), act: a, out: mine }))
+    })
 }
 
 /// Upstream's build_moe_ffn selection for one token: gating probabilities, the selection bias
