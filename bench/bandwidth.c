@@ -2,8 +2,8 @@
  * ceiling for generation, which reads every weight once per token. bench/run.sh runs it next to
  * the engines and reports their generation bandwidth as a fraction of it.
  * Usage: bandwidth THREADS   (build with -O2 -march=native -pthread)
- * 1 GiB (far beyond any cache), every page written first so that the passes read memory and
- * not the shared zero page; each thread sums its contiguous share with AVX-512, or AVX2 where the
+ * 1 GiB (far beyond any cache) of distinct words, every page written first so that the passes
+ * read memory and not the shared zero page or merged copies; each thread sums its contiguous share with AVX-512, or AVX2 where the
  * CPU lacks it; prints the best of PASSES passes. */
 /* clock_gettime, getrusage and pthread barriers under -std=c11 */
 #define _POSIX_C_SOURCE 200809L
@@ -85,7 +85,15 @@ int main(int argc, char **argv) {
 
     uint8_t *buffer = aligned_alloc(ALIGNMENT, BUFFER_BYTES);
     if (!buffer) { fprintf(stderr, "allocating %zu bytes failed\n", BUFFER_BYTES); return 1; }
-    memset(buffer, 1, BUFFER_BYTES);
+    /* distinct words everywhere: pages of identical bytes could be merged (by a hypervisor or
+     * KSM) into one physical page, and then the passes would read cache, not memory */
+    uint64_t fill_sum = 0, state = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < BUFFER_BYTES / 8; i++) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((uint64_t *)buffer)[i] = state;
+    }
 
     /* shares are multiples of 256 bytes, the AVX-512 loop's stride */
     size_t share_bytes = BUFFER_BYTES / (size_t)n_threads / 256 * 256;
@@ -111,8 +119,9 @@ int main(int argc, char **argv) {
         if (pthread_join(threads[i], NULL)) { fprintf(stderr, "pthread_join failed\n"); return 1; }
         checksum += shares[i].sum;
     }
-    /* every byte is 1, so the sums are known: a mismatch means the loops skipped memory */
-    uint64_t expected = (uint64_t)PASSES * share_bytes * (uint64_t)n_threads / 8 * 0x0101010101010101ull;
+    /* the shares' word sums, known from the fill: a mismatch means the loops skipped memory */
+    for (size_t i = 0; i < share_bytes * (size_t)n_threads / 8; i++) fill_sum += ((const uint64_t *)buffer)[i];
+    uint64_t expected = (uint64_t)PASSES * fill_sum;
     if (checksum != expected) { fprintf(stderr, "checksum %llu, expected %llu\n", (unsigned long long)checksum, (unsigned long long)expected); return 1; }
     printf("bandwidth_gbs=%.1f threads=%ld\n", share_bytes * (double)n_threads / best_s / 1e9, n_threads);
     pthread_barrier_destroy(&barrier);
