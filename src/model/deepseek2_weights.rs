@@ -3,7 +3,7 @@
 //! expert) are `Stack`s: `count` matrices of equal shape, one after another in the file.
 
 use super::hparams::{HParams, MlaParams};
-use super::weights::{find, mat, opt_vector, vector, Mat};
+use super::weights::{find, layer_count, mat, opt_vector, vector, Mat};
 use crate::gguf::GgufFile;
 
 /// `count` matrices of `rows` × `cols`, contiguous in the file.
@@ -73,8 +73,9 @@ pub struct MlaLayer {
 
 pub fn load_layers(f: &GgufFile, hp: &HParams, m: &MlaParams) -> Result<Vec<MlaLayer>, String> {
     let (e, h, c, r) = (hp.n_embd, hp.n_head, m.kv_lora_rank, hp.n_rot);
-    let mut layers = Vec::with_capacity(hp.n_layer);
-    for i in 0..hp.n_layer {
+    let n_layer = layer_count(f, hp)?;
+    let mut layers = Vec::with_capacity(n_layer);
+    for i in 0..n_layer {
         let n = |s: &str| format!("blk.{i}.{s}");
         let q = if f.tensor(&n("attn_q.weight")).is_some() {
             Query::Direct(mat(f, &n("attn_q.weight"), e, h * m.qk_head)?)

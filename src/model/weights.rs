@@ -70,6 +70,17 @@ fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, Strin
     Ok(v)
 }
 
+/// The model's `block_count`, checked against the file before anything is sized by it: every
+/// block has tensors of its own, so a count beyond the file's tensors is a lie (and a
+/// `Vec::with_capacity` of it could ask for terabytes).
+pub(super) fn layer_count(f: &GgufFile, hp: &HParams) -> Result<usize, String> {
+    let n_tensors = f.tensors().len();
+    if hp.n_layer > n_tensors {
+        return Err(format!("block_count = {} but the file has only {n_tensors} tensors", hp.n_layer));
+    }
+    Ok(hp.n_layer)
+}
+
 pub(super) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
     vector_of(f, find(f, name)?, len)
 }
@@ -89,7 +100,7 @@ impl Weights {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
         let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { token_embd.clone() };
-        let dense_layers = if hp.mla.is_some() { 0 } else { hp.n_layer };
+        let dense_layers = if hp.mla.is_some() { 0 } else { layer_count(f, hp)? };
         let mut layers = Vec::with_capacity(dense_layers);
         for i in 0..dense_layers {
             let n = |s: &str| format!("blk.{i}.{s}");

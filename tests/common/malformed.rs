@@ -257,7 +257,9 @@ pub fn variants(original: &[u8], mut add: impl FnMut(String, Vec<u8>)) -> usize 
     }
     for (key, v) in f.kvs().iter().filter(|(k, _)| k.ends_with("_count") || k.ends_with("_length") || k.ends_with("_rank") || k.ends_with("dimension_count")) {
         let Some(n) = v.as_i64() else { continue };
-        for new in [n + 1, n * 2, 0, 1 << 31] {
+        // 1 << 31 is beyond i32 (refused as such); 2^31 - 1 and 2^24 are in range, so only the
+        // check against the rest of the file can refuse them
+        for new in [n + 1, n * 2, 0, 1 << 31, (1 << 31) - 1, 1 << 24] {
             add(format!("{key} = {new}"), rebuilt(&f, |kvs, _| {
                 let slot = kvs.iter_mut().find(|(k, _)| k == key).unwrap();
                 slot.1 = deepseek::gguf::GgufValue::U32(new as u32);
