@@ -73,14 +73,21 @@ const TILE: usize = 8;
 /// finishing times within a microsecond of each other.
 const DECODE_CHUNK_BYTES: usize = 16 << 10;
 
-/// Weight rows per chunk handed to a thread (`row_bytes` per weight row).
-fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize) -> usize {
+/// Decode chunks a pool job aims at when its matrices are small: enough that the cores finish
+/// within a chunk of each other, few enough that claiming them stays cheap (an MoE layer's
+/// fourteen expert matrices cut ~64 ways each made ~900 claims a job).
+const DECODE_CHUNKS_PER_JOB: usize = 256;
+
+/// Weight rows per chunk handed to a thread (`row_bytes` per weight row; `job_bytes` the decode
+/// weight bytes of the whole pool job).
+fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize, job_bytes: usize) -> usize {
     if n_act == 1 {
         // decode: ~64 chunks per large matrix so both cores stay busy to the end, but none
-        // shorter than DECODE_CHUNK_BYTES (the small matrices of per-head projections and
-        // experts would otherwise be cut into chunks of a few hundred bytes); a multiple of 4
-        // rows for the 4-row kernels
-        (rows / 64).max(DECODE_CHUNK_BYTES.div_ceil(row_bytes.max(1))).next_multiple_of(4).clamp(4, 256)
+        // shorter than DECODE_CHUNK_BYTES nor than 1/256 of the job (small matrices, such as
+        // per-head projections and experts, share jobs); a multiple of 4 rows for the 4-row
+        // kernels
+        let min_bytes = DECODE_CHUNK_BYTES.max(job_bytes / DECODE_CHUNKS_PER_JOB);
+        (rows / 64).min(256).max(min_bytes.div_ceil(row_bytes.max(1))).next_multiple_of(4)
     } else {
         // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
         // multiple of 8 and 16 rows for the panel kernels
@@ -159,6 +166,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
     // first chunk index of each product, and the total
     let mut first = [0usize; MAX_PRODUCTS + 1];
     let (mut prep_total, mut aux_total) = (0, 0);
+    let decode_bytes: usize = batch.iter().map(|p| p.as_ref().expect("filled")).filter(|(n_rows, _)| *n_rows == 1).map(|(_, p)| p.w.rows * p.w.row_bytes()).sum();
     for j in 0..n {
         let (n_rows, p) = batch[j].as_ref().expect("filled");
         let (n_rows, w, rb) = (*n_rows, &p.w, p.w.row_bytes());
@@ -192,7 +200,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 aux_total += n_rows * nb;
             }
         }
-        let chunk = chunk_rows(w.rows, rb, n_rows);
+        let chunk = chunk_rows(w.rows, rb, n_rows, decode_bytes);
         plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemv, prep_at, prepared_here, panels, aux_at });
         first[j + 1] = first[j] + if n_rows == 0 { 0 } else { w.rows.div_ceil(chunk) };
     }
