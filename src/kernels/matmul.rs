@@ -194,9 +194,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 }
             }
         } else {
-            // a panel's unpacking pays off over two tiles or more; one tile (batched decode of
-            // up to 8 sequences) is faster on the per-row kernels
-            panels = if n_rows > TILE { simd::panel_fns(w.ty) } else { None };
+            panels = simd::panel_fns(w.ty).filter(|g| n_rows >= g.min_act_rows);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
@@ -429,8 +427,8 @@ mod tests {
                         for r in 0..rows {
                             let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
                             let got = out[t * rows + r];
-                            if n <= TILE || simd::panel_fns(ty).is_none() {
-                                // decode and the per-row kernels (up to one tile): bit for bit
+                            if simd::panel_fns(ty).is_none_or(|g| n < g.min_act_rows) {
+                                // decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {
                                 let (mut wf, mut af) = (vec![0f32; cols], vec![0f32; cols]);

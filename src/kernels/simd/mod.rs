@@ -42,9 +42,13 @@ pub type UnpackFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, panel: *
 pub type PanelFn = unsafe fn(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize);
 
 /// The panel (prefill) kernels of a weight type: `rows` weight rows are unpacked once into
-/// `block_bytes` per block, then multiplied by 1 to 8 activation rows per call.
+/// `block_bytes` per block, then multiplied by 1 to 8 activation rows per call. They are used
+/// from `min_act_rows` activation rows on: below that the type's per-row kernels are faster
+/// (K-quants, whose unpacking decodes scales, need two tiles of activations to pay it back;
+/// measured with 8-sequence batched decode).
 pub struct PanelFns {
     pub rows: usize,
+    pub min_act_rows: usize,
     pub block_bytes: usize,
     pub unpack: UnpackFn,
     pub gemm: [PanelFn; 8],
@@ -199,11 +203,12 @@ pub fn panel_fns(ty: GgmlType) -> Option<&'static PanelFns> {
 
 macro_rules! panel {
     ($m:ident, $rows:expr, $u:ident, $f:ident) => {
-        panel!($m, $rows, $m::PANEL_BLOCK, $u, $f)
+        panel!($m, $rows, 2, $m::PANEL_BLOCK, $u, $f)
     };
-    ($m:ident, $rows:expr, $bytes:expr, $u:ident, $f:ident) => {
+    ($m:ident, $rows:expr, $min:expr, $bytes:expr, $u:ident, $f:ident) => {
         PanelFns {
             rows: $rows,
+            min_act_rows: $min,
             block_bytes: $bytes,
             unpack: $m::$u as UnpackFn,
             gemm: [
@@ -229,8 +234,8 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
             static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
             static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
             static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
-            static Q4_K: PanelFns = panel!(avx512, 16, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
-            static Q6_K: PanelFns = panel!(avx512, 16, avx512::Q6K_PANEL_BLOCK, unpack16_q6_k, gemm16_q6_k);
+            static Q4_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
+            static Q6_K: PanelFns = panel!(avx512, 16, 9, avx512::Q6K_PANEL_BLOCK, unpack16_q6_k, gemm16_q6_k);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q6K => Some(&Q6_K),
