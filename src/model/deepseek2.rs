@@ -4,6 +4,8 @@
 //! Follows upstream b11312's `src/models/deepseek2.cpp` and `build_moe_ffn`; buffers come from
 //! one `MlaScratch` sized at context creation.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::deepseek2_weights::{FeedForward, Ffn, MlaLayer, Moe, Query, Stack};
 use super::dense::UBatch;
 use super::hparams::{Gating, MlaParams};
@@ -17,7 +19,7 @@ use crate::kernels::{add_assign, swiglu};
 use crate::kv::KvCache;
 use crate::quant;
 use crate::sys::alloc::try_zeroed;
-use crate::threads::{split_range, SharedOut, ThreadPool};
+use crate::threads::{SharedOut, ThreadPool};
 
 /// Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
 pub(crate) const MAX_GROUPS: usize = 64;
@@ -289,24 +291,29 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
         let scratch = SharedOut::new(&mut s.heads);
         let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
         let parts = h.div_ceil(part);
-        pool.run(&|ith, nth| {
-            for item in split_range(n * parts, ith, nth) {
-                let (t, p) = (item / parts, item % parts);
-                let heads = t * h + p * part..t * h + ((p + 1) * part).min(h);
-                // SAFETY: each thread uses only its own scratch slots.
-                let hs = unsafe { scratch.slice(ith * h..ith * h + heads.len()) };
-                let (seq, pos) = (ub.seq[t], ub.pos[t]);
-                let cells = kvr
-                    .cells_of_stream(kvr.stream_of(seq))
-                    .filter(|(_, cell)| cell.pos >= 0 && cell.pos <= pos && cell.seqs.contains(seq))
-                    .map(|(i, _)| {
-                        let k = kvr.k_row(il, i);
-                        (k, &k[..c])
-                    });
-                // SAFETY: the heads of item (t, p) are handled by exactly one thread.
-                let o = unsafe { out.slice(heads.start * c..heads.end * c) };
-                attend_group(&q_full[heads.start * (c + r)..heads.end * (c + r)], scale, cells, hs, o);
+        // claimed one by one, latest tokens first (see dense::attention)
+        let next = AtomicUsize::new(0);
+        pool.run(&|ith, _nth| loop {
+            let claimed = next.fetch_add(1, Ordering::Relaxed);
+            if claimed >= n * parts {
+                break;
             }
+            let item = n * parts - 1 - claimed;
+            let (t, p) = (item / parts, item % parts);
+            let heads = t * h + p * part..t * h + ((p + 1) * part).min(h);
+            // SAFETY: each thread uses only its own scratch slots.
+            let hs = unsafe { scratch.slice(ith * h..ith * h + heads.len()) };
+            let (seq, pos) = (ub.seq[t], ub.pos[t]);
+            let cells = kvr
+                .cells_of_stream(kvr.stream_of(seq))
+                .filter(|(_, cell)| cell.pos >= 0 && cell.pos <= pos && cell.seqs.contains(seq))
+                .map(|(i, _)| {
+                    let k = kvr.k_row(il, i);
+                    (k, &k[..c])
+                });
+            // SAFETY: the heads of item (t, p) are handled by exactly one thread.
+            let o = unsafe { out.slice(heads.start * c..heads.end * c) };
+            attend_group(&q_full[heads.start * (c + r)..heads.end * (c + r)], scale, cells, hs, o);
         });
     }
     // Decompress with W_UV per head, then the output projection.

@@ -2,6 +2,8 @@
 //! biases). It reads top to bottom as the architecture's recipe; all buffers come from one
 //! `DenseScratch` sized at context creation, so a forward pass allocates nothing.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::weights::Mat;
 use super::Model;
 use crate::kernels::attention::{attend_group, HeadScratch};
@@ -12,7 +14,7 @@ use crate::kernels::{add_assign, swiglu};
 use crate::kv::KvCache;
 use crate::quant::{self, GgmlType};
 use crate::sys::alloc::try_zeroed;
-use crate::threads::{split_range, SharedOut, ThreadPool};
+use crate::threads::{SharedOut, ThreadPool};
 
 /// One micro-batch as the forward pass sees it: per token its id, position, KV cell and the
 /// (first) sequence whose cells it attends to; `out_rows` are the tokens that produce outputs.
@@ -185,10 +187,18 @@ fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(heads);
     let items = n * hp.n_head_kv;
-    pool.run(&|ith, nth| {
+    // items are claimed one by one, latest tokens first: a token's cost grows with the cells
+    // it attends to, so a static split gave one thread three times the other's work in prefill
+    let next = AtomicUsize::new(0);
+    pool.run(&|ith, _nth| {
         // SAFETY: each thread uses only its own scratch slots.
         let hs = unsafe { scratch.slice(ith * group..(ith + 1) * group) };
-        for item in split_range(items, ith, nth) {
+        loop {
+            let claimed = next.fetch_add(1, Ordering::Relaxed);
+            if claimed >= items {
+                break;
+            }
+            let item = items - 1 - claimed;
             let (t, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
             let (seq, pos) = (ub.seq[t], ub.pos[t]);
             let stream = kv.stream_of(seq);

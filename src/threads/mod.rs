@@ -258,13 +258,6 @@ impl Drop for ThreadPool {
     }
 }
 
-/// The half-open range of `n` items that thread `ith` of `nth` handles.
-pub fn split_range(n: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
-    let per = n.div_ceil(nth);
-    let start = (ith * per).min(n);
-    start..(start + per).min(n)
-}
-
 /// A raw pointer to an output buffer that several threads write at disjoint indices.
 #[derive(Clone, Copy)]
 pub struct SharedOut<T> {
@@ -362,20 +355,5 @@ mod tests {
         assert!(names[0].get().is_none(), "the caller ran a worker's index");
         assert_eq!(names[1].get().map(String::as_str), Some("ds-worker-1"));
         assert_eq!(names[2].get().map(String::as_str), Some("ds-worker-2"));
-    }
-
-    #[test]
-    fn split_range_covers_everything_once() {
-        for n in 0..50 {
-            for nth in 1..6 {
-                let mut seen = vec![0; n];
-                for ith in 0..nth {
-                    for i in split_range(n, ith, nth) {
-                        seen[i] += 1;
-                    }
-                }
-                assert!(seen.iter().all(|&c| c == 1));
-            }
-        }
     }
 }
