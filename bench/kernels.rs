@@ -72,7 +72,7 @@ fn main() {
             let w = WeightMatrix { ty, rows, cols, data: &data };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
-            quantize_activations(ty, &x, cols, n_act, &mut act);
+            quantize_activations(&pool, ty, &x, cols, n_act, &mut act);
             let mut out = vec![0f32; rows * n_act];
             let reps = (1usize << 31) / (rows * rb) + 2;
             matmul(&pool, &w, &act, n_act, &mut out);

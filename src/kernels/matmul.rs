@@ -40,20 +40,42 @@ pub fn activation_bytes(w_ty: GgmlType, cols: usize, n_rows: usize) -> usize {
     w_ty.vec_dot_type().row_bytes(cols).expect("validated at load") * n_rows
 }
 
-/// Quantizes `n_rows` rows of `x` (each `cols` long) for multiplication with `w_ty` weights.
-pub fn quantize_activations(w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usize, dst: &mut [u8]) {
+/// Rows of activations below which quantizing them on the pool costs more than it saves.
+const POOL_QUANTIZE_ROWS: usize = 16;
+
+/// Quantizes `n_rows` rows of `x` (each `cols` long) for multiplication with `w_ty` weights: on
+/// the pool, a few rows per claim, when there are many (prefill), else on the calling thread.
+pub fn quantize_activations(pool: &ThreadPool, w_ty: GgmlType, x: &[f32], cols: usize, n_rows: usize, dst: &mut [u8]) {
     let vt = w_ty.vec_dot_type();
     let rb = vt.row_bytes(cols).expect("validated at load");
     let q = simd::quantize_fn(vt);
-    for r in 0..n_rows {
-        let (src, d) = (&x[r * cols..(r + 1) * cols], &mut dst[r * rb..(r + 1) * rb]);
+    let one = |r: usize, d: &mut [u8]| {
+        let src = &x[r * cols..(r + 1) * cols];
         match q {
             // SAFETY: quantize_fn only returns kernels whose CPU features are present; the
             // kernel checks the sizes.
             Some(f) => unsafe { f(src, d) },
             None => quant::quantize_row(vt, src, d),
         }
+    };
+    if n_rows < POOL_QUANTIZE_ROWS {
+        for r in 0..n_rows {
+            one(r, &mut dst[r * rb..(r + 1) * rb]);
+        }
+        return;
     }
+    let out = SharedOut::new(&mut dst[..n_rows * rb]);
+    let next = AtomicUsize::new(0);
+    pool.run(&|_, _| loop {
+        let r0 = 4 * next.fetch_add(1, Ordering::Relaxed);
+        if r0 >= n_rows {
+            break;
+        }
+        for r in r0..(r0 + 4).min(n_rows) {
+            // SAFETY: row r is claimed by this thread only.
+            one(r, unsafe { out.slice(r * rb..(r + 1) * rb) });
+        }
+    });
 }
 
 /// The pool's scratch buffers this module uses (see `ThreadPool::buffer`): per thread index,
@@ -358,7 +380,7 @@ mod tests {
                 }
                 let x: Vec<f32> = (0..cols * n.max(1)).map(|_| rnd()).collect();
                 let mut act = vec![0u8; activation_bytes(ty, cols, n.max(1))];
-                quantize_activations(ty, &x, cols, n.max(1), &mut act);
+                quantize_activations(&pool, ty, &x, cols, n.max(1), &mut act);
                 (ty, cols, rows, n, data, act)
             })
             .collect();
@@ -414,7 +436,7 @@ mod tests {
                     }
                     let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
-                    quantize_activations(ty, &x, cols, n, &mut act);
+                    quantize_activations(&pool, ty, &x, cols, n, &mut act);
                     let w = WeightMatrix { ty, rows, cols, data: &data };
                     let mut out = vec![f32::NAN; rows * n];
                     matmul(&pool, &w, &act, n, &mut out);

@@ -1,6 +1,8 @@
 //! kernels: the arithmetic of a forward pass, knowing nothing about models. Each function works
 //! on caller-provided buffers and allocates nothing. Rounding points follow ggml's CPU backend.
 
+use crate::threads;
+
 pub mod attention;
 pub mod matmul;
 pub mod norm;
@@ -19,6 +21,26 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * u;
     }
+}
+
+/// [`swiglu`] on the pool, in chunks of 8192 elements, when there are several chunks (prefill).
+pub fn swiglu_on(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32]) {
+    const CHUNK: usize = 8192;
+    let n = gate.len().min(up.len());
+    if n < 2 * CHUNK {
+        return swiglu(gate, up);
+    }
+    let out = threads::SharedOut::new(&mut gate[..n]);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    pool.run(&|_, _| loop {
+        let start = CHUNK * next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if start >= n {
+            break;
+        }
+        let end = (start + CHUNK).min(n);
+        // SAFETY: the chunk is claimed by this thread only.
+        swiglu(unsafe { out.slice(start..end) }, &up[start..end]);
+    });
 }
 
 /// a[i] += b[i]

@@ -15,7 +15,7 @@ use crate::kernels::attention::{attend_group, HeadScratch};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, matmul_batch, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
-use crate::kernels::{add_assign, swiglu};
+use crate::kernels::{add_assign, swiglu_on};
 use crate::kv::KvCache;
 use crate::quant;
 use crate::sys::alloc::try_zeroed;
@@ -137,7 +137,7 @@ impl MlaScratch {
 
 /// out[n × m.rows] = input[n × m.cols] · mᵀ.
 fn project(model: &Model, pool: &ThreadPool, act: &mut [u8], m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
-    quantize_activations(m.ty, &input[..n * m.cols], m.cols, n, act);
+    quantize_activations(pool, m.ty, &input[..n * m.cols], m.cols, n, act);
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
 }
 
@@ -150,7 +150,7 @@ fn project_two(model: &Model, pool: &ThreadPool, act: &mut [u8], input: &[f32], 
         project(model, pool, act, m2, input, n, out2);
         return;
     }
-    quantize_activations(m1.ty, &input[..n * m1.cols], m1.cols, n, act);
+    quantize_activations(pool, m1.ty, &input[..n * m1.cols], m1.cols, n, act);
     let act = &*act;
     matmul_all(pool, n, [Product { w: model.mat(m1), act, out: &mut out1[..n * m1.rows] }, Product { w: model.mat(m2), act, out: &mut out2[..n * m2.rows] }]);
 }
@@ -160,7 +160,7 @@ fn project_two(model: &Model, pool: &ThreadPool, act: &mut [u8], input: &[f32], 
 fn project_heads(model: &Model, pool: &ThreadPool, act: &mut [u8], stack: &Stack, input: &[f32], out: &mut [f32]) {
     let (w0, count) = (&stack.first, stack.count);
     let arb = activation_bytes(w0.ty, w0.cols, 1);
-    quantize_activations(w0.ty, &input[..count * w0.cols], w0.cols, count, act);
+    quantize_activations(pool, w0.ty, &input[..count * w0.cols], w0.cols, count, act);
     let act = &*act;
     let outs = out[..count * w0.rows].chunks_exact_mut(w0.rows);
     matmul_all(pool, 1, outs.enumerate().map(|(x, out)| Product { w: model.mat(&stack.get(x)), act: &act[x * arb..(x + 1) * arb], out }));
@@ -339,14 +339,14 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
 fn swiglu_ffn(model: &Model, pool: &ThreadPool, s: &mut MlaScratch, f: &Ffn, n: usize) {
     let ff = f.gate.rows;
     if f.gate.ty.vec_dot_type() == f.up.ty.vec_dot_type() {
-        quantize_activations(f.gate.ty, &s.xn[..n * f.gate.cols], f.gate.cols, n, &mut s.act);
+        quantize_activations(pool, f.gate.ty, &s.xn[..n * f.gate.cols], f.gate.cols, n, &mut s.act);
         let act = &s.act[..];
         matmul_all(pool, n, [Product { w: model.mat(&f.gate), act, out: &mut s.gate[..n * ff] }, Product { w: model.mat(&f.up), act, out: &mut s.up[..n * ff] }]);
     } else {
         project(model, pool, &mut s.act, &f.gate, &s.xn, n, &mut s.gate);
         project(model, pool, &mut s.act, &f.up, &s.xn, n, &mut s.up);
     }
-    swiglu(&mut s.gate[..n * ff], &s.up[..n * ff]);
+    swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff]);
     project(model, pool, &mut s.act, &f.down, &s.gate, n, &mut s.proj);
 }
 
@@ -369,7 +369,7 @@ fn moe_decode(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratc
     s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
     let chosen = &s.chosen[..k];
 
-    quantize_activations(moe.gate.first.ty, &s.xn[..e], e, 1, &mut s.act);
+    quantize_activations(pool, moe.gate.first.ty, &s.xn[..e], e, 1, &mut s.act);
     {
         let act = &s.act[..];
         let (g_exp, g_sh) = s.gate.split_at_mut(k * ffe);
@@ -379,12 +379,12 @@ fn moe_decode(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratc
         let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
         matmul_all(pool, 1, products.chain(shared));
     }
-    swiglu(&mut s.gate[..k * ffe + ffs], &s.up[..k * ffe + ffs]);
+    swiglu_on(pool, &mut s.gate[..k * ffe + ffs], &s.up[..k * ffe + ffs]);
 
     let arb = activation_bytes(moe.down.first.ty, ffe, 1);
-    quantize_activations(moe.down.first.ty, &s.gate[..k * ffe], ffe, k, &mut s.act[..k * arb]);
+    quantize_activations(pool, moe.down.first.ty, &s.gate[..k * ffe], ffe, k, &mut s.act[..k * arb]);
     let arb_shared = activation_bytes(moe.shared.down.ty, ffs, 1);
-    quantize_activations(moe.shared.down.ty, &s.gate[k * ffe..k * ffe + ffs], ffs, 1, &mut s.act[k * arb..k * arb + arb_shared]);
+    quantize_activations(pool, moe.shared.down.ty, &s.gate[k * ffe..k * ffe + ffs], ffs, 1, &mut s.act[k * arb..k * arb + arb_shared]);
     {
         let act = &s.act[..];
         let (rows, shared_row) = s.moe_rows.split_at_mut(k * e);
@@ -425,7 +425,7 @@ fn experts(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, 
     let (gate_ty, up_ty, down_ty) = (moe.gate.first.ty, moe.up.first.ty, moe.down.first.ty);
     let up_same = up_ty.vec_dot_type() == gate_ty.vec_dot_type();
     let arb = activation_bytes(gate_ty, e, 1);
-    quantize_activations(gate_ty, &s.xn[..n * e], e, n, &mut s.xq);
+    quantize_activations(pool, gate_ty, &s.xn[..n * e], e, n, &mut s.xq);
     s.moe[..n * e].iter_mut().for_each(|v| *v = 0.0);
     let mut next = 0;
     while next < ne {
@@ -454,12 +454,12 @@ fn experts(model: &Model, m: &MlaParams, pool: &ThreadPool, s: &mut MlaScratch, 
             matmul_batch(pool, gates.chain(ups));
         } else {
             matmul_batch(pool, expert_products(model, &moe.gate, routed, g.clone(), &s.act, arb, &mut s.gate[..rows * ffe], ffe));
-            quantize_activations(up_ty, &s.gather[..rows * e], e, rows, &mut s.act);
+            quantize_activations(pool, up_ty, &s.gather[..rows * e], e, rows, &mut s.act);
             let uarb = activation_bytes(up_ty, e, 1);
             matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &s.act, uarb, &mut s.up[..rows * ffe], ffe));
         }
-        swiglu(&mut s.gate[..rows * ffe], &s.up[..rows * ffe]);
-        quantize_activations(down_ty, &s.gate[..rows * ffe], ffe, rows, &mut s.act);
+        swiglu_on(pool, &mut s.gate[..rows * ffe], &s.up[..rows * ffe]);
+        quantize_activations(pool, down_ty, &s.gate[..rows * ffe], ffe, rows, &mut s.act);
         let darb = activation_bytes(down_ty, ffe, 1);
         matmul_batch(pool, expert_products(model, &moe.down, routed, g, &s.act, darb, &mut s.proj[..rows * e], e));
         let mut i = 0;

@@ -10,7 +10,7 @@ use crate::kernels::attention::{attend_group, HeadScratch};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
-use crate::kernels::{add_assign, swiglu};
+use crate::kernels::{add_assign, swiglu_on};
 use crate::kv::KvCache;
 use crate::quant::{self, GgmlType};
 use crate::sys::alloc::try_zeroed;
@@ -80,7 +80,7 @@ impl DenseScratch {
 fn project(model: &Model, pool: &ThreadPool, act: &mut Vec<u8>, act_ty: &mut Option<GgmlType>, same_input: bool, m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
     let vt = m.ty.vec_dot_type();
     if !same_input || *act_ty != Some(vt) {
-        quantize_activations(m.ty, &input[..n * m.cols], m.cols, n, act);
+        quantize_activations(pool, m.ty, &input[..n * m.cols], m.cols, n, act);
         *act_ty = Some(vt);
     }
     matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
@@ -97,7 +97,7 @@ fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, act: &mut Vec<u
         return;
     }
     let m0 = targets[0].0;
-    quantize_activations(m0.ty, &input[..n * m0.cols], m0.cols, n, act);
+    quantize_activations(pool, m0.ty, &input[..n * m0.cols], m0.cols, n, act);
     *act_ty = Some(vt);
     let act = &act[..];
     matmul_all(pool, n, targets.into_iter().map(|(m, out)| Product { w: model.mat(m), act, out: &mut out[..n * m.rows] }));
@@ -158,7 +158,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
             rms_norm(&s.x[t * e..(t + 1) * e], &layer.ffn_norm, hp.rms_eps, &mut s.xn[t * e..(t + 1) * e]);
         }
         project_all(model, pool, &mut s.act, &mut s.act_ty, &s.xn, n, [(&layer.ffn_gate, &mut s.gate), (&layer.ffn_up, &mut s.up)]);
-        swiglu(&mut s.gate[..n * hp.n_ff], &s.up[..n * hp.n_ff]);
+        swiglu_on(pool, &mut s.gate[..n * hp.n_ff], &s.up[..n * hp.n_ff]);
         project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.ffn_down, &s.gate, n, &mut s.proj);
         add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
     }
