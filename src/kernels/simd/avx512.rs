@@ -689,7 +689,7 @@ pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, 
 
 /// Offsets inside one super-block of a 16-row Q4_K panel: 8 groups of 32 quants as in
 /// [`PANEL_BLOCK`]'s layout (512 bytes each), then per group the 16 rows' 6-bit scales and mins
-/// as i32, then the rows' `d` and `dmin` as f32.
+/// as f32, then the rows' `d` and `dmin` as f32.
 const Q4K_SC: usize = 8 * 512;
 const Q4K_MIN: usize = Q4K_SC + 8 * 64;
 const Q4K_D: usize = Q4K_MIN + 8 * 64;
@@ -712,14 +712,14 @@ pub unsafe fn unpack16_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
                 let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
                 store_transposed(pb.add(512 * g), z);
             }
-            let (sc, mn, d) = (pb.add(Q4K_SC) as *mut i32, pb.add(Q4K_MIN) as *mut i32, pb.add(Q4K_D) as *mut f32);
+            let (sc, mn, d) = (pb.add(Q4K_SC) as *mut f32, pb.add(Q4K_MIN) as *mut f32, pb.add(Q4K_D) as *mut f32);
             for j in 0..16 {
                 let b = row(j);
                 let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
                 for g in 0..8 {
                     let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
-                    *sc.add(16 * g + j) = s as i32;
-                    *mn.add(16 * g + j) = m as i32;
+                    *sc.add(16 * g + j) = s as f32;
+                    *mn.add(16 * g + j) = m as f32;
                 }
                 *d.add(j) = f16_at(b);
                 *d.add(16 + j) = f16_at(b.add(2));
@@ -729,9 +729,10 @@ pub unsafe fn unpack16_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 }
 
 /// A 16-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
-/// `out + i * out_stride + j`. Per super-block the integer sums (quants × activations × scales,
-/// mins × activation sums) are exact; each is scaled with one FMA (not the reference's lane
-/// order: prefill only).
+/// `out + i * out_stride + j`. Per group the integer sums of quants × activations are exact;
+/// they are scaled by the 6-bit scales, and the mins by the activation's group sums, in f32
+/// (exact while a block's total stays below 2^24, within an ulp of it beyond), then the block
+/// with one FMA (not the reference's lane order: prefill only).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
@@ -744,16 +745,16 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
             for r in 0..R {
                 // the mins: sum over groups of min × (sum of the group's activation quants)
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let bs = ab.add(4 + QK_K) as *const i16;
-                let mut msum = _mm512_setzero_si512();
-                for g in 0..8 {
-                    let s = *bs.add(2 * g) as i32 + *bs.add(2 * g + 1) as i32;
-                    msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(load512(pb.add(Q4K_MIN + 64 * g)), _mm512_set1_epi32(s)));
+                let mut group_sums = [0f32; 8];
+                _mm256_storeu_ps(group_sums.as_mut_ptr(), _mm256_cvtepi32_ps(_mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1))));
+                let mut msum = _mm512_setzero_ps();
+                for (g, &s) in group_sums.iter().enumerate() {
+                    msum = _mm512_fmadd_ps(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32), _mm512_set1_ps(s), msum);
                 }
                 let yd = _mm512_set1_ps(-f32_at(ab));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), _mm512_cvtepi32_ps(msum), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), msum, acc[r]);
             }
-            let mut sumi = [_mm512_setzero_si512(); R];
+            let mut sumf = [_mm512_setzero_ps(); R];
             for g in 0..8 {
                 let mut isum = [_mm512_setzero_si512(); R];
                 for k in 0..8 {
@@ -763,14 +764,14 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                         isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
                     }
                 }
-                let sc = load512(pb.add(Q4K_SC + 64 * g));
+                let sc = _mm512_loadu_ps(pb.add(Q4K_SC + 64 * g) as *const f32);
                 for r in 0..R {
-                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                    sumf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), sc, sumf[r]);
                 }
             }
             for r in 0..R {
                 let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), sumf[r], acc[r]);
             }
         }
         for r in 0..R {
@@ -784,7 +785,7 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
 
 /// Offsets inside one super-block of a 16-row Q6_K panel: 8 groups of 32 quants (0..63, the
 /// stored value + 32) as in [`PANEL_BLOCK`]'s layout, then per 16-element sub-group the 16
-/// rows' scales as i32, then the rows' `d` as f32.
+/// rows' scales as f32, then the rows' `d` as f32.
 const Q6K_SC: usize = 8 * 512;
 const Q6K_D: usize = Q6K_SC + 16 * 64;
 pub(crate) const Q6K_PANEL_BLOCK: usize = Q6K_D + 64;
@@ -812,11 +813,11 @@ pub unsafe fn unpack16_q6_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
                 let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
                 store_transposed(pb.add(512 * g), z);
             }
-            let (sc, d) = (pb.add(Q6K_SC) as *mut i32, pb.add(Q6K_D) as *mut f32);
+            let (sc, d) = (pb.add(Q6K_SC) as *mut f32, pb.add(Q6K_D) as *mut f32);
             for j in 0..16 {
                 let b = row(j);
                 for u in 0..16 {
-                    *sc.add(16 * u + j) = *b.add(192 + u) as i8 as i32;
+                    *sc.add(16 * u + j) = *b.add(192 + u) as i8 as f32;
                 }
                 *d.add(j) = f16_at(b.add(208));
             }
@@ -826,7 +827,8 @@ pub unsafe fn unpack16_q6_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 
 /// A 16-row Q6_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
 /// `out + i * out_stride + j`. Per super-block: Σ scale × (Σ q × y) − 32 Σ scale × (sum of the
-/// sub-group's activation quants), exact in integers, then one FMA.
+/// sub-group's activation quants), the integer sums of each sub-group exact, scaled in f32
+/// (exact below 2^24), then one FMA (prefill only).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q6_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
@@ -834,14 +836,16 @@ pub unsafe fn gemm16_q6_k<const R: usize>(nb: usize, panel: *const u8, a: *const
         let mut acc = [_mm512_setzero_ps(); R];
         for ib in 0..nb {
             let pb = panel.add(ib * Q6K_PANEL_BLOCK);
-            let mut sumi = [_mm512_setzero_si512(); R];
+            let mut sumf = [_mm512_setzero_ps(); R];
             for r in 0..R {
-                let bs = a.add(r * a_stride + ib * Q8_K_B + 4 + QK_K) as *const i16;
-                let mut corr = _mm512_setzero_si512();
-                for u in 0..16 {
-                    corr = _mm512_add_epi32(corr, _mm512_mullo_epi32(load512(pb.add(Q6K_SC + 64 * u)), _mm512_set1_epi32(*bs.add(u) as i32)));
+                let bs = a.add(r * a_stride + ib * Q8_K_B + 4 + QK_K);
+                let mut sub_sums = [0f32; 16];
+                _mm512_storeu_ps(sub_sums.as_mut_ptr(), _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(load256(bs))));
+                let mut corr = _mm512_setzero_ps();
+                for (u, &s) in sub_sums.iter().enumerate() {
+                    corr = _mm512_fmadd_ps(_mm512_loadu_ps(pb.add(Q6K_SC + 64 * u) as *const f32), _mm512_set1_ps(s), corr);
                 }
-                sumi[r] = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(corr, 5));
+                sumf[r] = _mm512_mul_ps(corr, _mm512_set1_ps(-32.0));
             }
             for u in 0..16 {
                 let mut isum = [_mm512_setzero_si512(); R];
@@ -852,15 +856,15 @@ pub unsafe fn gemm16_q6_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                         isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
                     }
                 }
-                let sc = load512(pb.add(Q6K_SC + 64 * u));
+                let sc = _mm512_loadu_ps(pb.add(Q6K_SC + 64 * u) as *const f32);
                 for r in 0..R {
-                    sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+                    sumf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), sc, sumf[r]);
                 }
             }
             let d = _mm512_loadu_ps(pb.add(Q6K_D) as *const f32);
             for r in 0..R {
                 let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), sumf[r], acc[r]);
             }
         }
         for r in 0..R {
