@@ -397,32 +397,46 @@ pub unsafe fn dot_f16<const R: usize>(n: usize, w: *const u8, a: *const u8, a_st
     // SAFETY: see the module docs (here `n` counts elements of 2 bytes).
     unsafe {
         let steps = n / 64;
-        let mut acc = [[_mm256_setzero_ps(); 8]; R];
-        let ldh = |p: *const u8| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
-        for s in 0..steps {
-            let mut wv = [_mm256_setzero_ps(); 8];
-            for (j, v) in wv.iter_mut().enumerate() {
-                *v = ldh(w.add(2 * (64 * s + 8 * j)));
-            }
-            for r in 0..R {
-                let ar = a.add(r * a_stride);
-                for j in 0..8 {
-                    acc[r][j] = _mm256_fmadd_ps(wv[j], ldh(ar.add(2 * (64 * s + 8 * j))), acc[r][j]);
-                }
-            }
-        }
+        let sums = sums_4x16::<R, 2>(steps, w, a, a_stride, |p| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)));
         for r in 0..R {
-            let v = &acc[r];
-            // accumulator J (16 lanes) = (v[2J], v[2J+1]); (s0+s2), (s1+s3), then s0+s1
-            let s0l = _mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6]));
-            let s0h = _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7]));
-            let mut sumf = reduce16(s0l, s0h) as f64;
+            let mut sumf = sums[r] as f64;
             let ar = a.add(r * a_stride);
             for i in 64 * steps..n {
                 sumf += (f16_at(w.add(2 * i)) * f16_at(ar.add(2 * i))) as f64;
             }
             *out.add(r * out_stride) = sumf as f32;
         }
+    }
+}
+
+/// The 64-element steps of the AVX-512F f32/f16 dot layout (`GGML_F32_STEP`, four 16-lane
+/// accumulators) emulated with pairs of 8-lane registers, over elements of `B` bytes widened
+/// to f32 by `load` (8 at a time); per activation row the reduction (s0+s2) + (s1+s3), then
+/// the 16-lane sum.
+#[inline(always)]
+unsafe fn sums_4x16<const R: usize, const B: usize>(steps: usize, w: *const u8, a: *const u8, a_stride: usize, load: impl Fn(*const u8) -> __m256) -> [f32; R] {
+    // SAFETY: the callers' contract covers steps * 64 elements of every row.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); 8]; R];
+        for s in 0..steps {
+            let mut wv = [_mm256_setzero_ps(); 8];
+            for (j, v) in wv.iter_mut().enumerate() {
+                *v = load(w.add(B * (64 * s + 8 * j)));
+            }
+            for r in 0..R {
+                let ar = a.add(r * a_stride);
+                for j in 0..8 {
+                    acc[r][j] = _mm256_fmadd_ps(wv[j], load(ar.add(B * (64 * s + 8 * j))), acc[r][j]);
+                }
+            }
+        }
+        std::array::from_fn(|r| {
+            let v = &acc[r];
+            // accumulator J (16 lanes) = (v[2J], v[2J+1]); (s0+s2), (s1+s3), then s0+s1
+            let s0l = _mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6]));
+            let s0h = _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7]));
+            reduce16(s0l, s0h)
+        })
     }
 }
 
@@ -434,28 +448,11 @@ pub unsafe fn dot_f32<const R: usize>(n: usize, w: *const u8, a: *const u8, a_st
     // SAFETY: see the module docs (here `n` counts elements of 4 bytes).
     unsafe {
         let steps = n / 64;
-        let mut acc = [[_mm256_setzero_ps(); 8]; R];
-        let ld = |p: *const u8| _mm256_loadu_ps(p as *const f32);
-        for s in 0..steps {
-            let mut wv = [_mm256_setzero_ps(); 8];
-            for (j, v) in wv.iter_mut().enumerate() {
-                *v = ld(w.add(4 * (64 * s + 8 * j)));
-            }
-            for r in 0..R {
-                let ar = a.add(r * a_stride);
-                for j in 0..8 {
-                    acc[r][j] = _mm256_fmadd_ps(wv[j], ld(ar.add(4 * (64 * s + 8 * j))), acc[r][j]);
-                }
-            }
-        }
+        let sums = sums_4x16::<R, 4>(steps, w, a, a_stride, |p| _mm256_loadu_ps(p as *const f32));
         let rest = 64 * steps;
         let split = rest + (n - rest) / 4 * 4;
         for r in 0..R {
-            let v = &acc[r];
-            // accumulator J (16 lanes) = (v[2J], v[2J+1]); (s0+s2), (s1+s3), then s0+s1
-            let s0l = _mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6]));
-            let s0h = _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7]));
-            let mut sumf = reduce16(s0l, s0h);
+            let mut sumf = sums[r];
             let ar = a.add(r * a_stride);
             for i in rest..split {
                 sumf += f32_at(w.add(4 * i)) * f32_at(ar.add(4 * i));
