@@ -11,7 +11,7 @@ use super::dense::UBatch;
 use super::hparams::{Gating, MlaParams};
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend_group, HeadScratch};
+use crate::kernels::attention::{split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, matmul_batch, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -54,7 +54,10 @@ pub struct MlaScratch {
     routed: Vec<Vec<(usize, f32)>>,
     act: Vec<u8>,
     rope_cache: Vec<f32>,
-    heads: Vec<HeadScratch>,
+    /// Per thread, the attention tile's buffers.
+    tiles: Vec<TileScratch>,
+    /// First token of each attention tile (and the end).
+    tile_starts: Vec<usize>,
 }
 
 impl MlaScratch {
@@ -130,7 +133,8 @@ impl MlaScratch {
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
             act: try_zeroed(act, "scratch")?,
             rope_cache: try_zeroed(r.max(2), "scratch")?,
-            heads: (0..n_threads.max(1) * h).map(|_| HeadScratch::new(c + r)).collect(),
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c)).collect::<Result<_, _>>()?,
+            tile_starts: try_zeroed(n + 1, "scratch")?,
         })
     }
 }
@@ -282,38 +286,65 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
         }
     }
     // Scores against cached [latent | rope key] rows; values are the latents. Every head reads
-    // the same rows, so a work item is a token's heads (split in as many parts as threads when
-    // there are fewer tokens than threads).
+    // the same rows, so a work item is a tile of tokens' heads (in decode the heads split in as
+    // many parts as threads).
     {
         let kvr = &*kv;
         let q_full = &s.q_full;
         let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
-        let scratch = SharedOut::new(&mut s.heads);
+        let scratch = SharedOut::new(&mut s.tiles);
         let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
         let parts = h.div_ceil(part);
+        let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(part), &mut s.tile_starts);
+        let starts = &s.tile_starts;
         // claimed one by one, latest tokens first (see dense::attention)
         let next = AtomicUsize::new(0);
-        pool.run(&|ith, _nth| loop {
-            let claimed = next.fetch_add(1, Ordering::Relaxed);
-            if claimed >= n * parts {
-                break;
+        pool.run(&|ith, _nth| {
+            // SAFETY: each thread uses only its own scratch slot.
+            let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+            loop {
+                let claimed = next.fetch_add(1, Ordering::Relaxed);
+                if claimed >= n_tiles * parts {
+                    break;
+                }
+                let item = n_tiles * parts - 1 - claimed;
+                let (i, p) = (item / parts, item % parts);
+                let heads = p * part..((p + 1) * part).min(h);
+                let seq = ub.seq[starts[i]];
+                let stream = kvr.stream_of(seq);
+                let cells = |limit: i32| {
+                    kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
+                        let k = kvr.k_row(il, i);
+                        (cell.pos, k, &k[..c])
+                    })
+                };
+                let tokens = starts[i]..starts[i + 1];
+                let limit = tokens.clone().map(|t| ub.pos[t]).max().expect("tiles are not empty");
+                // see dense::attention
+                let together = tokens.len() == 1 || cells(limit).map(|(p, _, _)| p).is_sorted();
+                let runs = if together { 1 } else { tokens.len() };
+                for run in 0..runs {
+                    let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
+                    let mut rows = 0;
+                    for t in run_tokens.clone() {
+                        for head in heads.clone() {
+                            let at = (t * h + head) * (c + r);
+                            tile.set_query(rows, &q_full[at..at + c + r], ub.pos[t]);
+                            rows += 1;
+                        }
+                    }
+                    let run_limit = run_tokens.clone().map(|t| ub.pos[t]).max().expect("runs are not empty");
+                    tile.run(rows, scale, cells(run_limit));
+                    for (k, t) in run_tokens.enumerate() {
+                        // SAFETY: the heads of item (token t, part p) are written by exactly
+                        // one thread.
+                        let o = unsafe { out.slice((t * h + heads.start) * c..(t * h + heads.end) * c) };
+                        for (j, o) in o.chunks_exact_mut(c).enumerate() {
+                            tile.output(k * heads.len() + j, o);
+                        }
+                    }
+                }
             }
-            let item = n * parts - 1 - claimed;
-            let (t, p) = (item / parts, item % parts);
-            let heads = t * h + p * part..t * h + ((p + 1) * part).min(h);
-            // SAFETY: each thread uses only its own scratch slots.
-            let hs = unsafe { scratch.slice(ith * h..ith * h + heads.len()) };
-            let (seq, pos) = (ub.seq[t], ub.pos[t]);
-            let cells = kvr
-                .cells_of_stream(kvr.stream_of(seq))
-                .filter(|(_, cell)| cell.pos >= 0 && cell.pos <= pos && cell.seqs.contains(seq))
-                .map(|(i, _)| {
-                    let k = kvr.k_row(il, i);
-                    (k, &k[..c])
-                });
-            // SAFETY: the heads of item (t, p) are handled by exactly one thread.
-            let o = unsafe { out.slice(heads.start * c..heads.end * c) };
-            attend_group(&q_full[heads.start * (c + r)..heads.end * (c + r)], scale, cells, hs, o);
         });
     }
     // Decompress with W_UV per head, then the output projection.

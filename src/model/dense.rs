@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{attend_group, HeadScratch};
+use crate::kernels::attention::{split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -40,7 +40,10 @@ pub struct DenseScratch {
     act: Vec<u8>,
     act_ty: Option<GgmlType>,
     rope_cache: Vec<f32>,
-    heads: Vec<HeadScratch>,
+    /// Per thread, the attention tile's buffers.
+    tiles: Vec<TileScratch>,
+    /// First token of each attention tile (and the end).
+    tile_starts: Vec<usize>,
 }
 
 impl DenseScratch {
@@ -48,6 +51,7 @@ impl DenseScratch {
         let hp = &model.hp;
         let w = &model.weights;
         let widest = hp.n_embd.max(hp.n_ff).max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
+        let group = hp.n_head / hp.n_head_kv;
         let mats = w.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down]).chain([&w.output]);
         let act_bytes = mats.map(|m| activation_bytes(m.ty, m.cols, n_ubatch)).max().unwrap_or(0);
         Ok(DenseScratch {
@@ -64,7 +68,8 @@ impl DenseScratch {
             act: try_zeroed(act_bytes, "scratch")?,
             act_ty: None,
             rope_cache: try_zeroed(hp.n_rot.max(2), "scratch")?,
-            heads: (0..n_threads.max(1) * (hp.n_head / hp.n_head_kv)).map(|_| HeadScratch::new(hp.head_dim_k.max(hp.head_dim_v))).collect(),
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v)).collect::<Result<_, _>>()?,
+            tile_starts: try_zeroed(n_ubatch + 1, "scratch")?,
         })
     }
 
@@ -148,7 +153,7 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
             kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
         }
 
-        attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.heads, pool, n);
+        attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.tiles, &mut s.tile_starts, pool, n);
 
         project(model, pool, &mut s.act, &mut s.act_ty, false, &layer.wo, &s.att, n, &mut s.proj);
         add_assign(&mut s.x[..n * e], &s.proj[..n * e]);
@@ -177,40 +182,66 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
     project(model, pool, &mut s.act, &mut s.act_ty, false, &w.output, &s.xn, n_out, logits);
 }
 
-/// Attention of every token's query heads, one work item per (token, K/V head): the heads of a
-/// GQA group read the cached rows once.
+/// Attention of every token's query heads, one work item per (tile of consecutive tokens of a
+/// sequence, K/V head): the item's query rows read each cached row once.
 #[allow(clippy::too_many_arguments)]
-fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], heads: &mut [HeadScratch], pool: &ThreadPool, n: usize) {
+fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], tiles: &mut [TileScratch], starts: &mut [usize], pool: &ThreadPool, n: usize) {
     let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
     let group = hp.n_head / hp.n_head_kv;
     let scale = 1.0 / (hd_k as f32).sqrt();
+    let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
+    let starts = &*starts;
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
-    let scratch = SharedOut::new(heads);
-    let items = n * hp.n_head_kv;
+    let scratch = SharedOut::new(tiles);
+    let items = n_tiles * hp.n_head_kv;
     // items are claimed one by one, latest tokens first: a token's cost grows with the cells
     // it attends to, so a static split gave one thread three times the other's work in prefill
     let next = AtomicUsize::new(0);
     pool.run(&|ith, _nth| {
-        // SAFETY: each thread uses only its own scratch slots.
-        let hs = unsafe { scratch.slice(ith * group..(ith + 1) * group) };
+        // SAFETY: each thread uses only its own scratch slot.
+        let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
         loop {
             let claimed = next.fetch_add(1, Ordering::Relaxed);
             if claimed >= items {
                 break;
             }
             let item = items - 1 - claimed;
-            let (t, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
-            let (seq, pos) = (ub.seq[t], ub.pos[t]);
+            let (i, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
+            let seq = ub.seq[starts[i]];
             let stream = kv.stream_of(seq);
-            let cells = kv
-                .cells_of_stream(stream)
-                .filter(|(_, c)| c.pos >= 0 && c.pos <= pos && c.seqs.contains(seq))
-                .map(|(i, _)| (&kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]));
-            let h0 = t * hp.n_head + kvh * group;
-            let qg = &q[h0 * hd_k..(h0 + group) * hd_k];
-            // SAFETY: the heads of item (t, kvh) are handled by exactly one thread.
-            let o = unsafe { out.slice(h0 * hd_v..(h0 + group) * hd_v) };
-            attend_group(qg, scale, cells, hs, o);
+            let cells = |limit: i32| {
+                kv.cells_of_stream(stream)
+                    .filter(move |(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq))
+                    .map(|(i, c)| (c.pos, &kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]))
+            };
+            let tokens = starts[i]..starts[i + 1];
+            let limit = tokens.clone().map(|t| ub.pos[t]).max().expect("tiles are not empty");
+            // the tile's rows take prefixes of one pass over the cells when positions never
+            // decrease along it; else each token goes alone over its own cells
+            let together = tokens.len() == 1 || cells(limit).map(|(p, _, _)| p).is_sorted();
+            let runs = if together { 1 } else { tokens.len() };
+            for run in 0..runs {
+                let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
+                let mut rows = 0;
+                for t in run_tokens.clone() {
+                    for g in 0..group {
+                        let h = t * hp.n_head + kvh * group + g;
+                        tile.set_query(rows, &q[h * hd_k..(h + 1) * hd_k], ub.pos[t]);
+                        rows += 1;
+                    }
+                }
+                let run_limit = run_tokens.clone().map(|t| ub.pos[t]).max().expect("runs are not empty");
+                tile.run(rows, scale, cells(run_limit));
+                for (k, t) in run_tokens.enumerate() {
+                    let h0 = t * hp.n_head + kvh * group;
+                    // SAFETY: the heads of (token t, K/V head kvh) are written by exactly one
+                    // thread.
+                    let o = unsafe { out.slice(h0 * hd_v..(h0 + group) * hd_v) };
+                    for (g, o) in o.chunks_exact_mut(hd_v).enumerate() {
+                        tile.output(k * group + g, o);
+                    }
+                }
+            }
         }
     });
 }

@@ -6,6 +6,8 @@
 //! level, so every level can be tested on one machine. Room is left for NEON tables.
 
 #[cfg(target_arch = "x86_64")]
+pub mod attn;
+#[cfg(target_arch = "x86_64")]
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;

@@ -1,5 +1,5 @@
 //! AVX2 + FMA + F16C element-wise math: `exp` and what is built on it (SiLU gating, the
-//! exponentials of a softmax block), and the weighted sum of F16 value rows of attention.
+//! exponentials of a softmax block).
 //!
 //! `exp` is not bit-identical to libm's `expf` (the scalar reference): it is within 2 ulp of the
 //! exact value over the whole f32 range (denormal results within 2 of the smallest denormal),
@@ -81,42 +81,6 @@ pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// acc[d] += Σ_j p[j] · v_j[d], j ascending (one FMA per term), for the F16 rows `v`: a block
-/// of an attention head's values, `acc` kept in registers 64 elements at a time.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn accumulate_f16(acc: &mut [f32], v: &[&[u16]], p: &[f32]) {
-    let n = acc.len();
-    assert!(v.iter().all(|row| row.len() >= n) && p.len() >= v.len());
-    let n64 = n / 64;
-    // SAFETY: chunk c touches acc[64c..64c+64] and each row's [64c..64c+64], inside the slices
-    // (asserted above).
-    unsafe {
-        for c in 0..n64 {
-            let a = acc.as_mut_ptr().add(64 * c);
-            let mut r = [_mm256_setzero_ps(); 8];
-            for (k, x) in r.iter_mut().enumerate() {
-                *x = _mm256_loadu_ps(a.add(8 * k));
-            }
-            for (row, &w) in v.iter().zip(p) {
-                let wv = _mm256_set1_ps(w);
-                let src = row.as_ptr().add(64 * c);
-                for (k, x) in r.iter_mut().enumerate() {
-                    let h = _mm256_cvtph_ps(_mm_loadu_si128(src.add(8 * k) as *const __m128i));
-                    *x = _mm256_fmadd_ps(h, wv, *x);
-                }
-            }
-            for (k, x) in r.iter().enumerate() {
-                _mm256_storeu_ps(a.add(8 * k), *x);
-            }
-        }
-    }
-    for d in 64 * n64..n {
-        for (row, &w) in v.iter().zip(p) {
-            acc[d] = crate::quant::f16_to_f32(row[d]).mul_add(w, acc[d]);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,7 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn swiglu_and_accumulate_match_scalar() {
+    fn swiglu_matches_f64() {
         if !available() {
             return;
         }
@@ -183,21 +147,6 @@ mod tests {
         for ((&g, &u), &r) in gate.iter().zip(&up).zip(&got) {
             let exact = (g as f64 / (1.0 + (-g as f64).exp())) * u as f64;
             assert!((r as f64 - exact).abs() <= 4e-7 * exact.abs() + 1e-30, "swiglu({g}, {u}) = {r}, exact {exact}");
-        }
-        for n in [8, 64, 72, 128, 576] {
-            let rows: Vec<Vec<u16>> = (0..5).map(|j| (0..n).map(|d| crate::quant::f32_to_f16(((d * 7 + j) as f32 * 0.01).sin())).collect()).collect();
-            let refs: Vec<&[u16]> = rows.iter().map(|r| r.as_slice()).collect();
-            let p = [0.5, 0.25, 1.0, 0.125, 2.0];
-            let mut acc: Vec<f32> = (0..n).map(|d| d as f32 * 0.001).collect();
-            let mut want = acc.clone();
-            for (row, &w) in rows.iter().zip(&p) {
-                for (a, &h) in want.iter_mut().zip(row) {
-                    *a = crate::quant::f16_to_f32(h).mul_add(w, *a);
-                }
-            }
-            // SAFETY: as above.
-            unsafe { accumulate_f16(&mut acc, &refs, &p) };
-            assert_eq!(acc, want, "n {n}");
         }
     }
 }
