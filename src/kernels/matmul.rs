@@ -2,9 +2,10 @@
 //! quantized once per row to the weight type's vec_dot_type (as ggml does), and every output
 //! is one integer-accumulated dot product.
 //!
-//! Work is split over the pool in chunks of weight rows handed out by an atomic counter, so a
-//! thread that starts late or runs slow takes fewer chunks; several products (each with its
-//! own activation rows) can share one pool job. With several activation rows (prefill, batched
+//! Work is split over the pool in chunks of weight rows (`ThreadPool::run_chunks`): each thread
+//! streams its own contiguous share of a job's rows, and a thread that is done takes chunks
+//! from the ends of the others' shares, so one that starts late or runs slow takes fewer;
+//! several products (each with its own activation rows) can share one pool job. With several activation rows (prefill, batched
 //! decode) each chunk of weight rows is unpacked into a panel once and multiplied by tiles of
 //! up to 8 activation rows while it stays in L1; a single activation row (decode) streams each
 //! weight row once, several weight rows per pass where the type has [`simd::GemvFns`] (the
@@ -89,10 +90,10 @@ const AUX: usize = 2;
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
 
-/// Weight bytes a decode chunk streams at least: handing a chunk out costs an atomic shared by
-/// the cores (a cache-line transfer), so a chunk must be long enough that the transfer is
-/// small against streaming it; 16 KB (under a microsecond per core) still keeps the cores'
-/// finishing times within a microsecond of each other.
+/// Weight bytes a decode chunk streams at least: taking a chunk costs an atomic operation (a
+/// cache-line transfer when it is taken from another thread's share), so a chunk must be long
+/// enough that this is small against streaming it; 16 KB (under a microsecond per core) still
+/// keeps the cores' finishing times within a microsecond of each other.
 const DECODE_CHUNK_BYTES: usize = 16 << 10;
 
 /// Decode chunks a pool job aims at when its matrices are small: enough that the cores finish
@@ -144,8 +145,8 @@ pub fn matmul_all<'a>(pool: &ThreadPool, n_rows: usize, products: impl IntoItera
 
 /// Runs every `(n_rows, product)`, up to 32 products per pool job: a layer's Q, K and V, or an
 /// MoE layer's experts (each with its own tokens), cost one hand-off to the workers instead of
-/// one per matrix. Chunks of weight rows of all products of a job are handed out through one
-/// counter.
+/// one per matrix. The chunks of weight rows of all products of a job are numbered in one range
+/// that `ThreadPool::run_chunks` shares out.
 pub fn matmul_batch<'a>(pool: &ThreadPool, products: impl IntoIterator<Item = (usize, Product<'a>)>) {
     let mut batch: [Option<(usize, Product<'a>)>; MAX_PRODUCTS] = Default::default();
     let mut k = 0;
@@ -250,12 +251,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
     let outs: [Option<SharedOut<f32>>; MAX_PRODUCTS] = std::array::from_fn(|j| batch.get_mut(j).map(|p| SharedOut::new(p.as_mut().expect("filled").1.out)));
     let batch = &*batch;
     let (prep, aux) = (prep as usize, aux.as_ptr() as usize);
-    let next = AtomicUsize::new(0);
-    pool.run(&|ith, _nth| loop {
-        let c = next.fetch_add(1, Ordering::Relaxed);
-        if c >= first[n] {
-            break;
-        }
+    pool.run_chunks(first[n], &|ith, c| {
         let j = first[1..=n].partition_point(|&f| f <= c);
         let (p, plan, out) = (&batch[j].as_ref().expect("filled").1, plans[j].expect("planned"), outs[j].expect("filled"));
         let start = (c - first[j]) * plan.chunk;

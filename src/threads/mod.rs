@@ -41,6 +41,45 @@ struct Shared {
     active: AtomicUsize,
     /// Scratch for the code the pool runs: `BUFFER_KINDS` growable buffers per thread index.
     buffers: Box<[UnsafeCell<Vec<Line>>]>,
+    /// Per thread index, the chunks of a [`ThreadPool::run_chunks`] job it has left.
+    shares: Box<[Share]>,
+}
+
+/// The chunks `lo..hi` of one thread index's share, as `lo | hi << 32`, alone in its cache line:
+/// the owner takes chunks from the front, other threads from the back, both by compare-and-swap.
+#[repr(align(64))]
+struct Share(AtomicU64);
+
+impl Share {
+    fn set(&self, lo: usize, hi: usize) {
+        self.0.store(lo as u64 | (hi as u64) << 32, Ordering::Relaxed);
+    }
+
+    fn take_front(&self) -> Option<usize> {
+        self.take(|lo, _| (lo, 1))
+    }
+
+    fn take_back(&self) -> Option<usize> {
+        self.take(|_, hi| (hi - 1, 1 << 32))
+    }
+
+    /// Takes one chunk while the share is not empty: `pick(lo, hi)` names it and what to
+    /// subtract from (for the front: add to) the packed word.
+    fn take(&self, pick: impl Fn(u64, u64) -> (u64, u64)) -> Option<usize> {
+        let mut v = self.0.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = (v & 0xffff_ffff, v >> 32);
+            if lo >= hi {
+                return None;
+            }
+            let (chunk, step) = pick(lo, hi);
+            let next = if step == 1 { v + 1 } else { v - step };
+            match self.0.compare_exchange_weak(v, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Some(chunk as usize),
+                Err(now) => v = now,
+            }
+        }
+    }
 }
 
 /// 64 bytes, 64-byte aligned: the unit of the pool's scratch buffers.
@@ -79,6 +118,7 @@ impl ThreadPool {
             n_threads,
             active: AtomicUsize::new(n_threads),
             buffers: (0..n_threads * BUFFER_KINDS).map(|_| UnsafeCell::new(Vec::new())).collect(),
+            shares: (0..n_threads).map(|_| Share(AtomicU64::new(0))).collect(),
         });
         let mut pool = ThreadPool { shared: shared.clone(), workers: Vec::with_capacity(n_threads - 1) };
         for ith in 1..n_threads {
@@ -154,6 +194,32 @@ impl ThreadPool {
         if s.panicked.swap(false, Ordering::Relaxed) {
             panic!("a worker thread panicked");
         }
+    }
+
+    /// Runs `f(ith, chunk)` once for every `chunk < n_chunks`. Thread index `ith` of `nth` owns
+    /// the contiguous share `n_chunks·ith/nth .. n_chunks·(ith+1)/nth` and takes its chunks in
+    /// order; when it has none left it takes chunks from the back of the other shares. So while
+    /// the work is even each core streams one contiguous region (two cores taking turns over
+    /// alternate chunks of a matrix read about 30% slower from DRAM on the Zen 5 machine this
+    /// was measured on), and a late or slow thread still gets help at the end.
+    pub fn run_chunks(&self, n_chunks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+        assert!(n_chunks < 1 << 32, "too many chunks for one job");
+        let s = &*self.shared;
+        let nth = s.active.load(Ordering::Relaxed);
+        for (ith, share) in s.shares.iter().enumerate().take(nth) {
+            share.set(n_chunks * ith / nth, n_chunks * (ith + 1) / nth);
+        }
+        // the shares are published with the job (`run`'s Release stores, the workers' Acquire)
+        self.run(&|ith, nth| {
+            while let Some(chunk) = s.shares[ith].take_front() {
+                f(ith, chunk);
+            }
+            for other in (1..nth).map(|k| (ith + k) % nth) {
+                while let Some(chunk) = s.shares[other].take_back() {
+                    f(ith, chunk);
+                }
+            }
+        });
     }
 
     /// Runs `f(ith)` on every worker thread itself (ith 1..n_threads, whatever `set_active`
@@ -308,6 +374,36 @@ mod tests {
             });
             for h in &hits {
                 assert_eq!(h.load(Ordering::Relaxed), round + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn run_chunks_runs_every_chunk_once_and_owners_start_on_their_share() {
+        let pool = ThreadPool::new(3).unwrap();
+        for round in 0..600usize {
+            let nth = 1 + round % 3;
+            pool.set_active(nth);
+            let n_chunks = [0, 1, 2, 5, 64, 1000][round % 6];
+            let hits: Vec<AtomicUsize> = (0..n_chunks).map(|_| AtomicUsize::new(0)).collect();
+            let first_taken: Vec<AtomicUsize> = (0..nth).map(|_| AtomicUsize::new(usize::MAX)).collect();
+            pool.run_chunks(n_chunks, &|ith, chunk| {
+                let _ = first_taken[ith].compare_exchange(usize::MAX, chunk, Ordering::Relaxed, Ordering::Relaxed);
+                // one slow thread: the others finish its share from the back
+                if round % 5 == 0 && ith == nth - 1 {
+                    thread::sleep(std::time::Duration::from_micros(20));
+                }
+                hits[chunk].fetch_add(1, Ordering::Relaxed);
+            });
+            for (c, h) in hits.iter().enumerate() {
+                assert_eq!(h.load(Ordering::Relaxed), 1, "round {round}: chunk {c} of {n_chunks}, {nth} threads");
+            }
+            // only the owner takes from the front of a share: an index begins with its share's
+            // first chunk, or (when the others emptied its share first) outside its share
+            for (ith, f) in first_taken.iter().enumerate() {
+                let (lo, hi) = (n_chunks * ith / nth, n_chunks * (ith + 1) / nth);
+                let f = f.load(Ordering::Relaxed);
+                assert!(f == usize::MAX || f == lo || !(lo..hi).contains(&f), "round {round}: index {ith} began at {f} of {lo}..{hi}");
             }
         }
     }
