@@ -200,14 +200,6 @@ fn gemv_q5_0() {
     check_gemv(GgmlType::Q5_0, &[32, 96, 896]);
 }
 #[test]
-fn gemv_q4_k() {
-    check_gemv(GgmlType::Q4K, &[256, 768, 2048]);
-}
-#[test]
-fn gemv_q5_k() {
-    check_gemv(GgmlType::Q5K, &[256, 768, 2048]);
-}
-#[test]
 fn gemv_q8_0() {
     check_gemv(GgmlType::Q8_0, &[32, 96, 896]);
 }
