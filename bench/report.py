@@ -52,14 +52,17 @@ def spread(values):
 
 def model_section(index, path, records, engines):
     runs = [r for r in records if r["kind"] == "run" and r["model"] == str(index)]
-    probes = {r["threads"]: float(r["bandwidth_gbs"]) for r in records if r["kind"] == "probe" and r["model"] == str(index)}
+    probes = {}
+    for r in records:
+        if r["kind"] == "probe" and r["model"] == str(index):
+            probes.setdefault(r["threads"], []).append(float(r["bandwidth_gbs"]))
     first = runs[0]
     pp, tg, batch = f"pp{first['n_prompt']}", f"tg{first['n_gen']}", f"batch{first['n_seq']}"
     model_bytes = int(first["model_bytes"])
     thread_counts = sorted({r["threads"] for r in runs}, key=int)
     lines = [f"## {os.path.basename(path)} ({model_bytes / 1e9:.2f} GB of weights)", ""]
 
-    lines.append(f"| threads | engine | load s | {pp} tok/s | {tg} tok/s | {batch} tok/s | peak RSS MiB | gen GB/s | % of probe GB/s |")
+    lines.append(f"| threads | engine | load s | {pp} tok/s | {tg} tok/s | {batch} tok/s | peak RSS MiB | gen GB/s | % of probe GB/s (its min–max) |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
     by_engine = {}
     for threads in thread_counts:
@@ -71,9 +74,10 @@ def model_section(index, path, records, engines):
                 return statistics.median(float(r[key]) for r in engine_runs)
 
             gen_gbs = int(engine_runs[0]["model_bytes"]) * median("tg") / 1e9
-            probe = probes[threads]
+            probe = statistics.median(probes[threads])
             lines.append(f"| {threads} | {ENGINE_NAMES[engine]} | {median('load_s'):.3f} | {median('pp'):.1f} | {median('tg'):.1f} | "
-                         f"{median('batch'):.1f} | {median('rss_mib'):.0f} | {gen_gbs:.1f} | {100 * gen_gbs / probe:.0f}% of {probe:.1f} |")
+                         f"{median('batch'):.1f} | {median('rss_mib'):.0f} | {gen_gbs:.1f} | {100 * gen_gbs / probe:.0f}% of {probe:.1f} "
+                         f"({min(probes[threads]):.1f}–{max(probes[threads]):.1f}) |")
     lines.append("")
 
     lines.append(f"Per-pair ratios {ENGINE_NAMES['ours']} / other engine, min–median–max over the pairs; above 1 means "
@@ -118,7 +122,8 @@ def main():
         f"{first['n_prompt']} tokens; tg{first['n_gen']} = {first['n_gen']} single-token greedy decodes; "
         f"batch{first['n_seq']} = {first['n_seq']} sequences decoded together, {first['n_batch_steps']} steps, aggregate tokens/s; "
         f"peak RSS = ru_maxrss (includes the mmapped weights read); gen GB/s = llama_model_size × tg tokens/s, "
-        f"against the read-bandwidth probe (bench/bandwidth.c, same thread count, run just before).",
+        f"against the median of the read-bandwidth probes (bench/bandwidth.c, same thread count, one before each round: "
+        f"the machine's bandwidth changes from one minute to the next).",
         "",
     ]
     for index, path in enumerate(models):

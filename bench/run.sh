@@ -101,10 +101,10 @@ for index in "${!MODELS[@]}"; do
   # the first run of each engine pays for reading the model file into the page cache
   for engine in "${ENGINES[@]}"; do run_suite "$engine" "$model" "$warmup_threads" > /dev/null; done
   for threads in $THREADS; do
-    echo "$(basename "$model"), threads=$threads: bandwidth probe, then rounds of ${ENGINES[*]}: $PAIRS" >&2
-    probe="$("$WORK/bandwidth" "$threads")"
-    echo "kind=probe model=$index $probe" >> "$RECORDS"
+    echo "$(basename "$model"), threads=$threads: rounds of a bandwidth probe and ${ENGINES[*]}: $PAIRS" >&2
     for pair in $(seq "$PAIRS"); do
+      probe="$("$WORK/bandwidth" "$threads")"
+      echo "kind=probe model=$index $probe" >> "$RECORDS"
       for engine in "${ENGINES[@]}"; do
         line="$(run_suite "$engine" "$model" "$threads")"
         echo "kind=run engine=$engine model=$index pair=$pair $line" >> "$RECORDS"
