@@ -1,7 +1,24 @@
 //! RMSNorm as ggml computes it: the sum of squares accumulates f32 products in f64, the scale
-//! is applied in f32, then the weight multiplies in a separate f32 step.
+//! is applied in f32, then the weight multiplies in a separate f32 step. The SIMD level sums in
+//! f64 lanes (a different order, within f64 rounding); the scaling is bit for bit the same.
+
+use super::simd::{self, Level};
 
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    rms_norm_at(simd::level(), x, weight, eps, out)
+}
+
+fn rms_norm_at(level: Level, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        let sum = unsafe { simd::vmath::sum_squares_f64(x) };
+        let scale = 1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt();
+        // SAFETY: as above.
+        unsafe { simd::vmath::scale_mul(x, scale, weight, out) };
+        return;
+    }
+    let _ = level;
     let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
     let mean = (sum / x.len() as f64) as f32;
     let scale = 1.0 / (mean + eps).sqrt();
@@ -12,16 +29,22 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn matches_f64_reference() {
-        let x: Vec<f32> = (0..96).map(|i| ((i * 37 % 17) as f32 - 8.0) * 0.37).collect();
-        let w: Vec<f32> = (0..96).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();
-        let mut out = vec![0.0; 96];
-        super::rms_norm(&x, &w, 1e-6, &mut out);
-        let ms = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / 96.0;
-        for i in 0..96 {
-            let r = x[i] as f64 / (ms + 1e-6).sqrt() * w[i] as f64;
-            assert!((out[i] as f64 - r).abs() < 1e-5 * r.abs().max(1.0), "{i}: {} vs {r}", out[i]);
+    fn matches_f64_reference_at_every_level() {
+        for level in [Level::Scalar, Level::Avx2].into_iter().filter(|&l| l <= simd::supported_level()) {
+            for n in [96, 1536, 2051] {
+                let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 17) as f32 - 8.0) * 0.37).collect();
+                let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();
+                let mut out = vec![0.0; n];
+                rms_norm_at(level, &x, &w, 1e-6, &mut out);
+                let ms = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n as f64;
+                for i in 0..n {
+                    let r = x[i] as f64 / (ms + 1e-6).sqrt() * w[i] as f64;
+                    assert!((out[i] as f64 - r).abs() < 1e-5 * r.abs().max(1.0), "{level:?} {i}: {} vs {r}", out[i]);
+                }
+            }
         }
     }
 }

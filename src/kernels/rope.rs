@@ -1,6 +1,9 @@
 //! Rotary position embedding as ggml_rope_ext computes it, including YaRN and per-dimension
 //! frequency factors. The cos/sin values for a position are computed into a caller buffer
-//! (one per context scratch, never shared between threads or contexts).
+//! (one per context scratch, never shared between threads or contexts). The rotation has an
+//! AVX2 kernel with the scalar code's roundings.
+
+use super::simd::{self, Level};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RopeMode {
@@ -64,6 +67,23 @@ pub fn fill_cache(p: &RopeParams, pos: f32, freq_factors: Option<&[f32]>, cache:
 
 /// Rotates one head vector in place with a cache from `fill_cache`.
 pub fn apply(mode: RopeMode, n_dims: usize, cache: &[f32], x: &mut [f32]) {
+    apply_at(simd::level(), mode, n_dims, cache, x)
+}
+
+/// [`apply`] with the kernels of `level`; every level gives the same bits.
+fn apply_at(level: Level, mode: RopeMode, n_dims: usize, cache: &[f32], x: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected; the kernels check the lengths.
+        unsafe {
+            match mode {
+                RopeMode::Norm => simd::vmath::rope_pairs(n_dims, cache, x),
+                RopeMode::Neox => simd::vmath::rope_halves(n_dims, cache, x),
+            }
+        }
+        return;
+    }
+    let _ = level;
     match mode {
         RopeMode::Norm => {
             for i0 in (0..n_dims).step_by(2) {
@@ -91,6 +111,25 @@ mod tests {
 
     fn params(mode: RopeMode) -> RopeParams {
         RopeParams { n_dims: 64, freq_base: 10000.0, freq_scale: 1.0, ext_factor: 0.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 4096, mode }
+    }
+
+    #[test]
+    fn every_level_rotates_alike() {
+        for mode in [RopeMode::Norm, RopeMode::Neox] {
+            for n_dims in [16, 64, 72, 128] {
+                let p = RopeParams { n_dims, ..params(mode) };
+                let mut cache = vec![0.0; n_dims];
+                fill_cache(&p, 37.0, None, &mut cache);
+                let x: Vec<f32> = (0..n_dims + 8).map(|i| ((i * 13 % 11) as f32 - 5.0) * 0.3).collect();
+                let mut want = x.clone();
+                apply_at(Level::Scalar, mode, n_dims, &cache, &mut want);
+                for level in [Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= simd::supported_level()) {
+                    let mut got = x.clone();
+                    apply_at(level, mode, n_dims, &cache, &mut got);
+                    assert_eq!(got, want, "{mode:?} {n_dims} {level:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -132,7 +132,7 @@ impl MlaScratch {
             chosen: try_zeroed(n * m.n_expert_used, "scratch")?,
             routed: (0..m.n_expert).map(|_| Vec::with_capacity(n)).collect(),
             act: try_zeroed(act, "scratch")?,
-            rope_cache: try_zeroed(r.max(2), "scratch")?,
+            rope_cache: try_zeroed(n * r.max(2), "scratch")?,
             tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
         })
@@ -192,6 +192,11 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut MlaScra
         quant::dequantize_row(emb.ty, emb.row(tok as usize), &mut s.x[t * e..(t + 1) * e]);
     }
     let scale = kq_scale(rope, hp.rope_yarn_log_mul, m.qk_head);
+    // Each token's rotation table, the same for every layer.
+    let nr = hp.n_rot.max(2);
+    for t in 0..n {
+        rope::fill_cache(rope, ub.pos[t] as f32, None, &mut s.rope_cache[t * nr..(t + 1) * nr]);
+    }
 
     for (il, layer) in model.mla_layers.iter().enumerate() {
         for t in 0..n {
@@ -254,11 +259,11 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
         let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
         rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);
         s.krow[c..].copy_from_slice(&row[c..]);
-        rope::fill_cache(rope, ub.pos[t] as f32, None, &mut s.rope_cache);
-        rope::apply(rope.mode, r, &s.rope_cache, &mut s.krow[c..]);
+        let cache = &s.rope_cache[t * r.max(2)..(t + 1) * r.max(2)];
+        rope::apply(rope.mode, r, cache, &mut s.krow[c..]);
         for head in 0..h {
             let q = &mut s.q[(t * h + head) * qk..(t * h + head + 1) * qk];
-            rope::apply(rope.mode, r, &s.rope_cache, &mut q[nope..]);
+            rope::apply(rope.mode, r, cache, &mut q[nope..]);
             s.q_full[(t * h + head) * (c + r) + c..(t * h + head + 1) * (c + r)].copy_from_slice(&q[nope..]);
         }
         kv.store_k(il, ub.cells[t], &s.krow);

@@ -67,7 +67,7 @@ impl DenseScratch {
             up: try_zeroed(n_ubatch * hp.n_ff, "scratch")?,
             act: try_zeroed(act_bytes, "scratch")?,
             act_ty: None,
-            rope_cache: try_zeroed(hp.n_rot.max(2), "scratch")?,
+            rope_cache: try_zeroed(n_ubatch * hp.n_rot.max(2), "scratch")?,
             tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n_ubatch + 1, "scratch")?,
         })
@@ -132,6 +132,12 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         quant::dequantize_row(emb.ty, emb.row(tok as usize), &mut s.x[t * e..(t + 1) * e]);
     }
 
+    // Each token's rotation table, the same for every layer.
+    let nr = hp.n_rot.max(2);
+    for t in 0..n {
+        rope::fill_cache(rope, ub.pos[t] as f32, w.rope_freqs.as_deref(), &mut s.rope_cache[t * nr..(t + 1) * nr]);
+    }
+
     for (il, layer) in w.layers.iter().enumerate() {
         // Attention block.
         for t in 0..n {
@@ -143,12 +149,12 @@ pub fn forward(model: &Model, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut DenseSc
         add_bias(&mut s.v[..n * hp.kv_dim_v()], &layer.bv);
 
         for t in 0..n {
-            rope::fill_cache(rope, ub.pos[t] as f32, w.rope_freqs.as_deref(), &mut s.rope_cache);
+            let cache = &s.rope_cache[t * nr..(t + 1) * nr];
             for head in s.q[t * hp.q_dim()..(t + 1) * hp.q_dim()].chunks_exact_mut(hd_k) {
-                rope::apply(rope.mode, hp.n_rot, &s.rope_cache, head);
+                rope::apply(rope.mode, hp.n_rot, cache, head);
             }
             for head in s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()].chunks_exact_mut(hd_k) {
-                rope::apply(rope.mode, hp.n_rot, &s.rope_cache, head);
+                rope::apply(rope.mode, hp.n_rot, cache, head);
             }
             kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
         }

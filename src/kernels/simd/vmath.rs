@@ -1,5 +1,5 @@
 //! AVX2 + FMA + F16C element-wise math: `exp` and what is built on it (SiLU gating, the
-//! exponentials of a softmax block).
+//! exponentials of a softmax block), RMSNorm's sum of squares and scaling, and RoPE rotations.
 //!
 //! `exp` is not bit-identical to libm's `expf` (the scalar reference): it is within 2 ulp of the
 //! exact value over the whole f32 range (denormal results within 2 of the smallest denormal),
@@ -78,6 +78,105 @@ pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
     for i in 8 * n8..n {
         gate[i] = gate[i] / (1.0 + (-gate[i]).exp()) * up[i];
+    }
+}
+
+/// Σ x[i]² with each square rounded to f32 and summed in f64, as ggml's RMSNorm does; the
+/// f64 sum over 8 lanes (two 4-lane registers), then the lanes pairwise: within an f64 rounding
+/// of the scalar order.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn sum_squares_f64(x: &[f32]) -> f64 {
+    let n8 = x.len() / 8;
+    // SAFETY: chunk i reads x[8i..8i+8], inside the slice.
+    let mut sum = unsafe {
+        let (mut a, mut b) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        for i in 0..n8 {
+            let v = _mm256_loadu_ps(x.as_ptr().add(8 * i));
+            let sq = _mm256_mul_ps(v, v);
+            a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+            b = _mm256_add_pd(b, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(sq)));
+        }
+        let mut l = [0f64; 4];
+        _mm256_storeu_pd(l.as_mut_ptr(), _mm256_add_pd(a, b));
+        (l[0] + l[2]) + (l[1] + l[3])
+    };
+    for &v in &x[8 * n8..] {
+        sum += (v * v) as f64;
+    }
+    sum
+}
+
+/// out[i] = (x[i] · scale) · w[i], two f32 multiplications as in the scalar code (the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn scale_mul(x: &[f32], scale: f32, w: &[f32], out: &mut [f32]) {
+    let n = x.len().min(w.len()).min(out.len());
+    let n8 = n / 8;
+    // SAFETY: chunk i touches elements 8i..8i+8 < n of the three slices.
+    unsafe {
+        let sv = _mm256_set1_ps(scale);
+        for i in 0..n8 {
+            let v = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(8 * i)), sv);
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * i), _mm256_mul_ps(v, _mm256_loadu_ps(w.as_ptr().add(8 * i))));
+        }
+    }
+    for i in 8 * n8..n {
+        out[i] = (x[i] * scale) * w[i];
+    }
+}
+
+/// RoPE of adjacent pairs (x[2i], x[2i+1]) by the (cos, sin) pairs of `cache`, i < n_dims / 2:
+/// (a·c − b·s, a·s + b·c), products and sums rounded as in the scalar code (the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rope_pairs(n_dims: usize, cache: &[f32], x: &mut [f32]) {
+    assert!(cache.len() >= n_dims && x.len() >= n_dims);
+    let n8 = n_dims / 8;
+    // SAFETY: chunk i touches x[8i..8i+8] and cache[8i..8i+8], inside both (asserted).
+    unsafe {
+        for i in 0..n8 {
+            let v = _mm256_loadu_ps(x.as_ptr().add(8 * i));
+            let cs = _mm256_loadu_ps(cache.as_ptr().add(8 * i));
+            let swapped = _mm256_permute_ps::<0b10_11_00_01>(v);
+            // even lanes a·c − b·s, odd lanes b·c + a·s
+            let r = _mm256_addsub_ps(_mm256_mul_ps(v, _mm256_moveldup_ps(cs)), _mm256_mul_ps(swapped, _mm256_movehdup_ps(cs)));
+            _mm256_storeu_ps(x.as_mut_ptr().add(8 * i), r);
+        }
+    }
+    for i0 in (8 * n8..n_dims).step_by(2) {
+        let (c, s) = (cache[i0], cache[i0 + 1]);
+        let (a, b) = (x[i0], x[i0 + 1]);
+        x[i0] = a * c - b * s;
+        x[i0 + 1] = a * s + b * c;
+    }
+}
+
+/// RoPE of the pairs (x[i], x[i + n_dims/2]) (NEOX) by the (cos, sin) pairs of `cache`, with
+/// the scalar code's roundings (the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rope_halves(n_dims: usize, cache: &[f32], x: &mut [f32]) {
+    assert!(cache.len() >= n_dims && x.len() >= n_dims);
+    let half = n_dims / 2;
+    let n8 = half / 8;
+    // SAFETY: chunk i touches x[8i..8i+8], x[half+8i..half+8i+8] and cache[16i..16i+16], inside
+    // both slices (asserted).
+    unsafe {
+        for i in 0..n8 {
+            let lo = _mm256_loadu_ps(cache.as_ptr().add(16 * i));
+            let hi = _mm256_loadu_ps(cache.as_ptr().add(16 * i + 8));
+            // [c0 c1 c4 c5 | c2 c3 c6 c7] → c0..c7, and the same for the sines
+            let c = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(_mm256_shuffle_ps::<0b10_00_10_00>(lo, hi))));
+            let s = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(_mm256_shuffle_ps::<0b11_01_11_01>(lo, hi))));
+            let pa = x.as_mut_ptr().add(8 * i);
+            let pb = x.as_mut_ptr().add(half + 8 * i);
+            let (a, b) = (_mm256_loadu_ps(pa), _mm256_loadu_ps(pb));
+            _mm256_storeu_ps(pa, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+            _mm256_storeu_ps(pb, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+        }
+    }
+    for i in 8 * n8..half {
+        let (c, s) = (cache[2 * i], cache[2 * i + 1]);
+        let (a, b) = (x[i], x[i + half]);
+        x[i] = a * c - b * s;
+        x[i + half] = a * s + b * c;
     }
 }
 
