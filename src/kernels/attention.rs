@@ -19,7 +19,7 @@ const BLOCK: usize = 32;
 
 /// Query rows a tile aims at: enough that widening a block of cells costs little next to the
 /// rows' dot products, few enough that the rows' queries and accumulators stay in L2.
-pub const TILE_ROWS: usize = 64;
+pub(crate) const TILE_ROWS: usize = 64;
 
 /// Tokens per tile when each token has `heads` query rows on one K/V head.
 pub fn tile_tokens(heads: usize) -> usize {
