@@ -74,7 +74,7 @@ if [ -n "${IK_LLAMA_LIB:-}" ] || [ -n "${IK_LLAMA_INC:-}" ]; then
   if [ -z "${IK_LLAMA_LIB:-}" ] || [ -z "${IK_LLAMA_INC:-}" ]; then
     echo "ik_llama.cpp skipped: set both IK_LLAMA_LIB and IK_LLAMA_INC" >&2
   # shellcheck disable=SC2046
-  elif cc -std=c11 -O2 $(include_flags "$IK_LLAMA_INC") bench/suite.c -o "$WORK/suite-ik" -L"$IK_LLAMA_LIB" -lllama \
+  elif cc -std=c11 -O2 -DSUITE_OLD_API $(include_flags "$IK_LLAMA_INC") bench/suite.c -o "$WORK/suite-ik" -L"$IK_LLAMA_LIB" -lllama \
          -Wl,-rpath,"$(realpath "$IK_LLAMA_LIB")" 2> "$WORK/ik-build.log"; then
     ENGINES+=(ik)
   else

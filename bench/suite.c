@@ -33,6 +33,34 @@ static void quiet(enum ggml_log_level level, const char *text, void *user) {
     (void)level; (void)text; (void)user;
 }
 
+/* ik_llama.cpp keeps llama.cpp's earlier API for these three (clearing the cache, a batch of
+ * one sequence with its first position given, freeing a model): bench/run.sh defines
+ * SUITE_OLD_API when it builds against ik_llama.cpp's headers. */
+static void clear_cache(struct llama_context *ctx) {
+#ifdef SUITE_OLD_API
+    llama_kv_cache_clear(ctx);
+#else
+    llama_memory_clear(llama_get_memory(ctx), true);
+#endif
+}
+
+static struct llama_batch batch_of(llama_token *tokens, int n, int first_pos) {
+#ifdef SUITE_OLD_API
+    return llama_batch_get_one(tokens, n, first_pos, 0);
+#else
+    (void)first_pos;
+    return llama_batch_get_one(tokens, n);
+#endif
+}
+
+static void free_model(struct llama_model *model) {
+#ifdef SUITE_OLD_API
+    llama_free_model(model);
+#else
+    llama_model_free(model);
+#endif
+}
+
 static int parse_count(const char *text, const char *name, int max) {
     char *end;
     long value = strtol(text, &end, 10);
@@ -87,7 +115,6 @@ int main(int argc, char **argv) {
     cp.n_threads = cp.n_threads_batch = n_threads;
     struct llama_context *ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "creating a context (n_ctx %u, n_seq_max %d) failed\n", cp.n_ctx, n_seq); return 1; }
-    llama_memory_t memory = llama_get_memory(ctx);
 
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     if (n_vocab < 11) { fprintf(stderr, "vocabulary of %d tokens is too small\n", n_vocab); return 1; }
@@ -97,26 +124,26 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_prompt; i++) prompt[i] = 10 + (i * 7919 + 13) % (n_vocab < 30000 ? n_vocab - 10 : 30000);
 
     int n_warmup = n_prompt < 16 ? n_prompt : 16;
-    if (llama_decode(ctx, llama_batch_get_one(prompt, n_warmup))) { fprintf(stderr, "warm-up decode failed\n"); return 1; }
+    if (llama_decode(ctx, batch_of(prompt, n_warmup, 0))) { fprintf(stderr, "warm-up decode failed\n"); return 1; }
 
-    llama_memory_clear(memory, true);
+    clear_cache(ctx);
     double t = wall_seconds(), c = cpu_seconds();
-    if (llama_decode(ctx, llama_batch_get_one(prompt, n_prompt))) { fprintf(stderr, "prompt decode failed\n"); return 1; }
+    if (llama_decode(ctx, batch_of(prompt, n_prompt, 0))) { fprintf(stderr, "prompt decode failed\n"); return 1; }
     double pp_s = wall_seconds() - t, pp_cpu_s = cpu_seconds() - c;
 
-    llama_memory_clear(memory, true);
+    clear_cache(ctx);
     llama_token token = prompt[0];
     t = wall_seconds();
     c = cpu_seconds();
     for (int i = 0; i < n_gen; i++) {
-        if (llama_decode(ctx, llama_batch_get_one(&token, 1))) { fprintf(stderr, "generation decode %d failed\n", i); return 1; }
+        if (llama_decode(ctx, batch_of(&token, 1, i))) { fprintf(stderr, "generation decode %d failed\n", i); return 1; }
         const float *logits = llama_get_logits_ith(ctx, -1);
         if (!logits) { fprintf(stderr, "no logits after generation decode %d\n", i); return 1; }
         token = argmax(logits, n_vocab);
     }
     double tg_s = wall_seconds() - t, tg_cpu_s = cpu_seconds() - c;
 
-    llama_memory_clear(memory, true);
+    clear_cache(ctx);
     /* every token belongs to exactly one sequence, so one sequence id per token */
     struct llama_batch batch = llama_batch_init(n_seq, 0, 1);
     if (!batch.token) { fprintf(stderr, "llama_batch_init(%d) failed\n", n_seq); return 1; }
@@ -153,7 +180,7 @@ int main(int argc, char **argv) {
     llama_batch_free(batch);
     free(prompt);
     llama_free(ctx);
-    llama_model_free(model);
+    free_model(model);
     llama_backend_free();
     return 0;
 }
