@@ -35,7 +35,8 @@ static void quiet(enum ggml_log_level level, const char *text, void *user) {
 
 /* ik_llama.cpp keeps llama.cpp's earlier API for these three (clearing the cache, a batch of
  * one sequence with its first position given, freeing a model): bench/run.sh defines
- * SUITE_OLD_API when it builds against ik_llama.cpp's headers. */
+ * SUITE_OLD_API when it builds against ik_llama.cpp's headers (and main then asks it to repack
+ * the weights at load). */
 static void clear_cache(struct llama_context *ctx) {
 #ifdef SUITE_OLD_API
     llama_kv_cache_clear(ctx);
@@ -98,7 +99,12 @@ int main(int argc, char **argv) {
     llama_log_set(quiet, NULL);
     llama_backend_init();
     double t0 = wall_seconds();
-    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
+    struct llama_model_params mp = llama_model_default_params();
+#ifdef SUITE_OLD_API
+    /* ik_llama.cpp's fastest CPU configuration: weights repacked at load (its -rtr 1) */
+    mp.repack_tensors = true;
+#endif
+    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     double load_s = wall_seconds() - t0;
     if (!model) { fprintf(stderr, "loading %s failed\n", argv[1]); return 1; }
 
@@ -143,6 +149,14 @@ int main(int argc, char **argv) {
     }
     double tg_s = wall_seconds() - t, tg_cpu_s = cpu_seconds() - c;
 
+#ifdef SUITE_OLD_API
+    /* ik_llama.cpp's flash attention (its default) aborts on the batched decode of several
+     * sequences (GGML_ASSERT(S > 0) in iqk_fa_templates.h): that part gets a context without it */
+    llama_free(ctx);
+    cp.flash_attn = false;
+    ctx = llama_init_from_model(model, cp);
+    if (!ctx) { fprintf(stderr, "creating the batched-decode context failed\n"); return 1; }
+#endif
     clear_cache(ctx);
     /* every token belongs to exactly one sequence, so one sequence id per token */
     struct llama_batch batch = llama_batch_init(n_seq, 0, 1);
