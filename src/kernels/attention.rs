@@ -46,6 +46,41 @@ pub fn split_tiles(seq: &[usize], per_tile: usize, starts: &mut [usize]) -> usiz
     n
 }
 
+/// The attention of one tile: tokens `tokens` (positions `pos[t]`) of one sequence, with
+/// `rows_per_token` query rows each (`query(t, j)`, `dk` values). `cells(limit)` yields the
+/// sequence's cells up to position `limit` in stream order. When their positions never decrease
+/// the whole tile goes through the cells once, each row taking a prefix; else each token goes
+/// alone over its own cells. `output(t, j, result)` receives each row's `dv` values.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u16], &'a [u16])>>(
+    tile: &mut TileScratch,
+    tokens: std::ops::Range<usize>,
+    pos: &[i32],
+    rows_per_token: usize,
+    scale: f32,
+    query: impl Fn(usize, usize) -> &'a [f32],
+    cells: impl Fn(i32) -> I,
+    mut output: impl FnMut(usize, usize, &TileScratch, usize),
+) {
+    let limit_of = |ts: &std::ops::Range<usize>| ts.clone().map(|t| pos[t]).max().expect("tiles are not empty");
+    let together = tokens.len() == 1 || cells(limit_of(&tokens)).map(|(p, _, _)| p).is_sorted();
+    let runs = if together { 1 } else { tokens.len() };
+    for run in 0..runs {
+        let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
+        for (k, t) in run_tokens.clone().enumerate() {
+            for j in 0..rows_per_token {
+                tile.set_query(k * rows_per_token + j, query(t, j), pos[t]);
+            }
+        }
+        tile.run(run_tokens.len() * rows_per_token, scale, cells(limit_of(&run_tokens)));
+        for (k, t) in run_tokens.enumerate() {
+            for j in 0..rows_per_token {
+                output(t, j, tile, k * rows_per_token + j);
+            }
+        }
+    }
+}
+
 /// One thread's buffers for a tile of up to `max_rows` query rows: the queries (F16-rounded,
 /// padded with zeros to a multiple of 16), the accumulators, each row's causal limit, running
 /// maximum and sum, and the current block's cells widened to f32.
@@ -365,6 +400,32 @@ mod tests {
             shared.output(0, &mut a);
             copied.output(0, &mut b);
             assert_eq!(a, b, "{level:?} values inside the keys");
+        }
+    }
+
+    /// A tile of tokens gives each token what it gets alone over its own cells, whether the
+    /// cells' positions are in order (one pass) or not (token by token).
+    #[test]
+    fn tokens_of_a_tile_match_each_alone() {
+        let (dk, dv, heads) = (64, 64, 3);
+        let (keys, vals) = (f16_rows(40, dk, 3), f16_rows(40, dv, 9));
+        let queries: Vec<Vec<f32>> = (0..4 * heads).map(|i| query(dk, i as f32 * 0.7)).collect();
+        let pos = [30, 31, 35, 39];
+        for positions in [(0..40).collect::<Vec<i32>>(), (0..40).map(|i| if i % 7 == 3 { 39 - i } else { i }).collect()] {
+            let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).filter(move |(&p, _)| p <= limit).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice()));
+            let mut tile = TileScratch::new(4 * heads, dk, dv).unwrap();
+            let mut got = vec![vec![0.0; dv]; 4 * heads];
+            attend_tokens(&mut tile, 0..4, &pos, heads, 0.125, |t, j| &queries[t * heads + j], cells, |t, j, tile, row| tile.output(row, &mut got[t * heads + j]));
+            let mut alone = TileScratch::new(1, dk, dv).unwrap();
+            for t in 0..4 {
+                for j in 0..heads {
+                    alone.set_query(0, &queries[t * heads + j], pos[t]);
+                    alone.run(1, 0.125, cells(pos[t]));
+                    let mut want = vec![0.0; dv];
+                    alone.output(0, &mut want);
+                    assert_eq!(got[t * heads + j], want, "token {t} head {j}");
+                }
+            }
         }
     }
 

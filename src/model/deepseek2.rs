@@ -11,7 +11,7 @@ use super::dense::UBatch;
 use super::hparams::{Gating, MlaParams};
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, matmul_batch, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -324,31 +324,16 @@ fn attention(model: &Model, m: &MlaParams, layer: &MlaLayer, il: usize, ub: &UBa
                     })
                 };
                 let tokens = starts[i]..starts[i + 1];
-                let limit = tokens.clone().map(|t| ub.pos[t]).max().expect("tiles are not empty");
-                // see dense::attention
-                let together = tokens.len() == 1 || cells(limit).map(|(p, _, _)| p).is_sorted();
-                let runs = if together { 1 } else { tokens.len() };
-                for run in 0..runs {
-                    let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
-                    let mut rows = 0;
-                    for t in run_tokens.clone() {
-                        for head in heads.clone() {
-                            let at = (t * h + head) * (c + r);
-                            tile.set_query(rows, &q_full[at..at + c + r], ub.pos[t]);
-                            rows += 1;
-                        }
-                    }
-                    let run_limit = run_tokens.clone().map(|t| ub.pos[t]).max().expect("runs are not empty");
-                    tile.run(rows, scale, cells(run_limit));
-                    for (k, t) in run_tokens.enumerate() {
-                        // SAFETY: the heads of item (token t, part p) are written by exactly
-                        // one thread.
-                        let o = unsafe { out.slice((t * h + heads.start) * c..(t * h + heads.end) * c) };
-                        for (j, o) in o.chunks_exact_mut(c).enumerate() {
-                            tile.output(k * heads.len() + j, o);
-                        }
-                    }
-                }
+                let query = |t: usize, j: usize| {
+                    let at = (t * h + heads.start + j) * (c + r);
+                    &q_full[at..at + c + r]
+                };
+                attend_tokens(tile, tokens, ub.pos, heads.len(), scale, query, cells, |t, j, tile, row| {
+                    let at = (t * h + heads.start + j) * c;
+                    // SAFETY: the heads of item (token t, part p) are written by exactly one
+                    // thread.
+                    tile.output(row, unsafe { out.slice(at..at + c) });
+                });
             }
         });
     }

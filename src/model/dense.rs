@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::weights::Mat;
 use super::Model;
-use crate::kernels::attention::{split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -221,33 +221,16 @@ fn attention(hp: &super::HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &
                     .map(|(i, c)| (c.pos, &kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]))
             };
             let tokens = starts[i]..starts[i + 1];
-            let limit = tokens.clone().map(|t| ub.pos[t]).max().expect("tiles are not empty");
-            // the tile's rows take prefixes of one pass over the cells when positions never
-            // decrease along it; else each token goes alone over its own cells
-            let together = tokens.len() == 1 || cells(limit).map(|(p, _, _)| p).is_sorted();
-            let runs = if together { 1 } else { tokens.len() };
-            for run in 0..runs {
-                let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
-                let mut rows = 0;
-                for t in run_tokens.clone() {
-                    for g in 0..group {
-                        let h = t * hp.n_head + kvh * group + g;
-                        tile.set_query(rows, &q[h * hd_k..(h + 1) * hd_k], ub.pos[t]);
-                        rows += 1;
-                    }
-                }
-                let run_limit = run_tokens.clone().map(|t| ub.pos[t]).max().expect("runs are not empty");
-                tile.run(rows, scale, cells(run_limit));
-                for (k, t) in run_tokens.enumerate() {
-                    let h0 = t * hp.n_head + kvh * group;
-                    // SAFETY: the heads of (token t, K/V head kvh) are written by exactly one
-                    // thread.
-                    let o = unsafe { out.slice(h0 * hd_v..(h0 + group) * hd_v) };
-                    for (g, o) in o.chunks_exact_mut(hd_v).enumerate() {
-                        tile.output(k * group + g, o);
-                    }
-                }
-            }
+            let query = |t: usize, g: usize| {
+                let h = t * hp.n_head + kvh * group + g;
+                &q[h * hd_k..(h + 1) * hd_k]
+            };
+            attend_tokens(tile, tokens, ub.pos, group, scale, query, cells, |t, g, tile, row| {
+                let h = t * hp.n_head + kvh * group + g;
+                // SAFETY: head h of token t is written by exactly one thread (the one with the
+                // item of its tile and K/V head).
+                tile.output(row, unsafe { out.slice(h * hd_v..(h + 1) * hd_v) });
+            });
         }
     });
 }
