@@ -5,9 +5,9 @@
 //! long as, before the float step, 32-bit lane `k` holds what the reference's lane `k` holds;
 //! the float steps (one 8-lane FMA per block, `hsum_float_8`) are then the reference's.
 //!
-//! - Legacy formats against Q8_0 (decode): two weight rows share one 512-bit register, row A in
-//!   128-bit lanes 0 and 2, row B in lanes 1 and 3, so one VNNI `dpbusd` multiplies a block of
-//!   both rows and one 16-lane FMA advances both rows' accumulators (each half keeps its own
+//! - Legacy formats against Q8_0 (decode): two weight rows share one 512-bit register, row A's
+//!   block in the low 256 bits and row B's in the high, so one VNNI `dpbusd` multiplies a block
+//!   of both rows and one 16-lane FMA advances both rows' accumulators (each half keeps its own
 //!   row's order). The activation row is prepared once per matmul ([`prep_q8_0`]): quants
 //!   duplicated into that lane layout and the per-lane sums that turn unsigned weight quants
 //!   back into signed ones.
@@ -97,10 +97,9 @@ unsafe fn fold_halves(x: __m512i) -> __m256i {
 // legacy formats against Q8_0, decode: pairs of weight rows
 
 /// Prepares one Q8_0 activation row (`nb` blocks at `a`) for the pair kernels, at `prep`
-/// (64-byte aligned, [`prep_bytes`] long): per block its quants as [0..16, 0..16, 16..32,
-/// 16..32] (the pair layout) and, per 32-bit lane of that layout, `-OFF * (sum of the lane's
-/// four quants)`, the correction for weight quants stored with an offset of `OFF`; then the
-/// blocks' scales as f32.
+/// (64-byte aligned, [`prep_bytes`] long): per block its 32 quants twice (the pair layout) and,
+/// per 32-bit lane of that layout, `-OFF * (sum of the lane's four quants)`, the correction for
+/// weight quants stored with an offset of `OFF`; then the blocks' scales as f32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn prep_q8_0<const OFF: i32>(nb: usize, a: *const u8, prep: *mut u8) {
     // SAFETY: see the module docs; block ib writes prep[128ib..128ib+128] and the scale at
@@ -110,8 +109,7 @@ pub unsafe fn prep_q8_0<const OFF: i32>(nb: usize, a: *const u8, prep: *mut u8) 
         let d = prep.add(nb * PREP_BLOCK) as *mut f32;
         for ib in 0..nb {
             let ab = a.add(ib * Q8_0_B);
-            let y = _mm512_castsi256_si512(load256(ab.add(2)));
-            let y = _mm512_shuffle_i64x2(y, y, 0b01_01_00_00);
+            let y = _mm512_broadcast_i64x4(load256(ab.add(2)));
             let sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), scale, y);
             let o = prep.add(ib * PREP_BLOCK);
             _mm512_store_si512(o as *mut __m512i, y);
@@ -123,48 +121,58 @@ pub unsafe fn prep_q8_0<const OFF: i32>(nb: usize, a: *const u8, prep: *mut u8) 
 
 /// `2 * P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) against one prepared
 /// activation row; `unpack(row A block, row B block)` gives both blocks' quants, unsigned, in
-/// the pair layout. Results to `out[j]`.
+/// the pair layout: row A's 32 in the low 256 bits, row B's in the high. Results to `out[j]`.
 #[inline(always)]
 unsafe fn gemv_pairs<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8, *const u8) -> __m512i) {
+    const { assert!(P == 1 || P == 2) };
     // SAFETY: see the module docs.
     unsafe {
         let ds = prep.add(nb * PREP_BLOCK) as *const f32;
-        let didx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+        // the rows' scales, as f32 lanes 2p (row A) and 2p + 1 (row B), to 8 lanes each
+        let didx: [__m512i; P] = std::array::from_fn(|p| {
+            let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+            _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        });
+        // a block is under a cache line: one prefetch per line per row is enough
+        let blocks_per_prefetch = (64 / WB).max(1);
         let mut acc = [_mm512_setzero_ps(); P];
         for ib in 0..nb {
             let pb = prep.add(ib * PREP_BLOCK);
             let y = _mm512_load_si512(pb as *const __m512i);
             let offs = _mm512_load_si512(pb.add(64) as *const __m512i);
-            let da = _mm_set1_ps(*ds.add(ib));
+            let row = |j: usize| w.add(j * w_stride + ib * WB);
+            if ib % blocks_per_prefetch == 0 {
+                for j in 0..2 * P {
+                    _mm_prefetch::<_MM_HINT_T0>(row(j).add(PREFETCH) as *const i8);
+                }
+            }
+            let f16_bits = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as i32;
+            let mut dh = _mm_insert_epi16::<1>(_mm_cvtsi32_si128(f16_bits(0)), f16_bits(1));
+            if P == 2 {
+                dh = _mm_insert_epi16::<3>(_mm_insert_epi16::<2>(dh, f16_bits(2)), f16_bits(3));
+            }
+            let dw = _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(*ds.add(ib)));
             for p in 0..P {
-                let wa = w.add(2 * p * w_stride + ib * WB);
-                let wb = wa.add(w_stride);
-                _mm_prefetch::<_MM_HINT_T0>(wa.add(PREFETCH) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(wb.add(PREFETCH) as *const i8);
-                let isum = _mm512_dpbusd_epi32(offs, unpack(wa, wb), y);
-                let dh = std::ptr::read_unaligned(wa as *const u16) as u32 | (std::ptr::read_unaligned(wb as *const u16) as u32) << 16;
-                let dw = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(dh as i32)), da);
-                let d = _mm512_permutexvar_ps(didx, _mm512_castps128_ps512(dw));
+                let isum = _mm512_dpbusd_epi32(offs, unpack(row(2 * p), row(2 * p + 1)), y);
+                let d = _mm512_permutexvar_ps(didx[p], _mm512_castps128_ps512(dw));
                 acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[p]);
             }
         }
-        let split = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
         for p in 0..P {
-            let v = _mm512_permutexvar_ps(split, acc[p]);
-            *out.add(2 * p) = hsum_float_8(_mm512_castps512_ps256(v));
-            *out.add(2 * p + 1) = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            *out.add(2 * p) = hsum_float_8(_mm512_castps512_ps256(acc[p]));
+            *out.add(2 * p + 1) = hsum_float_8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
         }
     }
 }
-
-/// Two rows' 16 nibble bytes (at `a`, `b`) as [A low, B low, A high, B high] nibbles.
+/// Two rows' 16 nibble bytes (at `a`, `b`) as [A low, A high, B low, B high] nibbles: each
+/// row's 32 quants in order.
 #[inline(always)]
 unsafe fn nibble_pair(a: *const u8, b: *const u8) -> __m512i {
     // SAFETY: caller guarantees 16 readable bytes at a and at b.
     unsafe {
-        let t = _mm256_set_m128i(load128(b), load128(a));
-        let z = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
-        _mm512_and_si512(z, _mm512_set1_epi8(0x0f))
+        let z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(load128(a)), 0xff00, load128(b));
+        let shifts = _mm512_setr_epi64(0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004, 0, 0, 0x0004_0004_0004_0004, 0x0004_0004_0004_0004);
+        _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0f))
     }
 }
 
@@ -175,8 +183,8 @@ pub unsafe fn gemv_q4_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
     unsafe { gemv_pairs::<P, Q4_0_B>(nb, w, w_stride, prep, out, |a, b| nibble_pair(a.add(2), b.add(2))) }
 }
 
-/// Q5_0 weights, 2P rows (offset 16; `prep_q8_0::<16>`): the 5th bits of both rows' `qh`
-/// become a byte mask in the pair layout.
+/// Q5_0 weights, 2P rows (offset 16; `prep_q8_0::<16>`): both rows' `qh`, side by side, are
+/// the byte mask of the quants that get their 5th bit.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemv_q5_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
     // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
@@ -184,9 +192,8 @@ pub unsafe fn gemv_q5_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
         gemv_pairs::<P, Q5_0_B>(nb, w, w_stride, prep, out, |a, b| {
             let ha = std::ptr::read_unaligned(a.add(2) as *const u32) as u64;
             let hb = std::ptr::read_unaligned(b.add(2) as *const u32) as u64;
-            let m = (ha & 0xffff) | (hb & 0xffff) << 16 | (ha >> 16) << 32 | (hb >> 16) << 48;
             let q = nibble_pair(a.add(6), b.add(6));
-            _mm512_mask_add_epi8(q, m, q, _mm512_set1_epi8(16))
+            _mm512_mask_add_epi8(q, ha | hb << 32, q, _mm512_set1_epi8(16))
         })
     }
 }
@@ -198,8 +205,7 @@ pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
     // SAFETY: forwarded contract; 32 quant bytes follow the scale.
     unsafe {
         gemv_pairs::<P, Q8_0_B>(nb, w, w_stride, prep, out, |a, b| {
-            let idx = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-            let z = _mm512_permutex2var_epi64(_mm512_castsi256_si512(load256(a.add(2))), idx, _mm512_castsi256_si512(load256(b.add(2))));
+            let z = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a.add(2))), load256(b.add(2)), 1);
             _mm512_xor_si512(z, _mm512_set1_epi8(0x80u8 as i8))
         })
     }
