@@ -2,7 +2,7 @@
 //! on a matrix that stays in L2 (compute-bound) and on one far larger than the caches (streams
 //! from DRAM), so kernel cost and memory bandwidth can be told apart.
 //!
-//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [TYPE ...]
+//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [TYPE ...]
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
 //! time spent descheduled is not counted) divided by the thread count.
 
@@ -45,13 +45,14 @@ fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
 }
 
 fn main() {
-    let (mut threads, mut n_act) = (1usize, 1usize);
+    let (mut threads, mut n_act, mut cols) = (1usize, 1usize, 2048usize);
     let mut types = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "-t" => threads = it.next().unwrap().parse().unwrap(),
             "-n" => n_act = it.next().unwrap().parse().unwrap(),
+            "-c" => cols = it.next().unwrap().parse().unwrap(),
             "--bench" => {}
             name => types.push(name.to_string()),
         }
@@ -63,7 +64,6 @@ fn main() {
     println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s)", deepseek::kernels::simd::level());
     for name in types {
         let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
-        let cols = 2048;
         let rb = ty.row_bytes(cols).unwrap();
         let mut line = format!("{:>5}", ty.name());
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
