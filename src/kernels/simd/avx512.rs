@@ -133,17 +133,20 @@ unsafe fn gemv_pairs<const P: usize, const WB: usize>(nb: usize, w: *const u8, w
             let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
             _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
         });
-        // a block is under a cache line: one prefetch per line per row is enough
-        let blocks_per_prefetch = (64 / WB).max(1);
+        // the rows' bytes ahead, prefetched in ascending order, a few lines per block
+        let span = 2 * P * w_stride;
+        const { assert!(2 * P * WB <= 64 * 3) };
+        let lines_per_block = (2 * P * WB).div_ceil(64);
         let mut acc = [_mm512_setzero_ps(); P];
         for ib in 0..nb {
             let pb = prep.add(ib * PREP_BLOCK);
             let y = _mm512_load_si512(pb as *const __m512i);
             let offs = _mm512_load_si512(pb.add(64) as *const __m512i);
             let row = |j: usize| w.add(j * w_stride + ib * WB);
-            if ib % blocks_per_prefetch == 0 {
-                for j in 0..2 * P {
-                    _mm_prefetch::<_MM_HINT_T0>(row(j).add(PREFETCH) as *const i8);
+            for k in 0..lines_per_block {
+                let at = (ib * lines_per_block + k) * 64;
+                if at < span {
+                    _mm_prefetch::<_MM_HINT_T0>(w.add(PREFETCH + at) as *const i8);
                 }
             }
             let f16_bits = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as i32;
