@@ -59,6 +59,8 @@ pub struct CpuFeatures {
     pub avx512vl: bool,
     pub avx512vnni: bool,
     pub f16c: bool,
+    /// Galois-field byte transforms (`gf2p8affineqb`): one instruction unpacks a nibble.
+    pub gfni: bool,
 }
 
 pub fn cpu_features() -> &'static CpuFeatures {
@@ -74,11 +76,12 @@ pub fn cpu_features() -> &'static CpuFeatures {
                 avx512vl: is_x86_feature_detected!("avx512vl"),
                 avx512vnni: is_x86_feature_detected!("avx512vnni"),
                 f16c: is_x86_feature_detected!("f16c"),
+                gfni: is_x86_feature_detected!("gfni"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            CpuFeatures { avx2: false, fma: false, avx512f: false, avx512bw: false, avx512vl: false, avx512vnni: false, f16c: false }
+            CpuFeatures { avx2: false, fma: false, avx512f: false, avx512bw: false, avx512vl: false, avx512vnni: false, f16c: false, gfni: false }
         }
     })
 }
@@ -89,7 +92,7 @@ pub fn system_info() -> &'static std::ffi::CStr {
     INFO.get_or_init(|| {
         let f = cpu_features();
         let b = |x: bool| x as u8;
-        let s = format!("CPU : AVX2 = {} | FMA = {} | F16C = {} | AVX512 = {} | AVX512_VNNI = {} | deepseek kernels = {:?} | ", b(f.avx2), b(f.fma), b(f.f16c), b(f.avx512f), b(f.avx512vnni), simd::level());
+        let s = format!("CPU : AVX2 = {} | FMA = {} | F16C = {} | AVX512 = {} | AVX512_VNNI = {} | GFNI = {} | deepseek kernels = {:?} | ", b(f.avx2), b(f.fma), b(f.f16c), b(f.avx512f), b(f.avx512vnni), b(f.gfni), simd::level());
         std::ffi::CString::new(s).expect("no NUL")
     })
 }

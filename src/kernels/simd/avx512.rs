@@ -201,6 +201,28 @@ pub unsafe fn gemv_q5_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
     }
 }
 
+/// As [`gemv_q5_0`] with GFNI: one affine byte transform per pair takes each nibble to its
+/// quant (low or high nibble by 128-bit lane), and a second, under the `qh` mask, the same plus
+/// the 5th bit.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,gfni")]
+pub unsafe fn gemv_q5_0_gfni<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // output bit i = input bit i (low nibble) or i + 4 (high nibble) for i < 4, else 0: in
+    // gf2p8affineqb's matrix, byte 7 - i of the qword selects the input bits of output bit i
+    const LOW: i64 = 0x0102_0408_0000_0000;
+    const HIGH: i64 = 0x1020_4080_0000_0000;
+    // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
+    unsafe {
+        gemv_pairs::<P, Q5_0_B>(nb, w, w_stride, prep, out, |a, b| {
+            let ha = std::ptr::read_unaligned(a.add(2) as *const u32) as u64;
+            let hb = std::ptr::read_unaligned(b.add(2) as *const u32) as u64;
+            let z = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(load128(a.add(6))), 0xff00, load128(b.add(6)));
+            let m = _mm512_setr_epi64(LOW, LOW, HIGH, HIGH, LOW, LOW, HIGH, HIGH);
+            let q = _mm512_gf2p8affine_epi64_epi8::<0>(z, m);
+            _mm512_mask_gf2p8affine_epi64_epi8::<0x10>(q, ha | hb << 32, z, m)
+        })
+    }
+}
+
 /// Q8_0 weights, 2P rows (signed quants made unsigned by flipping the top bit: offset 128;
 /// `prep_q8_0::<128>`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]

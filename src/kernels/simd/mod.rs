@@ -297,11 +297,11 @@ pub struct GemvFns {
 
 /// The several-rows decode kernels for weights of type `ty`, or None.
 pub fn gemv_fns(ty: GgmlType) -> Option<&'static GemvFns> {
-    gemv_fns_at(level(), ty)
+    gemv_fns_at(level(), super::cpu_features().gfni, ty)
 }
 
-/// As [`gemv_fns`] at a given level.
-pub fn gemv_fns_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
+/// As [`gemv_fns`] at a given level, with or without the GFNI variants (where a type has one).
+pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static GemvFns> {
     match level {
         #[cfg(target_arch = "x86_64")]
         Level::Avx512 => {
@@ -317,11 +317,13 @@ pub fn gemv_fns_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
             }
             static Q4_0: GemvFns = g!(8, gemv_q4_0);
             static Q5_0: GemvFns = g!(16, gemv_q5_0);
+            static Q5_0_GFNI: GemvFns = g!(16, gemv_q5_0_gfni);
             static Q8_0: GemvFns = g!(128, gemv_q8_0);
             // Q4_K and Q5_K had 4- and 2-row kernels too: against the one-row ones they lost 17%
             // of 1.5B generation when the machine's memory was contended, 3% when it was not
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 if gfni => Some(&Q5_0_GFNI),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),
                 _ => None,

@@ -152,8 +152,9 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
 /// The several-rows decode kernels give every row's reference `vec_dot` bit for bit, for 4, 2
 /// (and, through the driver, odd) row counts, on quantized and raw random blocks.
 fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
-    for level in levels() {
-        let Some(g) = gemv_fns_at(level, ty) else { continue };
+    let gfni_choices: &[bool] = if crate::kernels::cpu_features().gfni { &[false, true] } else { &[false] };
+    for (level, &gfni) in levels().into_iter().flat_map(|l| gfni_choices.iter().map(move |g| (l, g))) {
+        let Some(g) = gemv_fns_at(level, gfni, ty) else { continue };
         let vt = ty.vec_dot_type();
         let mut rng = Rng(0x5151_7272 ^ ty as u64);
         for &cols in col_choices {
@@ -177,7 +178,7 @@ fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
                         unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, aligned.as_ptr() as *const u8, out.as_mut_ptr()) };
                         for j in 0..n {
                             let want = quant::vec_dot(ty, cols, &w[(j0 + j) * wrb..(j0 + j + 1) * wrb], &act);
-                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} {} cols {cols} raw {raw} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
+                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} gfni {gfni} {} cols {cols} raw {raw} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
                         }
                         assert!(out[n].is_nan(), "wrote past its rows");
                     }
