@@ -251,15 +251,17 @@ pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
 // ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K: one weight row × R activation rows
 
-/// 16-bit lanes holding, for each 32-element group pair `c`, `sc[2c]` in the low 16 lanes and
-/// `sc[2c + 1]` in the high 16 (ready for `madd` after `maddubs` of two groups).
+/// 16-bit lanes holding, for group pair `c`, scale byte `2c` of `scales` (the 8 scale bytes
+/// in every qword) zero-extended in the low 16 lanes and byte `2c + 1` in the high 16 (ready
+/// for `dpwssd` after `maddubs` of two groups). An in-lane byte shuffle: cheaper than a
+/// cross-lane word permute.
 #[inline(always)]
-unsafe fn group_pair_scales(sc16: __m512i, c: usize) -> __m512i {
+unsafe fn group_pair_scales(scales: __m512i, c: usize) -> __m512i {
     // SAFETY: register-only AVX-512BW intrinsics.
     unsafe {
-        let lo = _mm512_set1_epi16((2 * c) as i16);
-        let hi = _mm512_set1_epi16((2 * c + 1) as i16);
-        _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xffff_0000, lo, hi), sc16)
+        let (lo, hi) = ((0xff00 | 2 * c) as u16 as i16, (0xff00 | (2 * c + 1)) as u16 as i16);
+        let idx = _mm512_mask_blend_epi16(0xffff_0000, _mm512_set1_epi16(lo), _mm512_set1_epi16(hi));
+        _mm512_shuffle_epi8(scales, idx)
     }
 }
 
@@ -309,7 +311,7 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
             let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
             let m_lo = q[1] & 0x3f3f_3f3f;
             let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
-            let sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_setr_epi32(s_lo as i32, s_hi as i32, 0, 0)));
+            let scales = _mm512_set1_epi64((s_lo as u64 | (s_hi as u64) << 32) as i64);
             let minv = _mm256_cvtepu8_epi32(_mm_setr_epi32(m_lo as i32, m_hi as i32, 0, 0));
             let hbits = if QH { _mm512_broadcast_i64x4(load256(wb.add(16))) } else { _mm512_setzero_si512() };
             let mut sumi = [_mm512_setzero_si512(); R];
@@ -321,7 +323,7 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
                     let m = _mm512_test_epi8_mask(hbits, qh_pair_bits(c));
                     qz = _mm512_mask_add_epi8(qz, m, qz, _mm512_set1_epi8(16));
                 }
-                let sc = group_pair_scales(sc16, c);
+                let sc = group_pair_scales(scales, c);
                 for r in 0..R {
                     let y = load512(a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c));
                     sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(qz, y), sc);
