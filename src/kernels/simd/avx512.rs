@@ -312,7 +312,7 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
             let m_lo = q[1] & 0x3f3f_3f3f;
             let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
             let scales = _mm512_set1_epi64((s_lo as u64 | (s_hi as u64) << 32) as i64);
-            let minv = _mm256_cvtepu8_epi32(_mm_setr_epi32(m_lo as i32, m_hi as i32, 0, 0));
+            let mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((m_lo as u64 | (m_hi as u64) << 32) as i64));
             let hbits = if QH { _mm512_broadcast_i64x4(load256(wb.add(16))) } else { _mm512_setzero_si512() };
             let mut sumi = [_mm512_setzero_si512(); R];
             for c in 0..4 {
@@ -333,10 +333,10 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
                 let yd = f32_at(ab);
                 // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
+                // the group sums (|sum| <= 32 * 128) fit i16: one madd with the mins gives prod
                 let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
-                let t = _mm256_mullo_epi32(pairs, minv);
-                let h = _mm256_hadd_epi32(t, t);
-                let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                let group_sums = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+                let prod = _mm_madd_epi16(group_sums, mins16);
                 let dmin = -yd * wdmin;
                 if QH {
                     let s = _mm_add_epi32(prod, _mm_shuffle_epi32::<0b01_00_11_10>(prod));
