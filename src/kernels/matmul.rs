@@ -166,7 +166,8 @@ pub fn matmul_batch<'a>(pool: &ThreadPool, products: impl IntoIterator<Item = (u
 /// What a product runs with. Decode (one activation row): the several-rows kernels on the
 /// activation prepared at `prep_at` (in the pool's (0, PREP) buffer), else one row at a time.
 /// Several rows: panels of weight rows with the per-block activation data at `aux_at` (in
-/// ActAux units of the (0, AUX) buffer), else the per-row kernels with up to 8 activation rows.
+/// ActAux units of the (0, AUX) buffer), else the batched kernels on the activation rows
+/// prepared at `prep_at`, else the per-row kernels, with up to 8 activation rows per call.
 #[derive(Clone, Copy)]
 struct Plan {
     n_rows: usize,
@@ -176,11 +177,25 @@ struct Plan {
     chunk: usize,
     single: Option<&'static simd::DotFns>,
     gemv: Option<&'static simd::GemvFns>,
+    batched: Option<&'static simd::BatchFns>,
     prep_at: usize,
-    /// Whether this product prepares the row at `prep_at` (else an earlier one of the batch does).
+    /// Whether this product prepares the rows at `prep_at` (else an earlier one of the batch does).
     prepared_here: bool,
     panels: Option<&'static simd::PanelFns>,
     aux_at: usize,
+}
+
+impl Plan {
+    /// The activation preparation of the product's kernels, if they take one.
+    fn prep_fn(&self) -> Option<simd::PrepFn> {
+        self.gemv.map(|g| g.prep).or(self.batched.map(|b| b.prep))
+    }
+
+    /// Bytes of one prepared activation row (64-byte multiple).
+    fn prep_row_bytes(&self) -> usize {
+        let bytes = self.gemv.map(|g| (g.prep_bytes)(self.nb)).or(self.batched.map(|b| (b.prep_bytes)(self.nb)));
+        bytes.unwrap_or(0).next_multiple_of(64)
+    }
 }
 
 fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
@@ -197,34 +212,40 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         assert!(p.act.len() >= arb * n_rows && p.out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
         let nb = w.cols / w.ty.block_len();
         let single = simd::dot_fns(w.ty);
-        let (mut gemv, mut panels) = (None, None);
+        let (mut gemv, mut batched, mut panels) = (None, None, None);
         let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
+        // the activation preparation this product needs, if any: (function, bytes per row)
+        let mut prep_fn = None;
         if n_rows == 1 {
             gemv = single.and_then(|_| simd::gemv_fns(w.ty));
-            if let Some(g) = gemv {
-                // products on the same activation with the same preparation (an MoE layer's
-                // experts) share one prepared row
-                let shared = (0..j).find(|&i| {
-                    let (q, plan) = (batch[i].as_ref().expect("filled"), plans[i].expect("planned"));
-                    std::ptr::eq(q.1.act.as_ptr(), p.act.as_ptr()) && plan.nb == nb && plan.gemv.map(|h| h.prep as usize) == Some(g.prep as usize)
-                });
-                match shared {
-                    Some(i) => prep_at = plans[i].expect("planned").prep_at,
-                    None => {
-                        (prep_at, prepared_here) = (prep_total, true);
-                        prep_total += (g.prep_bytes)(nb).next_multiple_of(64);
-                    }
-                }
-            }
+            prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
             panels = simd::panel_fns(w.ty).filter(|g| n_rows >= g.min_act_rows);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
+            } else {
+                batched = simd::batch_fns(w.ty);
+                prep_fn = batched.map(|b| (b.prep, (b.prep_bytes)(nb)));
+            }
+        }
+        if let Some((f, row_bytes)) = prep_fn {
+            // products on the same activation rows with the same preparation (q, k and v; an
+            // MoE layer's experts) share them
+            let shared = (0..j).find(|&i| {
+                let (q, plan) = (batch[i].as_ref().expect("filled"), plans[i].expect("planned"));
+                std::ptr::eq(q.1.act.as_ptr(), p.act.as_ptr()) && q.0 == n_rows && plan.nb == nb && plan.prep_fn().map(|h| h as usize) == Some(f as usize)
+            });
+            match shared {
+                Some(i) => prep_at = plans[i].expect("planned").prep_at,
+                None => {
+                    (prep_at, prepared_here) = (prep_total, true);
+                    prep_total += n_rows * row_bytes.next_multiple_of(64);
+                }
             }
         }
         let chunk = chunk_rows(w.rows, rb, n_rows, decode_bytes);
-        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemv, prep_at, prepared_here, panels, aux_at });
+        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemv, batched, prep_at, prepared_here, panels, aux_at });
         first[j + 1] = first[j] + if n_rows == 0 { 0 } else { w.rows.div_ceil(chunk) };
     }
     if first[n] == 0 {
@@ -239,10 +260,14 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
     };
     for (p, plan) in batch.iter().zip(&plans) {
         let ((n_rows, p), plan) = (p.as_ref().expect("filled"), plan.expect("planned"));
-        if let (Some(g), true) = (plan.gemv, plan.prepared_here) {
-            // SAFETY: act holds nb activation blocks (asserted above); the region at prep_at
-            // holds prep_bytes(nb) bytes, 64-byte aligned; simd::gemv_fns checked the CPU.
-            unsafe { (g.prep)(plan.nb, p.act.as_ptr(), prep.add(plan.prep_at)) };
+        if let (Some(f), true) = (plan.prep_fn(), plan.prepared_here) {
+            let row_bytes = plan.prep_row_bytes();
+            for t in 0..*n_rows {
+                // SAFETY: act holds n_rows rows of nb activation blocks (asserted above); the
+                // region at prep_at holds n_rows prepared rows of row_bytes, each 64-byte
+                // aligned; simd::gemv_fns / simd::batch_fns checked the CPU.
+                unsafe { f(plan.nb, p.act.as_ptr().add(t * plan.arb), prep.add(plan.prep_at + t * row_bytes)) };
+            }
         }
         if plan.panels.is_some() {
             simd::fill_act_aux(p.w.ty, &p.act[..n_rows * plan.arb], &mut aux[plan.aux_at..plan.aux_at + n_rows * plan.nb]);
@@ -260,7 +285,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             decode_rows(&p.w, p.act, &plan, (prep + plan.prep_at) as *const u8, out, rows);
         } else {
             let aux = (aux as *const simd::ActAux).wrapping_add(plan.aux_at);
-            prefill_rows(pool, ith, &p.w, p.act, &plan, aux, out, rows);
+            prefill_rows(pool, ith, &p.w, p.act, &plan, (prep + plan.prep_at) as *const u8, aux, out, rows);
         }
     });
 }
@@ -297,7 +322,7 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
 /// [`run_batch`]); only this call writes their outputs. `aux` holds the product's per-block
 /// activation data when it has panels.
 #[allow(clippy::too_many_arguments)]
-fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
+fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
     let (n_rows, nb, rb, arb) = (plan.n_rows, plan.nb, plan.rb, plan.arb);
     let mut r_rest = rows.start;
     if let Some(g) = plan.panels {
@@ -327,15 +352,21 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
     while t0 < n_rows {
         let nt = (n_rows - t0).min(TILE);
         for r in r_rest..rows.end {
-            match plan.single {
-                Some(k) => {
+            match (plan.batched, plan.single) {
+                (Some(b), _) => {
+                    let pb = plan.prep_row_bytes();
+                    // SAFETY: as below, with prepared activation rows t0..t0+nt at prep (run_batch
+                    // prepared n_rows of them before the job); simd::batch_fns checked the CPU.
+                    unsafe { b.rows[nt - 1](nb, w.data.as_ptr().add(r * rb), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                }
+                (None, Some(k)) => {
                     // SAFETY: row r has nb blocks inside w.data (asserted by run_batch);
                     // activation rows t0..t0+nt lie inside act; outputs (t, r) for t in
                     // t0..t0+nt lie inside out, and only this chunk writes column r. The
                     // kernel's CPU features were detected by simd::dot_fns.
                     unsafe { k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
                 }
-                None => {
+                (None, None) => {
                     for t in t0..t0 + nt {
                         let v = quant::vec_dot(w.ty, w.cols, w.row(r), &act[t * arb..(t + 1) * arb]);
                         // SAFETY: only this chunk writes column r of the output.
@@ -364,7 +395,7 @@ mod tests {
             seed ^= seed << 17;
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        let cases = [(GgmlType::Q4K, 512, 300, 1), (GgmlType::Q4K, 512, 77, 1), (GgmlType::Q5_0, 96, 64, 3), (GgmlType::Q6K, 256, 40, 0), (GgmlType::Q8_0, 64, 33, 9), (GgmlType::F32, 9, 5, 2), (GgmlType::Q4K, 512, 20, 1)];
+        let cases = [(GgmlType::Q4K, 512, 300, 1), (GgmlType::Q4K, 512, 77, 1), (GgmlType::Q5_0, 96, 64, 3), (GgmlType::Q6K, 256, 40, 0), (GgmlType::Q8_0, 64, 33, 9), (GgmlType::F32, 9, 5, 2), (GgmlType::Q4K, 512, 20, 1), (GgmlType::Q4K, 512, 50, 3), (GgmlType::Q6K, 512, 30, 3)];
         let mats: Vec<(GgmlType, usize, usize, usize, Vec<u8>, Vec<u8>)> = cases
             .iter()
             .map(|&(ty, cols, rows, n)| {
@@ -389,25 +420,28 @@ mod tests {
             })
             .collect();
         let mut outs: Vec<Vec<f32>> = mats.iter().map(|(_, _, rows, n, _, _)| vec![f32::NAN; rows * n]).collect();
-        // the first two Q4_K products share one activation row (their preparation is shared)
-        let shared_act = &mats[0].5;
+        // the first two Q4_K products share one activation row, and the last two (Q4_K and
+        // Q6_K, like q and v) three rows: their preparations are shared
+        let sharing = [(1, 0), (8, 7)];
         matmul_batch(
             &pool,
             mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
-                let act = if i == 1 { shared_act } else { act };
+                let act = sharing.iter().find(|s| s.0 == i).map_or(act, |s| &mats[s.1].5);
                 (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, act, out })
             }),
         );
         for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
-            if i == 1 {
+            if sharing.iter().any(|s| s.0 == i) {
                 continue;
             }
             assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i}");
         }
-        let (ty, cols, rows, _, data, _) = &mats[1];
-        let mut want = vec![f32::NAN; *rows];
-        matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, shared_act, 1, &mut want);
-        assert_eq!(outs[1].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product on a shared activation");
+        for (i, from) in sharing {
+            let (ty, cols, rows, n, data, _) = &mats[i];
+            let mut want = vec![f32::NAN; rows * n];
+            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, &mats[from].5, *n, &mut want);
+            assert_eq!(outs[i].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i} on a shared activation");
+        }
     }
 
     /// The driver (chunks, tiles, threads) gives the reference's dot product for every output.
@@ -421,7 +455,7 @@ mod tests {
             seed ^= seed << 17;
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256)] {
+        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256), (GgmlType::Q5K, 256)] {
             for rows in [1, 3, 37, 300] {
                 for n in [1, 2, 5, 9, 17] {
                     let rb = ty.row_bytes(cols).unwrap();

@@ -249,6 +249,62 @@ pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q8_K activations prepared for several activation rows (batched decode)
+
+/// Bytes of a prepared Q8_K activation block ([`prep_q8_k`]): the 256 quants first, so that a
+/// 64-byte-aligned block keeps every 64-byte load inside one cache line (a Q8_K block's quants
+/// start 4 bytes in, and each load of them straddles two lines), then `d`, the 8 group sums and
+/// the 16 bsums.
+pub(crate) const KPREP_BLOCK: usize = 320;
+const KPREP_D: usize = 256;
+const KPREP_GROUP_SUMS: usize = 272;
+const KPREP_BSUMS: usize = 288;
+
+/// Bytes of a prepared activation row of `nb` Q8_K blocks (a multiple of 64).
+pub fn kprep_bytes(nb: usize) -> usize {
+    nb * KPREP_BLOCK
+}
+
+/// Prepares one Q8_K activation row (`nb` blocks at `a`) at `prep` (64-byte aligned,
+/// [`kprep_bytes`] long) for the `*_prepped` kernels: per block the quants, `d`, the sums of
+/// each 32-quant group as i16 (|sum| <= 32 * 128) and the bsums.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn prep_q8_k(nb: usize, a: *const u8, prep: *mut u8) {
+    // SAFETY: see the module docs; block ib writes prep[320ib..320ib+320], inside
+    // kprep_bytes(nb), at offsets aligned for each store.
+    unsafe {
+        for ib in 0..nb {
+            let ab = a.add(ib * Q8_K_B);
+            let o = prep.add(ib * KPREP_BLOCK);
+            for k in 0..4 {
+                _mm512_store_si512(o.add(64 * k) as *mut __m512i, load512(ab.add(4 + 64 * k)));
+            }
+            std::ptr::write(o.add(KPREP_D) as *mut f32, f32_at(ab));
+            let bs = load256(ab.add(4 + QK_K));
+            let pairs = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+            _mm_store_si128(o.add(KPREP_GROUP_SUMS) as *mut __m128i, _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+            _mm256_store_si256(o.add(KPREP_BSUMS) as *mut __m256i, bs);
+        }
+    }
+}
+
+/// Where an activation block's fields are: plain Q8_K or prepared ([`prep_q8_k`]).
+struct ActLayout {
+    block: usize,
+    qs: usize,
+    d: usize,
+    bsums: usize,
+}
+
+const fn act_layout(prepped: bool) -> ActLayout {
+    if prepped {
+        ActLayout { block: KPREP_BLOCK, qs: 0, d: KPREP_D, bsums: KPREP_BSUMS }
+    } else {
+        ActLayout { block: Q8_K_B, qs: 4, d: 0, bsums: 4 + QK_K }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K: one weight row × R activation rows
 
 /// 16-bit lanes holding, for group pair `c`, scale byte `2c` of `scales` (the 8 scale bytes
@@ -269,14 +325,28 @@ unsafe fn group_pair_scales(scales: __m512i, c: usize) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q5_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, true, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_q4_k`] on activation rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, false, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_q5_k`] on activation rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q5_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, true, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// For group pair `c` (groups 2c and 2c + 1 in the low and high 256 bits): the bit of each `qh`
@@ -290,8 +360,9 @@ unsafe fn qh_pair_bits(c: usize) -> __m512i {
 /// Q4_K and Q5_K (`QH`: 5th bits in `qh`) × Q8_K, one weight row × R activation rows. The float
 /// steps are the AVX2 kernels' (`avx2::dot_qk_45`): Q4_K's mins in 4 lanes, Q5_K's in one sum.
 #[inline(always)]
-unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
+    let act = const { act_layout(PREPPED) };
     // SAFETY: see the module docs.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
@@ -325,17 +396,21 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
                 }
                 let sc = group_pair_scales(scales, c);
                 for r in 0..R {
-                    let y = load512(a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c));
+                    let y = load512(a.add(r * a_stride + ib * act.block + act.qs + 64 * c));
                     sumi[r] = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(qz, y), sc);
                 }
             }
             for r in 0..R {
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let yd = f32_at(ab);
+                let ab = a.add(r * a_stride + ib * act.block);
+                let yd = f32_at(ab.add(act.d));
                 // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
                 // the group sums (|sum| <= 32 * 128) fit i16: one madd with the mins gives prod
-                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
-                let group_sums = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+                let group_sums = if PREPPED {
+                    _mm_load_si128(ab.add(KPREP_GROUP_SUMS) as *const __m128i)
+                } else {
+                    let pairs = _mm256_madd_epi16(load256(ab.add(act.bsums)), _mm256_set1_epi16(1));
+                    _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1))
+                };
                 let prod = _mm_madd_epi16(group_sums, mins16);
                 let dmin = -yd * wdmin;
                 if QH {
@@ -365,6 +440,20 @@ unsafe fn dot_qk45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *
 /// Q6_K × Q8_K, one weight row × R activation rows. Layout: ql[128] | qh[64] | scales[16] | d.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_q6_k_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_q6_k`] on activation rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q6_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_q6_k_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+#[inline(always)]
+unsafe fn dot_q6_k_any<const R: usize, const PREPPED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    let act = const { act_layout(PREPPED) };
     // SAFETY: see the module docs.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
@@ -395,17 +484,17 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
                 let s01 = _mm512_permutexvar_epi16(idx[2 * n], scz);
                 let s23 = _mm512_permutexvar_epi16(idx[2 * n + 1], scz);
                 for r in 0..R {
-                    let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 128 * n);
+                    let aq = a.add(r * a_stride + ib * act.block + act.qs + 128 * n);
                     let p01 = _mm512_dpwssd_epi32(sumi[r], _mm512_maddubs_epi16(q01, load512(aq)), s01);
                     sumi[r] = _mm512_dpwssd_epi32(p01, _mm512_maddubs_epi16(q23, load512(aq.add(64))), s23);
                 }
             }
             for r in 0..R {
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let bs = load256(ab.add(4 + QK_K));
+                let ab = a.add(r * a_stride + ib * act.block);
+                let bs = load256(ab.add(act.bsums));
                 let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
                 let s = _mm256_sub_epi32(fold_halves(sumi[r]), sub);
-                let d = _mm256_set1_ps(f32_at(ab) * wd);
+                let d = _mm256_set1_ps(f32_at(ab.add(act.d)) * wd);
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
             }
         }

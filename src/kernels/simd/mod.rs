@@ -333,6 +333,45 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
     }
 }
 
+/// The kernels of a weight type for several activation rows (batched decode) on activations
+/// prepared once per row (`prep`, into `prep_bytes(nb)` bytes, 64-byte aligned): a weight row
+/// meets every activation row, so what depends on the activation alone is computed once. Bit
+/// for bit the type's [`DotFns`].
+pub struct BatchFns {
+    pub prep: PrepFn,
+    pub prep_bytes: fn(usize) -> usize,
+    pub rows: DotFns,
+}
+
+/// The batched kernels for weights of type `ty`, or None.
+pub fn batch_fns(ty: GgmlType) -> Option<&'static BatchFns> {
+    batch_fns_at(level(), ty)
+}
+
+/// As [`batch_fns`] at a given level.
+pub fn batch_fns_at(level: Level, ty: GgmlType) -> Option<&'static BatchFns> {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            macro_rules! b {
+                ($f:ident) => {
+                    BatchFns { prep: avx512::prep_q8_k as PrepFn, prep_bytes: avx512::kprep_bytes, rows: table!(avx512, $f) }
+                };
+            }
+            static Q4_K: BatchFns = b!(dot_q4_k_prepped);
+            static Q5_K: BatchFns = b!(dot_q5_k_prepped);
+            static Q6_K: BatchFns = b!(dot_q6_k_prepped);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// The SIMD quantizer for activation format `vt`, or None (use `quant::quantize_row`).
 pub fn quantize_fn(vt: GgmlType) -> Option<QuantFn> {
     quantize_fn_at(level(), vt)

@@ -188,6 +188,65 @@ fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
     }
 }
 
+/// The batched kernels on prepared activation rows give each (weight row, activation row)
+/// pair the reference's `vec_dot` bit for bit, for 1 to 8 activation rows per call.
+fn check_batch(ty: GgmlType, col_choices: &[usize]) {
+    for level in levels() {
+        let Some(b) = batch_fns_at(level, ty) else { continue };
+        let vt = ty.vec_dot_type();
+        let mut rng = Rng(0x6b61_7463_6821 ^ ty as u64);
+        for &cols in col_choices {
+            for raw in [false, true] {
+                let nb = cols / ty.block_len();
+                let n_act = 9;
+                let arb = vt.row_bytes(cols).unwrap();
+                let mut act = vec![0u8; arb * n_act];
+                for t in 0..n_act {
+                    quant::quantize_row(vt, &rng.row(cols), &mut act[t * arb..(t + 1) * arb]);
+                }
+                let pb = (b.prep_bytes)(nb);
+                assert_eq!(pb % 64, 0, "prepared rows keep 64-byte alignment");
+                let mut prepared = vec![Align64([0; 64]); n_act * pb / 64];
+                for t in 0..n_act {
+                    // SAFETY: act row t holds nb blocks; the buffer holds n_act prepared rows,
+                    // 64-byte aligned; the level is supported.
+                    unsafe { (b.prep)(nb, act.as_ptr().add(t * arb), (prepared.as_mut_ptr() as *mut u8).add(t * pb)) };
+                }
+                let w = weight_row(&mut rng, ty, cols, raw);
+                let want: Vec<f32> = (0..n_act).map(|t| quant::vec_dot(ty, cols, &w, &act[t * arb..(t + 1) * arb])).collect();
+                for (ri, f) in b.rows.iter().enumerate() {
+                    let r = ri + 1;
+                    for t0 in 0..=n_act - r {
+                        let mut out = vec![f32::NAN; 2 * r];
+                        // SAFETY: w holds nb blocks, prepared rows t0..t0+r exist, out has 2r slots.
+                        unsafe { f(nb, w.as_ptr(), (prepared.as_ptr() as *const u8).add(t0 * pb), pb, out.as_mut_ptr(), 2) };
+                        for i in 0..r {
+                            let (got, t) = (out[2 * i], t0 + i);
+                            assert_eq!(got.to_bits(), want[t].to_bits(), "{level:?} {} cols {cols} raw {raw} R {r} row {t}: {got} vs {}", ty.name(), want[t]);
+                            assert!(out[2 * i + 1].is_nan(), "wrote outside its stride");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_q4_k() {
+    check_batch(GgmlType::Q4K, &[256, 768]);
+}
+
+#[test]
+fn batch_q5_k() {
+    check_batch(GgmlType::Q5K, &[256, 768]);
+}
+
+#[test]
+fn batch_q6_k() {
+    check_batch(GgmlType::Q6K, &[256, 768]);
+}
+
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
 struct Align64([u8; 64]);
