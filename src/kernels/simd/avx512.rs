@@ -315,7 +315,7 @@ const fn act_layout(prepped: bool) -> ActLayout {
 unsafe fn group_pair_scales(scales: __m512i, c: usize) -> __m512i {
     // SAFETY: register-only AVX-512BW intrinsics.
     unsafe {
-        let (lo, hi) = ((0xff00 | 2 * c) as u16 as i16, (0xff00 | (2 * c + 1)) as u16 as i16);
+        let (lo, hi) = ((0xff00 | (2 * c)) as u16 as i16, (0xff00 | (2 * c + 1)) as u16 as i16);
         let idx = _mm512_mask_blend_epi16(0xffff_0000, _mm512_set1_epi16(lo), _mm512_set1_epi16(hi));
         _mm512_shuffle_epi8(scales, idx)
     }
