@@ -348,13 +348,13 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
         }
         r_rest = r0;
     }
+    let pb = plan.prep_row_bytes();
     let mut t0 = 0;
     while t0 < n_rows {
         let nt = (n_rows - t0).min(TILE);
         for r in r_rest..rows.end {
             match (plan.batched, plan.single) {
                 (Some(b), _) => {
-                    let pb = plan.prep_row_bytes();
                     // SAFETY: as below, with prepared activation rows t0..t0+nt at prep (run_batch
                     // prepared n_rows of them before the job); simd::batch_fns checked the CPU.
                     unsafe { b.rows[nt - 1](nb, w.data.as_ptr().add(r * rb), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
