@@ -84,6 +84,16 @@ fn weight_row(rng: &mut Rng, ty: GgmlType, cols: usize, raw: bool) -> Vec<u8> {
     w
 }
 
+/// `n` random activation rows of `cols` values quantized to `vt`, back to back.
+fn act_rows(rng: &mut Rng, vt: GgmlType, cols: usize, n: usize) -> Vec<u8> {
+    let arb = vt.row_bytes(cols).unwrap();
+    let mut act = vec![0u8; arb * n];
+    for row in act.chunks_exact_mut(arb) {
+        quant::quantize_row(vt, &rng.row(cols), row);
+    }
+    act
+}
+
 fn abs_products(ty: GgmlType, cols: usize, w: &[u8], a: &[u8]) -> f64 {
     let mut wf = vec![0f32; cols];
     let mut af = vec![0f32; cols];
@@ -112,11 +122,7 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
             let nb = cols / ty.block_len();
             let n_act = 9; // odd: exercises every tile width
             let arb = vt.row_bytes(cols).unwrap();
-            let mut act = vec![0u8; arb * n_act];
-            for t in 0..n_act {
-                let x = rng.row(cols);
-                quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
-            }
+            let act = act_rows(&mut rng, vt, cols, n_act);
             for _ in 0..3 {
                 let w = weight_row(&mut rng, ty, cols, raw);
                 let want: Vec<f32> = (0..n_act).map(|t| quant::vec_dot(ty, cols, &w, &act[t * arb..(t + 1) * arb])).collect();
@@ -200,10 +206,7 @@ fn check_batch(ty: GgmlType, col_choices: &[usize]) {
                 let nb = cols / ty.block_len();
                 let n_act = 9;
                 let arb = vt.row_bytes(cols).unwrap();
-                let mut act = vec![0u8; arb * n_act];
-                for t in 0..n_act {
-                    quant::quantize_row(vt, &rng.row(cols), &mut act[t * arb..(t + 1) * arb]);
-                }
+                let act = act_rows(&mut rng, vt, cols, n_act);
                 let pb = (b.prep_bytes)(nb);
                 assert_eq!(pb % 64, 0, "prepared rows keep 64-byte alignment");
                 let mut prepared = vec![Align64([0; 64]); n_act * pb / 64];
@@ -366,11 +369,7 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
             let n_act = 9;
             let arb = vt.row_bytes(cols).unwrap();
             let wrb = ty.row_bytes(cols).unwrap();
-            let mut act = vec![0u8; arb * n_act];
-            for t in 0..n_act {
-                let x = rng.row(cols);
-                quant::quantize_row(vt, &x, &mut act[t * arb..(t + 1) * arb]);
-            }
+            let act = act_rows(&mut rng, vt, cols, n_act);
             let mut w = Vec::new();
             for _ in 0..pr + 1 {
                 w.extend(weight_row(&mut rng, ty, cols, raw));
