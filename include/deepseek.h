@@ -35,6 +35,12 @@ enum llama_rope_scaling_type {
 };
 
 
+#define MAX_STOP_STRINGS 16
+
+#define MAX_STOP_STRING_BYTES 256
+
+#define MAX_STOP_TOKENS 64
+
 #define LLAMA_DEFAULT_SEED 4294967295
 
 #define LLAMA_TOKEN_NULL -1
@@ -60,6 +66,21 @@ enum llama_rope_scaling_type {
 #define LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY 1
 
 #define LLAMA_STATE_SEQ_FLAGS_ON_DEVICE 2
+
+/**
+ * ds_engine_submit: the request is invalid (reason logged).
+ */
+#define DS_ENGINE_ERR_INVALID -1
+
+/**
+ * ds_engine_submit: `queue_limit` requests are waiting to start (back off and retry).
+ */
+#define DS_ENGINE_ERR_FULL -2
+
+/**
+ * ds_engine_submit: the engine is being freed.
+ */
+#define DS_ENGINE_ERR_CLOSED -3
 
 /**
  * ggml's log levels (values match `enum ggml_log_level`).
@@ -261,6 +282,44 @@ enum ggml_opt_optimizer_type {
   GGML_OPT_OPTIMIZER_TYPE_COUNT = 2,
 };
 
+/**
+ * What kind of event a `ds_engine_event` is.
+ */
+enum ds_engine_event_kind {
+  DS_ENGINE_EVENT_TOKEN = 0,
+  DS_ENGINE_EVENT_FINISH = 1,
+};
+
+/**
+ * Why a request ended.
+ */
+enum ds_engine_finish_reason {
+  /**
+   * Not a final event.
+   */
+  DS_ENGINE_FINISH_NONE = 0,
+  /**
+   * max_tokens generated, or the slot's context is full.
+   */
+  DS_ENGINE_FINISH_LENGTH = 1,
+  /**
+   * A stop token or stop string (neither is part of the output).
+   */
+  DS_ENGINE_FINISH_STOP = 2,
+  /**
+   * An end-of-generation token (not part of the output).
+   */
+  DS_ENGINE_FINISH_EOG = 3,
+  /**
+   * ds_engine_cancel, a callback returning false, or ds_engine_free.
+   */
+  DS_ENGINE_FINISH_CANCELLED = 4,
+  /**
+   * The step failed (reason logged).
+   */
+  DS_ENGINE_FINISH_ERROR = 5,
+};
+
 enum llama_token_type {
   LLAMA_TOKEN_TYPE_UNDEFINED = 0,
   LLAMA_TOKEN_TYPE_NORMAL = 1,
@@ -291,6 +350,11 @@ enum llama_model_kv_override_type {
   LLAMA_KV_OVERRIDE_TYPE_BOOL,
   LLAMA_KV_OVERRIDE_TYPE_STR,
 };
+
+/**
+ * `struct ds_engine`: an engine, its context and its decode thread.
+ */
+struct ds_engine;
 
 struct ggml_backend_buffer_type;
 
@@ -718,6 +782,201 @@ typedef void (*ggml_opt_epoch_callback)(bool train,
                                         int64_t ibatch,
                                         int64_t ibatch_max,
                                         int64_t t_start_us);
+
+/**
+ * Parameters of `ds_engine_new` (start from `ds_engine_default_params()`).
+ */
+struct ds_engine_params {
+  /**
+   * Sequences decoded at once (slots), 1 to 64.
+   */
+  uint32_t n_seq_max;
+  /**
+   * Each slot's context in tokens (rounded up to a multiple of 256); 0: the model's training
+   * context, at most 4096.
+   */
+  uint32_t n_ctx_seq;
+  /**
+   * Tokens per decode step (at least n_seq_max) and per micro-batch.
+   */
+  uint32_t n_batch;
+  uint32_t n_ubatch;
+  /**
+   * Threads of the engine's pool (the decode thread is one of them).
+   */
+  int32_t n_threads;
+  /**
+   * Requests submitted and not yet started beyond which ds_engine_submit returns
+   * DS_ENGINE_ERR_FULL.
+   */
+  uint32_t queue_limit;
+  /**
+   * The most prompt tokens a step takes while other sequences generate.
+   */
+  uint32_t prefill_chunk;
+  /**
+   * > 1: a step's prompt tokens are also limited so that it is predicted to take at most
+   * this multiple of a step without them (bounded inter-token latency); 0: off.
+   */
+  float max_step_slowdown;
+  /**
+   * Events a polled request buffers; a request whose buffer is full pauses until polled.
+   */
+  uint32_t event_capacity;
+  /**
+   * Render special tokens in event pieces.
+   */
+  bool special;
+  /**
+   * Reuse the KV cells of the longest prompt prefix any slot holds.
+   */
+  bool prefix_reuse;
+};
+
+/**
+ * The sampler a request builds when it brings none: penalties, top-k, top-p, min-p,
+ * temperature and a seeded draw, as llama.cpp's common sampler; temperature <= 0 is greedy.
+ */
+struct ds_sampling_params {
+  float temperature;
+  /**
+   * <= 0: off.
+   */
+  int32_t top_k;
+  /**
+   * >= 1: off.
+   */
+  float top_p;
+  /**
+   * <= 0: off.
+   */
+  float min_p;
+  /**
+   * 1: off.
+   */
+  float repeat_penalty;
+  /**
+   * Tokens the penalty looks back over; -1: the slot's context.
+   */
+  int32_t repeat_last_n;
+  uint32_t seed;
+};
+
+/**
+ * One output event. `piece` points into the engine's piece table (valid until
+ * ds_engine_free; not NUL-terminated): for a token, the `n_piece` bytes of its piece that
+ * belong to the output (fewer than the whole piece only for the token in which a stop string
+ * begins). The counts are filled on the final event.
+ */
+struct ds_engine_event {
+  int64_t request_id;
+  void *user_data;
+  enum ds_engine_event_kind kind;
+  llama_token token;
+  const char *piece;
+  int32_t n_piece;
+  enum ds_engine_finish_reason finish_reason;
+  int32_t n_prompt_tokens;
+  /**
+   * Prompt tokens whose KV cells were reused from an earlier or concurrent sequence.
+   */
+  int32_t n_cached_tokens;
+  int32_t n_generated_tokens;
+  /**
+   * Submission to first token, and submission to the end, in microseconds.
+   */
+  int64_t ttft_us;
+  int64_t total_us;
+};
+
+/**
+ * Called on the engine's decode thread for each event of a request that has one; returning
+ * false cancels the request. It may call any ds_engine_* function but ds_engine_free; it
+ * should return quickly (every sequence of the engine waits for it).
+ */
+typedef bool (*ds_engine_callback)(const struct ds_engine_event *event, void *user_data);
+
+/**
+ * A request (start from `ds_engine_default_request()`). The prompt is `tokens` when
+ * `n_tokens` > 0, else `text` (tokenized on the submitting thread). The engine copies
+ * everything it needs; the caller's arrays may go when ds_engine_submit returns.
+ */
+struct ds_engine_request {
+  const llama_token *tokens;
+  int32_t n_tokens;
+  const char *text;
+  bool add_special;
+  bool parse_special;
+  /**
+   * A sampler (chain) the engine takes over in every case (freed by the engine when the
+   * request ends, or at once when the submission fails); NULL: built from `sampling`.
+   */
+  struct llama_sampler *sampler;
+  struct ds_sampling_params sampling;
+  /**
+   * Tokens to generate at most; -1: until the slot's context is full.
+   */
+  int32_t max_tokens;
+  const llama_token *stop_tokens;
+  int32_t n_stop_tokens;
+  /**
+   * NUL-terminated stop strings.
+   */
+  const char *const *stop_strings;
+  int32_t n_stop_strings;
+  /**
+   * Keep generating past end-of-generation tokens.
+   */
+  bool ignore_eos;
+  /**
+   * NULL: events are read with ds_engine_poll / ds_engine_wait.
+   */
+  ds_engine_callback callback;
+  void *user_data;
+};
+
+/**
+ * An engine's figures (ds_engine_stats_get), or the sum over every engine (ds_stats.engines).
+ */
+struct ds_engine_stats {
+  /**
+   * Requests waiting for a slot, and holding one.
+   */
+  int64_t queued;
+  int64_t running;
+  int64_t kv_cells_used;
+  int64_t kv_cells_total;
+  /**
+   * Request-table versions alive (current plus replaced ones awaiting the epoch), and
+   * published since creation.
+   */
+  int64_t table_versions_live;
+  uint64_t table_versions_published;
+  uint64_t requests_submitted;
+  uint64_t requests_rejected;
+  uint64_t finished_length;
+  uint64_t finished_stop;
+  uint64_t finished_eog;
+  uint64_t finished_cancelled;
+  uint64_t finished_error;
+  /**
+   * Prompt tokens computed by the model, and reused from cached KV cells.
+   */
+  uint64_t prompt_tokens_computed;
+  uint64_t prompt_tokens_reused;
+  uint64_t generated_tokens;
+  uint64_t steps;
+  /**
+   * Generated tokens per second over the last second.
+   */
+  double tokens_per_second;
+  double ttft_p50_us;
+  double ttft_p90_us;
+  double ttft_p99_us;
+  double itl_p50_us;
+  double itl_p90_us;
+  double itl_p99_us;
+};
 
 /**
  * Upper bounds of the latency buckets, in microseconds (a last bucket takes the rest).
@@ -1773,6 +2032,78 @@ void llama_opt_epoch(struct llama_context *lctx,
                      int64_t idata_split,
                      ggml_opt_epoch_callback callback_train,
                      ggml_opt_epoch_callback callback_eval);
+
+struct ds_engine_params ds_engine_default_params(void);
+
+/**
+ * Greedy, no penalties, seed LLAMA_DEFAULT_SEED; max_tokens -1; no callback.
+ */
+struct ds_engine_request ds_engine_default_request(void);
+
+/**
+ * Creates an engine on `model` (which may be freed before the engine: the engine keeps it).
+ * NULL (logged) on invalid parameters or when memory runs out.
+ */
+struct ds_engine *ds_engine_new(const struct llama_model *model, struct ds_engine_params params);
+
+/**
+ * Ends every request (each gets its final event, "cancelled" unless it had ended; callbacks
+ * receive theirs before this returns), waits for calls in progress on other threads, frees
+ * the context and everything else. NULL is ignored.
+ */
+void ds_engine_free(struct ds_engine *engine);
+
+/**
+ * Queues a request, from any thread, without waiting for other submitters or the decode
+ * loop. Returns its id (>= 1), or DS_ENGINE_ERR_INVALID (empty prompt, prompt not shorter
+ * than a slot's context, token ids outside the vocabulary, bad counts), DS_ENGINE_ERR_FULL
+ * (queue_limit requests waiting) or DS_ENGINE_ERR_CLOSED, each with a logged reason; a
+ * failed submission leaves nothing behind.
+ *
+ * # Safety
+ * `request`'s pointers are NULL or valid for their counts.
+ */
+int64_t ds_engine_submit(struct ds_engine *engine, const struct ds_engine_request *request);
+
+/**
+ * Ends request `id` at the next step (from any thread, at any moment; idempotent). Returns 0,
+ * also for a request that had already ended; -1 (logged) for an id this engine never gave.
+ */
+int32_t ds_engine_cancel(struct ds_engine *engine, int64_t id);
+
+/**
+ * Moves up to `max` of request `id`'s events into `events`, oldest first, without waiting;
+ * returns how many (0: none yet), or -1 (logged) for an unknown id, a request with a
+ * callback, or one whose final event has been read already. Several threads may poll the
+ * same request: each event goes to exactly one of them. (`user_data` is not set on polled
+ * events: the poller knows its request.)
+ *
+ * # Safety
+ * `events` must be writable for `max` events.
+ */
+int32_t ds_engine_poll(struct ds_engine *engine,
+                       int64_t id,
+                       struct ds_engine_event *events,
+                       int32_t max);
+
+/**
+ * As ds_engine_poll, but waits up to `timeout_ms` milliseconds (< 0: without limit) for the
+ * first event. Returns 0 on timeout.
+ *
+ * # Safety
+ * `events` must be writable for `max` events.
+ */
+int32_t ds_engine_wait(struct ds_engine *engine,
+                       int64_t id,
+                       struct ds_engine_event *events,
+                       int32_t max,
+                       int32_t timeout_ms);
+
+/**
+ * Fills `*out` with the engine's figures; 0, or -1 (logged) when an argument is NULL. Any
+ * thread, any time.
+ */
+int32_t ds_engine_stats_get(const struct ds_engine *engine, struct ds_engine_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,7 +1,7 @@
 //! deepseek: CPU inference for DeepSeek-family GGUF models behind llama.h's C ABI.
 //!
 //! Layers, top to bottom (imports point down only):
-//! `api` (the only `extern "C"`) → engine (`model`, `context`, `kv`, `batch`, `tokenizer`, `sampling`, `chat`)
+//! `api` (the only `extern "C"`) → engine (`model`, `context`, `kv`, `batch`, `tokenizer`, `sampling`, `chat`, `engine` for serving)
 //! → compute (`kernels`, `threads`) → format (`gguf`, `quant`) → sys (`sys`).
 
 pub mod sys;
@@ -17,4 +17,5 @@ pub mod context;
 pub mod state;
 pub mod sampling;
 pub mod chat;
+pub mod engine;
 pub mod api;

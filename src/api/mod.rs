@@ -21,3 +21,4 @@ pub mod vocab;
 pub mod misc;
 pub mod unsupported;
 pub mod ext;
+pub mod engine;

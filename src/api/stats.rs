@@ -53,6 +53,9 @@ pub struct ds_stats {
     pub generation_token_p50_us: f64,
     pub generation_token_p90_us: f64,
     pub generation_token_p99_us: f64,
+    /// Serving engines alive (ds_engine_new), and the sum of their figures.
+    pub live_engines: i64,
+    pub engines: super::engine::ds_engine_stats,
 }
 
 /// One context's figures. Safe to call from any thread while the context decodes; not
@@ -112,6 +115,8 @@ fn read_stats() -> ds_stats {
         generation_token_p50_us: generation[0],
         generation_token_p90_us: generation[1],
         generation_token_p99_us: generation[2],
+        live_engines: stats::ENGINES.get(),
+        engines: super::engine::engine_stats(&stats::ENGINES_ALL),
     }
 }
 
@@ -177,7 +182,14 @@ pub unsafe extern "C" fn ds_metrics_prometheus(buf: *mut c_char, len: usize) -> 
         if buf.is_null() && len > 0 {
             return Err("buf is NULL".into());
         }
-        let text = crate::sys::prometheus::render(&metric_values(&read_stats()), &stats::PROMPT_LATENCY.snapshot(), &stats::GENERATION_LATENCY.snapshot());
+        let e = &stats::ENGINES_ALL;
+        let histograms = [
+            ("ds_prompt_token_seconds", "Per-token latency of prompt processing.", stats::PROMPT_LATENCY.snapshot()),
+            ("ds_generation_token_seconds", "Per-token latency of generation steps.", stats::GENERATION_LATENCY.snapshot()),
+            ("ds_engine_time_to_first_token_seconds", "Serving engines: time from a request's submission to its first token.", e.ttft.snapshot()),
+            ("ds_engine_inter_token_seconds", "Serving engines: time between a request's consecutive tokens.", e.itl.snapshot()),
+        ];
+        let text = crate::sys::prometheus::render(&metric_values(&read_stats()), &histograms);
         // SAFETY: buf is writable for len bytes (caller).
         unsafe { write_c_string(&text, buf, len) };
         Ok(text.len() as i64)
@@ -205,5 +217,22 @@ fn metric_values(s: &ds_stats) -> Vec<crate::sys::prometheus::Metric> {
         Metric::new("ds_decode_calls_total", Counter, "Successful llama_decode calls.", s.decode_calls as f64),
         Metric::new("ds_prompt_tokens_total", Counter, "Tokens processed as prompt.", s.prompt_tokens as f64),
         Metric::new("ds_generated_tokens_total", Counter, "Tokens processed as generation steps.", s.generated_tokens as f64),
+        Metric::new("ds_live_engines", Gauge, "Serving engines alive.", s.live_engines as f64),
+        Metric::new("ds_engine_queue_depth", Gauge, "Serving engines: requests waiting for a slot.", s.engines.queued as f64),
+        Metric::new("ds_engine_running", Gauge, "Serving engines: requests holding a slot.", s.engines.running as f64),
+        Metric::new("ds_engine_kv_cells_used", Gauge, "Serving engines: KV cells in use.", s.engines.kv_cells_used as f64),
+        Metric::new("ds_engine_kv_cells_total", Gauge, "Serving engines: KV cells.", s.engines.kv_cells_total as f64),
+        Metric::new("ds_engine_table_versions_live", Gauge, "Serving engines: request-table versions alive, including replaced ones awaiting reclamation.", s.engines.table_versions_live as f64),
+        Metric::new("ds_engine_requests_submitted_total", Counter, "Serving engines: requests accepted.", s.engines.requests_submitted as f64),
+        Metric::new("ds_engine_requests_rejected_total", Counter, "Serving engines: submissions refused (invalid, queue full, closing).", s.engines.requests_rejected as f64),
+        Metric::new("ds_engine_requests_finished_length_total", Counter, "Serving engines: requests ended by max_tokens or a full context.", s.engines.finished_length as f64),
+        Metric::new("ds_engine_requests_finished_stop_total", Counter, "Serving engines: requests ended by a stop token or string.", s.engines.finished_stop as f64),
+        Metric::new("ds_engine_requests_finished_eog_total", Counter, "Serving engines: requests ended by an end-of-generation token.", s.engines.finished_eog as f64),
+        Metric::new("ds_engine_requests_finished_cancelled_total", Counter, "Serving engines: requests cancelled.", s.engines.finished_cancelled as f64),
+        Metric::new("ds_engine_requests_finished_error_total", Counter, "Serving engines: requests ended by an error.", s.engines.finished_error as f64),
+        Metric::new("ds_engine_prompt_tokens_computed_total", Counter, "Serving engines: prompt tokens computed.", s.engines.prompt_tokens_computed as f64),
+        Metric::new("ds_engine_prompt_tokens_reused_total", Counter, "Serving engines: prompt tokens whose KV cells were reused.", s.engines.prompt_tokens_reused as f64),
+        Metric::new("ds_engine_generated_tokens_total", Counter, "Serving engines: tokens generated.", s.engines.generated_tokens as f64),
+        Metric::new("ds_engine_tokens_per_second", Gauge, "Serving engines: tokens generated per second over the last second.", s.engines.tokens_per_second),
     ]
 }

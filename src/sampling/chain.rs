@@ -121,3 +121,69 @@ impl Sampler for Box<dyn Sampler + Send> {
         (**self).seed()
     }
 }
+
+/// The usual CPU sampling settings, as llama.cpp's common sampler applies them.
+#[derive(Clone, Copy, Debug)]
+pub struct CommonParams {
+    /// ≤ 0: greedy.
+    pub temperature: f32,
+    /// ≤ 0: off.
+    pub top_k: i32,
+    /// ≥ 1: off.
+    pub top_p: f32,
+    /// ≤ 0: off.
+    pub min_p: f32,
+    /// 1: off.
+    pub repeat_penalty: f32,
+    pub repeat_last_n: i32,
+    pub seed: u32,
+}
+
+impl CommonParams {
+    pub fn check(&self) -> Result<(), String> {
+        let finite = [self.temperature, self.top_p, self.min_p, self.repeat_penalty].iter().all(|v| v.is_finite());
+        if !finite {
+            return Err("sampling parameters must be finite numbers".into());
+        }
+        if !(0.0..=1.0).contains(&self.min_p.max(0.0)) || self.top_p < 0.0 {
+            return Err(format!("top_p = {} and min_p = {} must lie in [0, 1]", self.top_p, self.min_p));
+        }
+        if self.repeat_last_n < -1 {
+            return Err(format!("repeat_last_n = {} must be -1 (whole context), 0 (off) or positive", self.repeat_last_n));
+        }
+        if self.repeat_penalty <= 0.0 {
+            return Err(format!("repeat_penalty = {} must be positive (1 is off)", self.repeat_penalty));
+        }
+        Ok(())
+    }
+
+    /// penalties, top-k, top-p, min-p, temperature, then a seeded draw (mt19937, as upstream);
+    /// temperature ≤ 0 is greedy. `n_ctx` sizes the penalty window for repeat_last_n = -1.
+    pub fn build(&self, n_ctx: usize) -> BoxChain {
+        use super::penalties::Penalties;
+        use super::pick::{Dist, Greedy};
+        use super::temp::Temp;
+        use super::truncate::{MinP, TopK, TopP};
+        let mut c = BoxChain::new(true);
+        let last_n = if self.repeat_last_n < 0 { n_ctx } else { self.repeat_last_n as usize };
+        if !Penalties::is_disabled(last_n.min(i32::MAX as usize) as i32, self.repeat_penalty, 0.0, 0.0) {
+            c.members.push(Box::new(Penalties::new(last_n, self.repeat_penalty, 0.0, 0.0)));
+        }
+        if self.temperature <= 0.0 {
+            c.members.push(Box::new(Greedy));
+            return c;
+        }
+        if self.top_k > 0 {
+            c.members.push(Box::new(TopK { k: self.top_k }));
+        }
+        if self.top_p < 1.0 {
+            c.members.push(Box::new(TopP { p: self.top_p, min_keep: 1 }));
+        }
+        if self.min_p > 0.0 {
+            c.members.push(Box::new(MinP { p: self.min_p, min_keep: 1 }));
+        }
+        c.members.push(Box::new(Temp { temp: self.temperature }));
+        c.members.push(Box::new(Dist::new(self.seed)));
+        c
+    }
+}

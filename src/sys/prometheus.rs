@@ -22,8 +22,8 @@ impl Metric {
     }
 }
 
-/// The metrics, then the prompt and generation per-token latency histograms (seconds).
-pub fn render(metrics: &[Metric], prompt: &HistogramSnapshot, generation: &HistogramSnapshot) -> String {
+/// The metrics, then the latency histograms (name, help, snapshot; in seconds).
+pub fn render(metrics: &[Metric], histograms: &[(&str, &str, HistogramSnapshot)]) -> String {
     let mut out = String::with_capacity(4096);
     for m in metrics {
         let kind = match m.kind {
@@ -32,8 +32,9 @@ pub fn render(metrics: &[Metric], prompt: &HistogramSnapshot, generation: &Histo
         };
         let _ = write!(out, "# HELP {} {}\n# TYPE {} {kind}\n{} {}\n", m.name, m.help, m.name, m.name, m.value);
     }
-    histogram(&mut out, "ds_prompt_token_seconds", "Per-token latency of prompt processing.", prompt);
-    histogram(&mut out, "ds_generation_token_seconds", "Per-token latency of generation steps.", generation);
+    for (name, help, h) in histograms {
+        histogram(&mut out, name, help, h);
+    }
     out
 }
 

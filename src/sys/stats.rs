@@ -151,6 +151,80 @@ pub static PROMPT_LATENCY: LatencyHistogram = LatencyHistogram::new();
 /// of its tokens waited the whole decode).
 pub static GENERATION_LATENCY: LatencyHistogram = LatencyHistogram::new();
 
+/// Why a serving-engine request ended (`ds_engine_finish_reason` without NONE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishKind {
+    Length = 0,
+    Stop = 1,
+    Eog = 2,
+    Cancelled = 3,
+    Error = 4,
+}
+
+/// What a serving engine (`ds_engine`) holds and has done. Each engine has one, and the
+/// process-wide [`ENGINES_ALL`] sums every engine's; the engine updates both.
+pub struct EngineMetrics {
+    /// Requests submitted and not yet started (waiting for a slot).
+    pub queued: Gauge,
+    /// Requests holding a slot (prefilling or generating).
+    pub running: Gauge,
+    pub kv_cells_used: Gauge,
+    pub kv_cells_total: Gauge,
+    /// Request-table versions alive (the current ones plus replaced ones awaiting the epoch).
+    pub table_versions_live: Gauge,
+    pub table_versions_published: Counter,
+    pub submitted: Counter,
+    pub rejected: Counter,
+    /// Finished requests by reason, indexed by `FinishKind`.
+    pub finished: [Counter; 5],
+    /// Prompt tokens computed by the model, and prompt tokens whose KV cells were reused.
+    pub prompt_computed: Counter,
+    pub prompt_reused: Counter,
+    pub generated: Counter,
+    pub steps: Counter,
+    /// Generated tokens per second over the last second or so of decoding, × 1000 (an
+    /// engine adds the change of its own rate, so the process-wide one is the sum).
+    pub tokens_per_second_milli: Gauge,
+    /// Time from submission to the first token.
+    pub ttft: LatencyHistogram,
+    /// Time between a request's consecutive tokens.
+    pub itl: LatencyHistogram,
+}
+
+impl EngineMetrics {
+    pub const fn new() -> EngineMetrics {
+        EngineMetrics {
+            queued: Gauge::new(),
+            running: Gauge::new(),
+            kv_cells_used: Gauge::new(),
+            kv_cells_total: Gauge::new(),
+            table_versions_live: Gauge::new(),
+            table_versions_published: Counter::new(),
+            submitted: Counter::new(),
+            rejected: Counter::new(),
+            finished: [Counter::new(), Counter::new(), Counter::new(), Counter::new(), Counter::new()],
+            prompt_computed: Counter::new(),
+            prompt_reused: Counter::new(),
+            generated: Counter::new(),
+            steps: Counter::new(),
+            tokens_per_second_milli: Gauge::new(),
+            ttft: LatencyHistogram::new(),
+            itl: LatencyHistogram::new(),
+        }
+    }
+}
+
+impl Default for EngineMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Serving engines alive.
+pub static ENGINES: Gauge = Gauge::new();
+/// The sum of every engine's metrics.
+pub static ENGINES_ALL: EngineMetrics = EngineMetrics::new();
+
 #[cfg(test)]
 mod tests {
     use super::*;

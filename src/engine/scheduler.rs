@@ -1,0 +1,607 @@
+//! The decode loop: the one thread that owns the engine's context. Each turn it takes new
+//! submissions, ends cancelled requests, gives free slots to waiting requests (reusing the
+//! KV cells of the longest prompt prefix any slot holds), decodes one step — every generating
+//! sequence's next token plus a budgeted chunk of prompt tokens — samples, delivers events,
+//! and retires finished requests. It sleeps on a futex when there is nothing to do.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc as StdArc;
+use std::time::{Duration, Instant};
+
+use super::ring::Event;
+use super::stop::StopMatcher;
+use super::sync::{Arc, Ordering};
+use super::{Callback, EventView, FinishInfo, Inner, RequestShared, Submitted};
+use crate::batch::BatchInput;
+use crate::context::Context;
+use crate::sampling::chain::sample;
+use crate::sampling::{Sampler, TokenData};
+use crate::sys::stats::FinishKind;
+
+/// Fewest prompt tokens a step takes under the time budget (so a prompt always advances).
+const MIN_CHUNK: usize = 4;
+/// Copying another slot's whole stream of cells pays off from this many reused tokens on.
+const MIN_COPY_GAIN: usize = 32;
+
+/// A request holding a slot.
+struct Active {
+    shared: Arc<RequestShared>,
+    prompt: Vec<i32>,
+    /// Prompt tokens whose KV cells are in the slot (reused or computed).
+    n_done: usize,
+    n_cached: usize,
+    /// The sampled token to decode next.
+    pending: Option<i32>,
+    sampler: Box<dyn Sampler + Send>,
+    max_tokens: i32,
+    n_generated: u32,
+    stop_tokens: Vec<i32>,
+    stop: StopMatcher,
+    ignore_eos: bool,
+    callback: Option<Callback>,
+    t_submit: Instant,
+    t_first: Option<Instant>,
+    t_last: Option<Instant>,
+    /// Admission order (prefill is first come, first served).
+    order: u64,
+}
+
+struct Slot {
+    /// The tokens whose KV cells this slot's sequence holds, in position order.
+    cache: Vec<i32>,
+    req: Option<Active>,
+    /// Step at which the slot was last released (least recently used slots are taken first).
+    last_used: u64,
+}
+
+/// What a batch row is for.
+#[derive(Clone, Copy)]
+enum Row {
+    /// A generating slot's pending token.
+    Next(usize),
+    /// `n` prompt tokens of a slot starting at its `n_done`; the last row of the run.
+    Prompt { slot: usize, n: usize, last: bool },
+}
+
+/// The step-time model behind the prompt budget: exponential averages of a step without prompt
+/// tokens and of the extra time per prompt token.
+#[derive(Default)]
+struct Cost {
+    decode_us: Option<f64>,
+    prompt_token_us: Option<f64>,
+}
+
+impl Cost {
+    fn observe(&mut self, n_next: usize, n_prompt: usize, us: f64) {
+        let ema = |old: Option<f64>, v: f64| Some(old.map_or(v, |o| 0.8 * o + 0.2 * v));
+        if n_prompt == 0 {
+            self.decode_us = ema(self.decode_us, us);
+        } else if n_next == 0 {
+            // A prompt-only step: an upper bound of the marginal cost, used until mixed steps
+            // measure it.
+            if self.prompt_token_us.is_none() {
+                self.prompt_token_us = Some(us / n_prompt as f64);
+            }
+        } else if let Some(d) = self.decode_us {
+            self.prompt_token_us = ema(self.prompt_token_us, ((us - d).max(0.0) / n_prompt as f64).max(1.0));
+        }
+    }
+
+    /// Prompt tokens a step with generating sequences may take.
+    fn budget(&self, chunk: usize, slowdown: f32) -> usize {
+        match (self.decode_us, self.prompt_token_us) {
+            (Some(d), Some(p)) if slowdown > 1.0 => (((slowdown as f64 - 1.0) * d / p) as usize).clamp(MIN_CHUNK, chunk.max(MIN_CHUNK)),
+            _ => chunk,
+        }
+    }
+}
+
+pub(crate) struct Loop {
+    inner: StdArc<Inner>,
+    ctx: Context,
+    slots: Vec<Slot>,
+    waiting: VecDeque<Submitted>,
+    taken: Vec<Submitted>,
+    tokens: Vec<i32>,
+    pos: Vec<i32>,
+    seq_ids: Vec<i32>,
+    logits: Vec<i8>,
+    rows: Vec<(Row, usize)>,
+    /// (admission order, slot) of the slots with prompt left; reused scratch.
+    order: Vec<(u64, usize)>,
+    candidates: Vec<TokenData>,
+    cost: Cost,
+    step: u64,
+    next_order: u64,
+    /// Generated tokens and the start of the current throughput window.
+    window: (u64, Instant),
+    tps_milli: i64,
+    kv_used: i64,
+}
+
+fn lcp(a: &[i32], b: &[i32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Loop {
+    pub(crate) fn new(inner: StdArc<Inner>, ctx: Context) -> Result<Loop, String> {
+        let n_seq = inner.n_seq_max as usize;
+        let n_ctx_seq = inner.n_ctx_seq as usize;
+        let n_batch = ctx.n_batch as usize;
+        let mut slots = Vec::with_capacity(n_seq);
+        for _ in 0..n_seq {
+            let mut cache = Vec::new();
+            cache.try_reserve_exact(n_ctx_seq).map_err(|_| "cannot allocate the slots' token lists")?;
+            slots.push(Slot { cache, req: None, last_used: 0 });
+        }
+        let q = inner.params.queue_limit as usize;
+        Ok(Loop {
+            slots,
+            waiting: VecDeque::with_capacity(q),
+            taken: Vec::with_capacity(q),
+            tokens: Vec::with_capacity(n_batch),
+            pos: Vec::with_capacity(n_batch),
+            seq_ids: Vec::with_capacity(n_batch),
+            logits: Vec::with_capacity(n_batch),
+            rows: Vec::with_capacity(n_batch),
+            order: Vec::with_capacity(n_seq),
+            candidates: Vec::with_capacity(inner.model.hp.n_vocab),
+            cost: Cost::default(),
+            step: 0,
+            next_order: 0,
+            window: (0, Instant::now()),
+            tps_milli: 0,
+            kv_used: 0,
+            ctx,
+            inner,
+        })
+    }
+
+    pub(crate) fn run(mut self) {
+        loop {
+            let seen = self.inner.wake.seen();
+            if self.inner.closing.load(Ordering::SeqCst) {
+                self.shut_down();
+                return;
+            }
+            let worked = match catch_unwind(AssertUnwindSafe(|| self.turn())) {
+                Ok(w) => w,
+                Err(p) => {
+                    let what = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+                    crate::log_error!("ds_engine: internal error in the decode loop: {what}; its running requests end with an error");
+                    self.fail_all_running();
+                    true
+                }
+            };
+            if !worked {
+                self.inner.wake.wait(seen, Duration::from_millis(250));
+            }
+        }
+    }
+
+    /// One turn of the loop; false when there was nothing to do.
+    fn turn(&mut self) -> bool {
+        self.take_submissions();
+        self.end_cancelled();
+        self.admit();
+        let worked = self.decode_step();
+        self.remove_drained();
+        self.update_gauges();
+        worked
+    }
+
+    fn take_submissions(&mut self) {
+        self.taken.clear();
+        self.inner.queue.take_all(&mut self.taken);
+        self.waiting.extend(self.taken.drain(..));
+    }
+
+    fn end_cancelled(&mut self) {
+        let mut i = 0;
+        while i < self.waiting.len() {
+            if self.waiting[i].shared.cancel.load(Ordering::Acquire) {
+                let sub = self.waiting.remove(i).expect("index in range");
+                self.end_unstarted(sub, FinishKind::Cancelled);
+            } else {
+                i += 1;
+            }
+        }
+        for s in 0..self.slots.len() {
+            if self.slots[s].req.as_ref().is_some_and(|a| a.shared.cancel.load(Ordering::Acquire)) {
+                self.finish(s, FinishKind::Cancelled);
+            }
+        }
+    }
+
+    /// Ends a request that never got a slot.
+    fn end_unstarted(&mut self, mut sub: Submitted, kind: FinishKind) {
+        self.inner.queue.release(1);
+        self.inner.record(|m| m.queued.add(-1));
+        let info = FinishInfo { reason: Some(kind), n_prompt: sub.prompt.len() as u32, total_us: sub.t_submit.elapsed().as_micros() as u64, ..Default::default() };
+        deliver_final(&self.inner, &sub.shared, &mut sub.callback, &info);
+        self.inner.record(|m| m.finished[kind as usize].add(1));
+    }
+
+    fn admit(&mut self) {
+        while !self.waiting.is_empty() {
+            let Some(slot) = self.choose_slot(&self.waiting[0].prompt) else { return };
+            let sub = self.waiting.pop_front().expect("not empty");
+            self.inner.queue.release(1);
+            self.inner.record(|m| {
+                m.queued.add(-1);
+                m.running.add(1);
+            });
+            let reuse = self.reuse_prefix(slot, &sub.prompt);
+            self.inner.record(|m| m.prompt_reused.add(reuse as u64));
+            let order = self.next_order;
+            self.next_order += 1;
+            self.slots[slot].req = Some(Active {
+                shared: sub.shared,
+                n_done: reuse,
+                n_cached: reuse,
+                prompt: sub.prompt,
+                pending: None,
+                sampler: sub.sampler,
+                max_tokens: sub.max_tokens,
+                n_generated: 0,
+                stop_tokens: sub.stop_tokens,
+                stop: StopMatcher::new(sub.stop_strings),
+                ignore_eos: sub.ignore_eos,
+                callback: sub.callback,
+                t_submit: sub.t_submit,
+                t_first: None,
+                t_last: None,
+                order,
+            });
+        }
+    }
+
+    /// The free slot whose cached tokens share the longest prefix with `prompt` (the least
+    /// recently used among equals), or None when every slot is busy.
+    fn choose_slot(&self, prompt: &[i32]) -> Option<usize> {
+        let reuse = self.inner.params.prefix_reuse;
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.req.is_none())
+            .max_by_key(|(_, s)| (if reuse { lcp(&s.cache, prompt) } else { 0 }, std::cmp::Reverse(s.last_used)))
+            .map(|(i, _)| i)
+    }
+
+    /// Keeps the slot's cells of the longest prefix of `prompt` it (or, copied, another slot)
+    /// holds, at most all but the prompt's last token (whose logits are needed); drops the
+    /// rest. Returns the number of reused tokens.
+    fn reuse_prefix(&mut self, slot: usize, prompt: &[i32]) -> usize {
+        let limit = prompt.len() - 1;
+        let mut keep = 0;
+        if self.inner.params.prefix_reuse {
+            keep = lcp(&self.slots[slot].cache, prompt).min(limit);
+            // A longer prefix in another slot (running or not): copy that slot's cells.
+            let best = (0..self.slots.len()).filter(|&s| s != slot).map(|s| (lcp(&self.slots[s].cache, prompt).min(limit), s)).max();
+            if let Some((n, src)) = best {
+                if n >= keep + MIN_COPY_GAIN {
+                    self.ctx.kv.seq_cp(src, slot, -1, -1);
+                    let (a, b) = if src < slot { let (x, y) = self.slots.split_at_mut(slot); (&x[src], &mut y[0]) } else { let (x, y) = self.slots.split_at_mut(src); (&y[0], &mut x[slot]) };
+                    b.cache.clear();
+                    b.cache.extend_from_slice(&a.cache);
+                    keep = n;
+                }
+            }
+        }
+        self.ctx.kv.seq_rm(slot as i32, keep as i32, -1);
+        self.slots[slot].cache.truncate(keep);
+        keep
+    }
+
+    /// Builds and decodes one step; false when no slot had anything to decode.
+    fn decode_step(&mut self) -> bool {
+        self.tokens.clear();
+        self.pos.clear();
+        self.seq_ids.clear();
+        self.logits.clear();
+        self.rows.clear();
+        let n_batch = self.ctx.n_batch as usize;
+        // Every generating sequence's next token (unless its ring has no room).
+        for s in 0..self.slots.len() {
+            let slot = &self.slots[s];
+            let Some(a) = &slot.req else { continue };
+            let Some(t) = a.pending else { continue };
+            if let Some(ring) = &a.shared.ring {
+                // Room for the token and whatever the stop matcher may release with it. The
+                // flag is raised before the check and a reader checks it after making room
+                // (both behind SeqCst fences), so one of the two sees the other.
+                a.shared.paused.store(true, Ordering::SeqCst);
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                let room = (ring.capacity() - 1).saturating_sub(ring.len());
+                if room < a.stop.held() + 1 {
+                    continue;
+                }
+                a.shared.paused.store(false, Ordering::Relaxed);
+            }
+            self.rows.push((Row::Next(s), self.tokens.len()));
+            self.tokens.push(t);
+            self.pos.push(slot.cache.len() as i32);
+            self.seq_ids.push(s as i32);
+            self.logits.push(1);
+        }
+        let n_next = self.tokens.len();
+        let mut budget = if n_next == 0 { n_batch } else { self.cost.budget(self.inner.params.prefill_chunk as usize, self.inner.params.max_step_slowdown) };
+        budget = budget.min(n_batch - n_next);
+        // Prompt chunks, first admitted first.
+        self.order.clear();
+        for (s, slot) in self.slots.iter().enumerate() {
+            if let Some(a) = &slot.req {
+                if a.n_done < a.prompt.len() {
+                    self.order.push((a.order, s));
+                }
+            }
+        }
+        self.order.sort_unstable();
+        for k in 0..self.order.len() {
+            let s = self.order[k].1;
+            if budget == 0 {
+                break;
+            }
+            let a = self.slots[s].req.as_ref().expect("slot has a request");
+            let n = (a.prompt.len() - a.n_done).min(budget);
+            let last = a.n_done + n == a.prompt.len();
+            self.rows.push((Row::Prompt { slot: s, n, last }, self.tokens.len()));
+            for i in 0..n {
+                self.tokens.push(a.prompt[a.n_done + i]);
+                self.pos.push((a.n_done + i) as i32);
+                self.seq_ids.push(s as i32);
+                self.logits.push((last && i == n - 1) as i8);
+            }
+            budget -= n;
+        }
+        if self.tokens.is_empty() {
+            return false;
+        }
+        let n_prompt = self.tokens.len() - n_next;
+        let started = Instant::now();
+        let seq_ids = &self.seq_ids;
+        let seq_of = |i: usize| std::slice::from_ref(&seq_ids[i]);
+        let input = BatchInput { tokens: &self.tokens, pos: Some(&self.pos), seq_ids: Some(&seq_of), logits: Some(&self.logits) };
+        let result = self.ctx.decode(&input, None);
+        self.step += 1;
+        self.inner.record(|m| m.steps.add(1));
+        if let Err(e) = result {
+            crate::log_error!("ds_engine: a decode step of {} tokens failed: {e:?}; its requests end with an error", self.tokens.len());
+            let slots: Vec<usize> = self.rows.iter().map(|(r, _)| match *r {
+                Row::Next(s) | Row::Prompt { slot: s, .. } => s,
+            }).collect();
+            for s in slots {
+                if self.slots[s].req.is_some() {
+                    self.finish(s, FinishKind::Error);
+                }
+            }
+            return true;
+        }
+        self.cost.observe(n_next, n_prompt, started.elapsed().as_secs_f64() * 1e6);
+        self.inner.record(|m| m.prompt_computed.add(n_prompt as u64));
+        // Advance every row's slot, then sample where there are logits.
+        for r in 0..self.rows.len() {
+            let (row, at) = self.rows[r];
+            match row {
+                Row::Next(s) => {
+                    let slot = &mut self.slots[s];
+                    let a = slot.req.as_mut().expect("slot has a request");
+                    slot.cache.push(a.pending.take().expect("pending token"));
+                    self.sample_and_emit(s, at);
+                }
+                Row::Prompt { slot: s, n, last } => {
+                    let slot = &mut self.slots[s];
+                    let a = slot.req.as_mut().expect("slot has a request");
+                    slot.cache.extend_from_slice(&a.prompt[a.n_done..a.n_done + n]);
+                    a.n_done += n;
+                    if last {
+                        self.sample_and_emit(s, at + n - 1);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Samples slot `s`'s next token from batch row `at` and acts on it.
+    fn sample_and_emit(&mut self, s: usize, at: usize) {
+        let logits = match self.ctx.logits_row(at as i32) {
+            Ok(l) => l,
+            Err(e) => {
+                crate::log_error!("ds_engine: no logits for row {at}: {e}");
+                return self.finish(s, FinishKind::Error);
+            }
+        };
+        let a = self.slots[s].req.as_mut().expect("slot has a request");
+        let token = match sample(&mut *a.sampler, logits, &mut self.candidates) {
+            Ok(t) => t,
+            Err(e) => {
+                crate::log_error!("ds_engine: request {}: {e}", a.shared.id);
+                return self.finish(s, FinishKind::Error);
+            }
+        };
+        let now = Instant::now();
+        match a.t_last {
+            None => {
+                a.t_first = Some(now);
+                let ttft = now.duration_since(a.t_submit).as_nanos() as u64;
+                self.inner.record(|m| m.ttft.observe(ttft, 1));
+            }
+            Some(prev) => {
+                let itl = now.duration_since(prev).as_nanos() as u64;
+                self.inner.record(|m| m.itl.observe(itl, 1));
+            }
+        }
+        a.t_last = Some(now);
+        let vocab = &self.inner.model.vocab;
+        if !a.ignore_eos && vocab.is_eog(token) {
+            return self.finish(s, FinishKind::Eog);
+        }
+        if a.stop_tokens.contains(&token) {
+            return self.finish(s, FinishKind::Stop);
+        }
+        a.n_generated += 1;
+        self.inner.record(|m| m.generated.add(1));
+        self.window.0 += 1;
+        let inner = &*self.inner;
+        let piece = inner.pieces.get(token);
+        let (shared, callback) = (&a.shared, &mut a.callback);
+        let mut keep_going = true;
+        let stopped = a.stop.push(token, piece, |t, n| keep_going &= deliver_token(inner, shared, callback, t, n));
+        if let (Some(ring), false) = (&a.shared.ring, stopped) {
+            // Never hold more than the ring could take at once with the final event.
+            while a.stop.held() + 2 > ring.capacity() {
+                a.stop.release_oldest(|t, n| keep_going &= deliver_token(inner, shared, callback, t, n));
+            }
+        }
+        if stopped {
+            return self.finish(s, FinishKind::Stop);
+        }
+        if !keep_going {
+            a.shared.cancel.store(true, Ordering::Release);
+            return self.finish(s, FinishKind::Cancelled);
+        }
+        if a.max_tokens >= 0 && a.n_generated >= a.max_tokens as u32 {
+            return self.finish(s, FinishKind::Length);
+        }
+        if self.slots[s].cache.len() >= self.inner.n_ctx_seq as usize {
+            return self.finish(s, FinishKind::Length);
+        }
+        self.slots[s].req.as_mut().expect("slot has a request").pending = Some(token);
+    }
+
+    /// Ends slot `s`'s request with `kind`: releases what its stop matcher holds (unless it
+    /// was cancelled or failed), delivers the final event, frees the slot (its cells stay for
+    /// prefix reuse, except after an error).
+    fn finish(&mut self, s: usize, kind: FinishKind) {
+        let Some(mut a) = self.slots[s].req.take() else { return };
+        let inner = &*self.inner;
+        match kind {
+            FinishKind::Length | FinishKind::Eog | FinishKind::Stop => {
+                let (shared, callback) = (&a.shared, &mut a.callback);
+                a.stop.flush(|t, n| {
+                    deliver_token(inner, shared, callback, t, n);
+                });
+            }
+            FinishKind::Cancelled | FinishKind::Error => a.stop.discard(),
+        }
+        let info = FinishInfo {
+            reason: Some(kind),
+            n_prompt: a.prompt.len() as u32,
+            n_cached: a.n_cached as u32,
+            n_generated: a.n_generated,
+            ttft_us: a.t_first.map_or(0, |t| t.duration_since(a.t_submit).as_micros() as u64),
+            total_us: a.t_submit.elapsed().as_micros() as u64,
+        };
+        deliver_final(inner, &a.shared, &mut a.callback, &info);
+        inner.record(|m| {
+            m.finished[kind as usize].add(1);
+            m.running.add(-1);
+        });
+        self.slots[s].last_used = self.step;
+        if kind == FinishKind::Error {
+            self.ctx.kv.seq_rm(s as i32, -1, -1);
+            self.slots[s].cache.clear();
+        }
+        // The request's sampler, prompt and buffers are freed here, on the decode thread.
+        drop(a);
+    }
+
+    fn fail_all_running(&mut self) {
+        for s in 0..self.slots.len() {
+            if self.slots[s].req.is_some() {
+                self.finish(s, FinishKind::Error);
+            }
+        }
+    }
+
+    /// Removes the table entries whose final event has reached the application.
+    fn remove_drained(&mut self) {
+        if self.inner.drained_pending.swap(0, Ordering::AcqRel) > 0 {
+            self.inner.table.remove_where(|_, r| r.drained.load(Ordering::Acquire));
+        }
+    }
+
+    fn update_gauges(&mut self) {
+        let used = self.ctx.kv.used_cells() as i64;
+        let d = used - self.kv_used;
+        if d != 0 {
+            self.inner.record(|m| m.kv_cells_used.add(d));
+            self.kv_used = used;
+        }
+        let elapsed = self.window.1.elapsed();
+        if elapsed >= Duration::from_secs(1) {
+            let tps = (self.window.0 as f64 / elapsed.as_secs_f64() * 1000.0) as i64;
+            let d = tps - self.tps_milli;
+            self.inner.record(|m| m.tokens_per_second_milli.add(d));
+            self.tps_milli = tps;
+            self.window = (0, Instant::now());
+        }
+    }
+
+    /// The engine is closing: every queued and running request ends "cancelled" (callbacks
+    /// receive their final event here), also those whose submission raced with the close.
+    fn shut_down(&mut self) {
+        loop {
+            self.take_submissions();
+            while let Some(sub) = self.waiting.pop_front() {
+                self.end_unstarted(sub, FinishKind::Cancelled);
+            }
+            if self.inner.queue.is_empty() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        for s in 0..self.slots.len() {
+            if self.slots[s].req.is_some() {
+                self.finish(s, FinishKind::Cancelled);
+            }
+        }
+        self.remove_drained();
+        self.update_gauges();
+    }
+}
+
+/// Hands a token event to the request's callback or ring; false when the callback asks to
+/// stop. The ring has room: the step checked it before decoding.
+fn deliver_token(inner: &Inner, shared: &RequestShared, callback: &mut Option<Callback>, token: i32, n_piece: u32) -> bool {
+    let event = Event::Token { token, n_piece };
+    match callback {
+        Some(cb) => {
+            let piece = &inner.pieces.get(token)[..n_piece as usize];
+            cb(&EventView { id: shared.id, user_data: shared.user_data, event, piece, finish: None })
+        }
+        None => {
+            let ring = shared.ring.as_ref().expect("polled requests have a ring");
+            let pushed = ring.push(event);
+            debug_assert!(pushed, "the step checked the ring's room");
+            if !pushed {
+                crate::log_error!("ds_engine: request {}: its event buffer overflowed (internal error)", shared.id);
+            }
+            shared.notify.notify();
+            true
+        }
+    }
+}
+
+/// Publishes a request's totals and its final event (exactly once: only the loop calls this,
+/// once per request).
+fn deliver_final(inner: &Inner, shared: &RequestShared, callback: &mut Option<Callback>, info: &FinishInfo) {
+    shared.set_info(info);
+    let kind = info.reason.unwrap_or(FinishKind::Error);
+    shared.finished.store(true, Ordering::Release);
+    match callback {
+        Some(cb) => {
+            cb(&EventView { id: shared.id, user_data: shared.user_data, event: Event::Finish(kind), piece: &[], finish: Some(*info) });
+            shared.drained.store(true, Ordering::Release);
+            inner.drained_pending.fetch_add(1, Ordering::AcqRel);
+        }
+        None => {
+            let ring = shared.ring.as_ref().expect("polled requests have a ring");
+            let pushed = ring.push(Event::Finish(kind));
+            debug_assert!(pushed, "the final event always fits");
+            shared.notify.notify();
+        }
+    }
+}
