@@ -584,6 +584,49 @@ struct llama_model_params {
 typedef uint32_t llama_state_seq_flags;
 
 /**
+ * An engine's figures (ds_engine_stats_get), or the sum over every engine (ds_stats.engines).
+ */
+struct ds_engine_stats {
+  /**
+   * Requests waiting for a slot, and holding one.
+   */
+  int64_t queued;
+  int64_t running;
+  int64_t kv_cells_used;
+  int64_t kv_cells_total;
+  /**
+   * Request-table versions alive (current plus replaced ones awaiting the epoch), and
+   * published since creation.
+   */
+  int64_t table_versions_live;
+  uint64_t table_versions_published;
+  uint64_t requests_submitted;
+  uint64_t requests_rejected;
+  uint64_t finished_length;
+  uint64_t finished_stop;
+  uint64_t finished_eog;
+  uint64_t finished_cancelled;
+  uint64_t finished_error;
+  /**
+   * Prompt tokens computed by the model, and reused from cached KV cells.
+   */
+  uint64_t prompt_tokens_computed;
+  uint64_t prompt_tokens_reused;
+  uint64_t generated_tokens;
+  uint64_t steps;
+  /**
+   * Generated tokens per second over the last second.
+   */
+  double tokens_per_second;
+  double ttft_p50_us;
+  double ttft_p90_us;
+  double ttft_p99_us;
+  double itl_p50_us;
+  double itl_p90_us;
+  double itl_p99_us;
+};
+
+/**
  * Process-wide figures of the library. Live counts and bytes return to 0 when every model,
  * context and sampler is freed. Safe to call from any thread at any time.
  */
@@ -643,6 +686,11 @@ struct ds_stats {
   double generation_token_p50_us;
   double generation_token_p90_us;
   double generation_token_p99_us;
+  /**
+   * Serving engines alive (ds_engine_new), and the sum of their figures.
+   */
+  int64_t live_engines;
+  struct ds_engine_stats engines;
 };
 
 /**
@@ -933,49 +981,6 @@ struct ds_engine_request {
    */
   ds_engine_callback callback;
   void *user_data;
-};
-
-/**
- * An engine's figures (ds_engine_stats_get), or the sum over every engine (ds_stats.engines).
- */
-struct ds_engine_stats {
-  /**
-   * Requests waiting for a slot, and holding one.
-   */
-  int64_t queued;
-  int64_t running;
-  int64_t kv_cells_used;
-  int64_t kv_cells_total;
-  /**
-   * Request-table versions alive (current plus replaced ones awaiting the epoch), and
-   * published since creation.
-   */
-  int64_t table_versions_live;
-  uint64_t table_versions_published;
-  uint64_t requests_submitted;
-  uint64_t requests_rejected;
-  uint64_t finished_length;
-  uint64_t finished_stop;
-  uint64_t finished_eog;
-  uint64_t finished_cancelled;
-  uint64_t finished_error;
-  /**
-   * Prompt tokens computed by the model, and reused from cached KV cells.
-   */
-  uint64_t prompt_tokens_computed;
-  uint64_t prompt_tokens_reused;
-  uint64_t generated_tokens;
-  uint64_t steps;
-  /**
-   * Generated tokens per second over the last second.
-   */
-  double tokens_per_second;
-  double ttft_p50_us;
-  double ttft_p90_us;
-  double ttft_p99_us;
-  double itl_p50_us;
-  double itl_p90_us;
-  double itl_p99_us;
 };
 
 /**

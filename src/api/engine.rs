@@ -429,7 +429,7 @@ pub unsafe extern "C" fn ds_engine_submit(engine: *mut ds_engine, request: *cons
         let e = &unsafe { as_ref(engine as *const ds_engine, "engine") }?.engine;
         std::mem::forget(taken);
         // SAFETY: the request's pointers (caller's contract).
-        let req = unsafe { request_from(r, e) }?;
+        let req = unsafe { request_from(r, e) }.inspect_err(|_| e.note_rejected())?;
         match e.submit(req) {
             Ok(id) => Ok(id as i64),
             Err(SubmitError::Invalid(why)) => Err(why),

@@ -270,6 +270,8 @@ pub(crate) struct Inner {
     active_calls: AtomicUsize,
     pub(crate) metrics: StdArc<EngineMetrics>,
     pub(crate) pieces: Pieces,
+    /// The decode thread's kernel thread id (0 until it runs).
+    pub(crate) loop_tid: std::sync::atomic::AtomicI32,
     pub(crate) n_ctx_seq: u32,
     pub(crate) n_seq_max: u32,
     pub(crate) params: EngineParams,
@@ -363,6 +365,7 @@ impl Engine {
             active_calls: AtomicUsize::new(0),
             metrics,
             pieces,
+            loop_tid: std::sync::atomic::AtomicI32::new(0),
             n_ctx_seq,
             n_seq_max: p.n_seq_max,
             params: p.clone(),
@@ -405,9 +408,12 @@ impl Engine {
         self.inner.pieces.get(token)
     }
 
-    /// Whether the calling thread is the engine's decode thread (callbacks run there).
+    /// Whether the calling thread is the engine's decode thread (callbacks run there). Compares
+    /// kernel thread ids: `std::thread::current()` would give a C thread a handle that is
+    /// never freed.
     pub fn on_decode_thread(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| t.thread().id() == std::thread::current().id())
+        // SAFETY: gettid has no preconditions.
+        self.inner.loop_tid.load(Ordering::Acquire) == unsafe { libc::gettid() }
     }
 
     /// Any thread: queues a request; returns its id (≥ 1). Never waits for other submitters
@@ -461,6 +467,11 @@ impl Engine {
         });
         inner.wake.notify();
         Ok(id)
+    }
+
+    /// Counts a submission refused before it reached `submit` (a malformed C request).
+    pub fn note_rejected(&self) {
+        self.inner.record(|m| m.rejected.add(1));
     }
 
     fn validate(&self, prompt: &[i32], stop_tokens: &[i32], stop_strings: &[Vec<u8>]) -> Result<(), String> {
@@ -520,9 +531,9 @@ impl Engine {
 
     fn polled(&self, id: u64) -> Result<Arc<RequestShared>, String> {
         match self.lookup(id)? {
-            None => Err(format!("request {id} has ended and its final event was read")),
             Some(r) if r.ring.is_none() => Err(format!("request {id} delivers its events to its callback")),
-            Some(r) => Ok(r),
+            Some(r) if !r.drained.load(Ordering::Acquire) => Ok(r),
+            _ => Err(format!("request {id} has ended and its final event was read")),
         }
     }
 

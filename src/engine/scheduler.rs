@@ -159,6 +159,8 @@ impl Loop {
     }
 
     pub(crate) fn run(mut self) {
+        // SAFETY: gettid has no preconditions.
+        self.inner.loop_tid.store(unsafe { libc::gettid() }, std::sync::atomic::Ordering::Release);
         loop {
             let seen = self.inner.wake.seen();
             if self.inner.closing.load(Ordering::SeqCst) {
