@@ -170,3 +170,39 @@ fn malformed_generator_sample_under_memcheck() {
     run(&exe, &args);
     valgrind(&exe, &args);
 }
+
+/// The serving engine from C (c_tests/engine_walkthrough.c): callbacks, polling, cancel, stop
+/// tokens and strings, prefix reuse, backpressure, errors, free with requests in flight, each
+/// greedy request equal to the same prompt alone; on dense, deepseek2 and a real model, and
+/// under memcheck.
+#[test]
+fn engine_walkthrough() {
+    let exe = build("engine_walkthrough");
+    let tiny = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    run(&exe, &[tiny.to_str().unwrap()]);
+    valgrind(&exe, &[tiny.to_str().unwrap()]);
+    run(&exe, &[root().join("tests/data/tiny/tiny-llama-q4_k_m.gguf").to_str().unwrap()]);
+    run(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap()]);
+    run(&exe, &[common::models_dir().join("smollm2-135m-instruct-q4_1.gguf").to_str().unwrap()]);
+}
+
+/// 16 client threads × 8 requests on a real model (c_tests/engine_stress.c): prompts of 1–600
+/// tokens (a third sharing a prefix), random max tokens, callbacks and polling, random
+/// cancellations; every request ends once with its events in order and none lost, every greedy
+/// request matches the same prompt alone (teacher-forced), a watchdog fails stalls. A smaller
+/// run under memcheck.
+#[test]
+fn engine_many_clients() {
+    let exe = build("engine_stress");
+    let model = common::models_dir().join("smollm2-135m-instruct-q4_1.gguf");
+    run_print(&exe, &[model.to_str().unwrap(), "16", "8", "600", "48", "2"]);
+    let tiny = root().join("tests/data/tiny/tiny-qwen2-q8_0.gguf");
+    valgrind(&exe, &[tiny.to_str().unwrap(), "4", "4", "60", "12", "2"]);
+}
+
+fn run_print(exe: &Path, args: &[&str]) {
+    let out = Command::new(exe).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    assert!(out.status.success(), "{} failed:\n{text}", exe.display());
+}
