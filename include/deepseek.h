@@ -615,6 +615,11 @@ struct ds_engine_stats {
   uint64_t generated_tokens;
   uint64_t steps;
   /**
+   * Bytes the decode thread has allocated since the engine started (0 in builds without
+   * jemalloc); it does not grow while requests only generate.
+   */
+  uint64_t decode_thread_allocated_bytes;
+  /**
    * Generated tokens per second over the last second.
    */
   double tokens_per_second;

@@ -185,6 +185,9 @@ pub struct ds_engine_stats {
     pub prompt_tokens_reused: u64,
     pub generated_tokens: u64,
     pub steps: u64,
+    /// Bytes the decode thread has allocated since the engine started (0 in builds without
+    /// jemalloc); it does not grow while requests only generate.
+    pub decode_thread_allocated_bytes: u64,
     /// Generated tokens per second over the last second.
     pub tokens_per_second: f64,
     pub ttft_p50_us: f64,
@@ -220,6 +223,7 @@ pub(crate) fn engine_stats(m: &EngineMetrics) -> ds_engine_stats {
         prompt_tokens_reused: m.prompt_reused.get(),
         generated_tokens: m.generated.get(),
         steps: m.steps.get(),
+        decode_thread_allocated_bytes: m.loop_allocated_bytes.get(),
         tokens_per_second: m.tokens_per_second_milli.get() as f64 / 1000.0,
         ttft_p50_us: ttft[0],
         ttft_p90_us: ttft[1],

@@ -118,6 +118,8 @@ pub(crate) struct Loop {
     window: (u64, Instant),
     tps_milli: i64,
     kv_used: i64,
+    /// The decode thread's allocation counter at the last reading.
+    allocated: u64,
 }
 
 fn lcp(a: &[i32], b: &[i32]) -> usize {
@@ -153,6 +155,7 @@ impl Loop {
             window: (0, Instant::now()),
             tps_milli: 0,
             kv_used: 0,
+            allocated: 0,
             ctx,
             inner,
         })
@@ -161,6 +164,7 @@ impl Loop {
     pub(crate) fn run(mut self) {
         // SAFETY: gettid has no preconditions.
         self.inner.loop_tid.store(unsafe { libc::gettid() }, std::sync::atomic::Ordering::Release);
+        self.allocated = crate::sys::alloc::thread_allocated_bytes();
         loop {
             let seen = self.inner.wake.seen();
             if self.inner.closing.load(Ordering::SeqCst) {
@@ -526,6 +530,12 @@ impl Loop {
     }
 
     fn update_gauges(&mut self) {
+        let allocated = crate::sys::alloc::thread_allocated_bytes();
+        if allocated != self.allocated {
+            let d = allocated.wrapping_sub(self.allocated);
+            self.inner.record(|m| m.loop_allocated_bytes.add(d));
+            self.allocated = allocated;
+        }
         let used = self.ctx.kv.used_cells() as i64;
         let d = used - self.kv_used;
         if d != 0 {

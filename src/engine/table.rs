@@ -77,6 +77,10 @@ impl<T> Table<T> {
                     // SAFETY: `cur` is unreachable from the table now; readers that loaded it
                     // pinned an epoch, and defer_destroy waits for them.
                     unsafe { guard.defer_destroy(cur) };
+                    // Hand this thread's retired versions to the global queue and collect what
+                    // no reader can hold any more, so replaced versions do not wait in a
+                    // thread's local bag (one flush per request change, not per token).
+                    guard.flush();
                     return true;
                 }
                 // The lost version is dropped here (never published, so never read).

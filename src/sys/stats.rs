@@ -182,6 +182,9 @@ pub struct EngineMetrics {
     pub prompt_reused: Counter,
     pub generated: Counter,
     pub steps: Counter,
+    /// Bytes the decode thread has allocated (jemalloc's per-thread counter; 0 without
+    /// jemalloc): flat while requests only generate.
+    pub loop_allocated_bytes: Counter,
     /// Generated tokens per second over the last second or so of decoding, × 1000 (an
     /// engine adds the change of its own rate, so the process-wide one is the sum).
     pub tokens_per_second_milli: Gauge,
@@ -207,6 +210,7 @@ impl EngineMetrics {
             prompt_reused: Counter::new(),
             generated: Counter::new(),
             steps: Counter::new(),
+            loop_allocated_bytes: Counter::new(),
             tokens_per_second_milli: Gauge::new(),
             ttft: LatencyHistogram::new(),
             itl: LatencyHistogram::new(),
