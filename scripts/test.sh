@@ -17,5 +17,7 @@ cargo test --release -- --test-threads 2
 # kernels take minutes; they run at the AVX2 level.)
 DEEPSEEK_KERNELS=avx2 cargo test --release --test golden_logits --test engine --test real_models
 DEEPSEEK_KERNELS=scalar cargo test --release --test golden_logits --test engine
+# The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
+scripts/loom.sh
 # Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).
 scripts/fuzz.sh 60
