@@ -68,6 +68,8 @@ static void engine_start(int n_slots, int n_ctx_seq) {
     struct ds_engine_params p = ds_engine_default_params();
     p.n_seq_max = (uint32_t) n_slots; p.n_ctx_seq = (uint32_t) n_ctx_seq; p.n_threads = n_threads_g;
     p.n_batch = 2048; p.n_ubatch = 512;
+    if (getenv("SERVE_SLOWDOWN")) p.max_step_slowdown = (float) atof(getenv("SERVE_SLOWDOWN"));
+    if (getenv("SERVE_CHUNK")) p.prefill_chunk = (uint32_t) atoi(getenv("SERVE_CHUNK"));
     engine_g = ds_engine_new(model_g, p);
     if (!engine_g) { fprintf(stderr, "ds_engine_new failed\n"); exit(1); }
 }

@@ -20,7 +20,7 @@ use crate::sampling::{Sampler, TokenData};
 use crate::sys::stats::FinishKind;
 
 /// Fewest prompt tokens a step takes under the time budget (so a prompt always advances).
-const MIN_CHUNK: usize = 4;
+const MIN_CHUNK: usize = 8;
 /// Copying another slot's whole stream of cells pays off from this many reused tokens on.
 const MIN_COPY_GAIN: usize = 32;
 
