@@ -258,7 +258,25 @@ int main(int argc, char **argv) {
         CHECK(q.n_final == 1 && q.reason == DS_ENGINE_FINISH_CANCELLED);
     }
 
-    /* 8. Freeing with requests in flight: each gets exactly one final event. */
+    /* 8. The metrics: ds_stats and the Prometheus text agree with the engine's figures. */
+    struct ds_stats gs;
+    CHECK(ds_engine_stats_get(e, &s1) == 0 && ds_stats_get(&gs) == 0);
+    CHECK(gs.live_engines == 1 && gs.engines.generated_tokens == s1.generated_tokens && s1.generated_tokens > 0);
+    CHECK(s1.ttft_p50_us > 0 && s1.itl_p50_us > 0 && s1.itl_p50_us <= s1.itl_p99_us && s1.prompt_tokens_reused >= 47);
+    CHECK(s1.finished_cancelled >= 9 && s1.finished_stop >= 1 && s1.kv_cells_total > 0 && s1.steps > 0);
+    int64_t need = ds_metrics_prometheus(NULL, 0);
+    char *prom = malloc((size_t) need + 1);
+    CHECK(ds_metrics_prometheus(prom, (size_t) need + 1) == need);
+    char line[128];
+    snprintf(line, sizeof line, "\nds_engine_generated_tokens_total %llu\n", (unsigned long long) gs.engines.generated_tokens);
+    CHECK(strstr(prom, line) != NULL);
+    snprintf(line, sizeof line, "\nds_live_engines 1\n");
+    CHECK(strstr(prom, line) != NULL);
+    CHECK(strstr(prom, "\nds_engine_time_to_first_token_seconds_bucket{le=\"+Inf\"}") != NULL);
+    CHECK(strstr(prom, "\nds_engine_inter_token_seconds_count ") != NULL);
+    free(prom);
+
+    /* 9. Freeing with requests in flight: each gets exactly one final event. */
     struct collected fl[3];
     for (int i = 0; i < 3; i++) {
         init_collected(&fl[i]);

@@ -313,9 +313,13 @@ pub extern "C" fn ds_engine_free(engine: *mut ds_engine) {
             return Ok(());
         }
         // SAFETY: a live engine handle (the caller's), not yet freed.
-        if unsafe { &*engine }.engine.on_decode_thread() {
+        let e = &unsafe { &*engine }.engine;
+        if e.on_decode_thread() {
             return Err("called from a callback (the engine's decode thread), which would wait for itself; free the engine from another thread".into());
         }
+        // Through a shared reference while other threads may still be inside calls on the
+        // handle: it returns once none is.
+        e.shutdown();
         // SAFETY: the handle came from ds_engine_new and is freed once (the caller's contract).
         drop(unsafe { Box::from_raw(engine) });
         crate::sys::alloc::release_freed();
@@ -521,7 +525,7 @@ pub unsafe extern "C" fn ds_engine_wait(engine: *mut ds_engine, id: i64, events:
     guard_or("ds_engine_wait", -1, || {
         // SAFETY: a live engine handle.
         let e = &unsafe { as_ref(engine as *const ds_engine, "engine") }?.engine;
-        let t = if timeout_ms < 0 { Duration::from_secs(u64::MAX / 4) } else { Duration::from_millis(timeout_ms as u64) };
+        let t = if timeout_ms < 0 { Duration::MAX } else { Duration::from_millis(timeout_ms as u64) };
         read_events(e, id, events, max, Some(t))
     })
 }

@@ -272,6 +272,8 @@ pub(crate) struct Inner {
     pub(crate) pieces: Pieces,
     /// The decode thread's kernel thread id (0 until it runs).
     pub(crate) loop_tid: std::sync::atomic::AtomicI32,
+    /// Set by the decode thread when it has ended every request and stops.
+    pub(crate) loop_done: AtomicBool,
     pub(crate) n_ctx_seq: u32,
     pub(crate) n_seq_max: u32,
     pub(crate) params: EngineParams,
@@ -366,6 +368,7 @@ impl Engine {
             metrics,
             pieces,
             loop_tid: std::sync::atomic::AtomicI32::new(0),
+            loop_done: AtomicBool::new(false),
             n_ctx_seq,
             n_seq_max: p.n_seq_max,
             params: p.clone(),
@@ -560,8 +563,11 @@ impl Engine {
     /// As `poll`, but waits up to `timeout` for at least one event. Returns 0 on timeout.
     pub fn wait(&self, id: u64, out: &mut [Event], info: &mut Option<FinishInfo>, timeout: Duration) -> Result<usize, String> {
         let _call = CallGuard::new(&self.inner.active_calls);
+        if self.on_decode_thread() {
+            return Err("called from a callback (the decode thread), which would wait for itself; use poll there".into());
+        }
         let r = self.polled(id)?;
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             let seen = r.notify.seen();
             let n = self.take(&r, out, info);
@@ -569,13 +575,13 @@ impl Engine {
                 return Ok(n);
             }
             let now = Instant::now();
-            if now >= deadline {
+            if deadline.is_some_and(|d| now >= d) {
                 return Ok(0);
             }
-            if self.inner.closing.load(Ordering::SeqCst) && self.thread.as_ref().is_none_or(|t| t.is_finished()) && r.ring.as_ref().is_some_and(|g| g.is_empty()) {
+            if self.inner.loop_done.load(Ordering::SeqCst) && r.ring.as_ref().is_some_and(|g| g.is_empty()) {
                 return Err("the engine is shutting down".into());
             }
-            r.notify.wait(seen, (deadline - now).min(Duration::from_millis(100)));
+            r.notify.wait(seen, deadline.map_or(Duration::from_millis(100), |d| (d - now).min(Duration::from_millis(100))));
         }
     }
 
@@ -585,21 +591,34 @@ impl Engine {
     }
 }
 
-impl Drop for Engine {
+impl Engine {
     /// Ends every request (queued and running ones get a final "cancelled" event, delivered to
-    /// their callbacks on the decode thread before it stops), joins the decode thread (which
-    /// frees the context: KV cache, scratch, workers), waits for API calls still in progress
-    /// on other threads, then frees the rest.
-    fn drop(&mut self) {
+    /// their callbacks on the decode thread before it stops), waits until the decode thread has
+    /// stopped, wakes blocked waiters and waits for API calls still in progress on other
+    /// threads. Idempotent; the engine refuses submissions from then on. Takes `&self`, so the
+    /// C API can run it while other threads still hold the handle.
+    pub fn shutdown(&self) {
         self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.wake.notify();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        while !self.inner.loop_done.load(Ordering::SeqCst) {
+            self.inner.wake.notify();
+            std::thread::sleep(Duration::from_micros(200));
         }
         // Wake blocked waiters so they see the engine closing.
         self.inner.table.for_each(|_, r| r.notify.notify());
         while self.inner.active_calls.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for Engine {
+    /// `shutdown`, then joins the decode thread (which has freed the context: KV cache,
+    /// scratch, workers) and frees the rest.
+    fn drop(&mut self) {
+        self.shutdown();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
         let m = &self.inner.metrics;
         let (queued, running, used, total, tps) = (m.queued.get(), m.running.get(), m.kv_cells_used.get(), m.kv_cells_total.get(), m.tokens_per_second_milli.get());

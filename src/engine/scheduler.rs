@@ -64,35 +64,73 @@ enum Row {
     Prompt { slot: usize, n: usize, last: bool },
 }
 
-/// The step-time model behind the prompt budget: exponential averages of a step without prompt
-/// tokens and of the extra time per prompt token.
+/// The step-time model behind the prompt budget: step time ≈ a + b·(generating rows) +
+/// c·(prompt rows), fitted by least squares over the steps served, older steps weighing less
+/// (each new step multiplies the sums by `FORGET`).
 #[derive(Default)]
 struct Cost {
-    decode_us: Option<f64>,
-    prompt_token_us: Option<f64>,
+    /// Σ w·x·xᵀ (upper triangle: 11 12 13 22 23 33) and Σ w·x·y for x = (1, n_next, n_prompt).
+    xx: [f64; 6],
+    xy: [f64; 3],
+    steps: u64,
 }
+
+const FORGET: f64 = 0.97;
 
 impl Cost {
     fn observe(&mut self, n_next: usize, n_prompt: usize, us: f64) {
-        let ema = |old: Option<f64>, v: f64| Some(old.map_or(v, |o| 0.8 * o + 0.2 * v));
-        if n_prompt == 0 {
-            self.decode_us = ema(self.decode_us, us);
-        } else if n_next == 0 {
-            // A prompt-only step: an upper bound of the marginal cost, used until mixed steps
-            // measure it.
-            if self.prompt_token_us.is_none() {
-                self.prompt_token_us = Some(us / n_prompt as f64);
+        let x = [1.0, n_next as f64, n_prompt as f64];
+        self.xx.iter_mut().for_each(|v| *v *= FORGET);
+        self.xy.iter_mut().for_each(|v| *v *= FORGET);
+        let mut k = 0;
+        for i in 0..3 {
+            for j in i..3 {
+                self.xx[k] += x[i] * x[j];
+                k += 1;
             }
-        } else if let Some(d) = self.decode_us {
-            self.prompt_token_us = ema(self.prompt_token_us, ((us - d).max(0.0) / n_prompt as f64).max(1.0));
+            self.xy[i] += x[i] * us;
         }
+        self.steps += 1;
     }
 
-    /// Prompt tokens a step with generating sequences may take.
-    fn budget(&self, chunk: usize, slowdown: f32) -> usize {
-        match (self.decode_us, self.prompt_token_us) {
-            (Some(d), Some(p)) if slowdown > 1.0 => (((slowdown as f64 - 1.0) * d / p) as usize).clamp(MIN_CHUNK, chunk.max(MIN_CHUNK)),
-            _ => chunk,
+    /// (a, b, c) solving the normal equations (with a little ridge so that a spell of steps
+    /// all alike stays solvable), or None before there is enough to go on.
+    fn fit(&self) -> Option<[f64; 3]> {
+        if self.steps < 8 {
+            return None;
+        }
+        let [s11, s12, s13, s22, s23, s33] = self.xx;
+        let r = 1e-3 * s11.max(1.0);
+        let m = [[s11 + r, s12, s13], [s12, s22 + r, s23], [s13, s23, s33 + r]];
+        let det3 = |m: &[[f64; 3]; 3]| m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+        let d = det3(&m);
+        if d.abs() < 1e-9 {
+            return None;
+        }
+        let mut out = [0.0; 3];
+        for (c, o) in out.iter_mut().enumerate() {
+            let mut mc = m;
+            for row in 0..3 {
+                mc[row][c] = self.xy[row];
+            }
+            *o = det3(&mc) / d;
+        }
+        Some(out)
+    }
+
+    /// Prompt tokens a step with `n_next` generating sequences may take: as many as keep its
+    /// predicted time within `slowdown` times the same step without them.
+    fn budget(&self, n_next: usize, chunk: usize, slowdown: f32) -> usize {
+        if slowdown <= 1.0 {
+            return chunk;
+        }
+        match self.fit() {
+            Some([a, b, c]) if c > 0.0 => {
+                let base = (a + b * n_next as f64).max(c);
+                (((slowdown as f64 - 1.0) * base / c) as usize).clamp(MIN_CHUNK, chunk.max(MIN_CHUNK))
+            }
+            // Until the model has seen enough steps: the smallest chunk.
+            _ => MIN_CHUNK.min(chunk),
         }
     }
 }
@@ -168,7 +206,14 @@ impl Loop {
         loop {
             let seen = self.inner.wake.seen();
             if self.inner.closing.load(Ordering::SeqCst) {
-                self.shut_down();
+                if catch_unwind(AssertUnwindSafe(|| self.shut_down())).is_err() {
+                    crate::log_error!("ds_engine: internal error while shutting down");
+                }
+                // The context (KV cache, scratch, workers) is freed before the engine learns
+                // that the loop is done.
+                let inner = self.inner.clone();
+                drop(self);
+                inner.loop_done.store(true, Ordering::SeqCst);
                 return;
             }
             let worked = match catch_unwind(AssertUnwindSafe(|| self.turn())) {
@@ -332,7 +377,7 @@ impl Loop {
             self.logits.push(1);
         }
         let n_next = self.tokens.len();
-        let mut budget = if n_next == 0 { n_batch } else { self.cost.budget(self.inner.params.prefill_chunk as usize, self.inner.params.max_step_slowdown) };
+        let mut budget = if n_next == 0 { n_batch } else { self.cost.budget(n_next, self.inner.params.prefill_chunk as usize, self.inner.params.max_step_slowdown) };
         budget = budget.min(n_batch - n_next);
         // Prompt chunks, first admitted first.
         self.order.clear();
