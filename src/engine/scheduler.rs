@@ -270,8 +270,9 @@ impl Loop {
         self.inner.queue.release(1);
         self.inner.record(|m| m.queued.add(-1));
         let info = FinishInfo { reason: Some(kind), n_prompt: sub.prompt.len() as u32, total_us: sub.t_submit.elapsed().as_micros() as u64, ..Default::default() };
-        deliver_final(&self.inner, &sub.shared, &mut sub.callback, &info);
+        // Counted before the final event is out, so whoever sees the event sees the count.
         self.inner.record(|m| m.finished[kind as usize].add(1));
+        deliver_final(&self.inner, &sub.shared, &mut sub.callback, &info);
     }
 
     fn admit(&mut self) {
@@ -545,11 +546,12 @@ impl Loop {
             ttft_us: a.t_first.map_or(0, |t| t.duration_since(a.t_submit).as_micros() as u64),
             total_us: a.t_submit.elapsed().as_micros() as u64,
         };
-        deliver_final(inner, &a.shared, &mut a.callback, &info);
+        // Counted before the final event is out, so whoever sees the event sees the count.
         inner.record(|m| {
             m.finished[kind as usize].add(1);
             m.running.add(-1);
         });
+        deliver_final(inner, &a.shared, &mut a.callback, &info);
         self.slots[s].last_used = self.step;
         if kind == FinishKind::Error {
             self.ctx.kv.seq_rm(s as i32, -1, -1);
