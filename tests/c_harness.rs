@@ -206,3 +206,31 @@ fn run_print(exe: &Path, args: &[&str]) {
     println!("{text}");
     assert!(out.status.success(), "{} failed:\n{text}", exe.display());
 }
+
+/// The README's ds_engine example, compiled as written (inside a main that loads a model) and
+/// run on a real model: it must build without warnings and stream some text.
+#[test]
+fn readme_engine_example_builds_and_runs() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("## Serving engine (`ds_engine`)").expect("the README's engine section")..];
+    let code = section.split("```c\n").nth(1).and_then(|s| s.split("```").next()).expect("a C block in the engine section");
+    let program = format!("#include <stdio.h>\n#include \"llama.h\"\nint main(int argc, char **argv) {{\n    (void) argc;\n    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());\n    if (!model) return 1;\n{code}    llama_model_free(model);\n    return 0;\n}}\n");
+    let out_dir = root().join("target/c_tests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let src = out_dir.join("readme_engine_example.c");
+    std::fs::write(&src, program).unwrap();
+    let exe = out_dir.join("readme_engine_example");
+    let status = Command::new("cc")
+        .args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .arg("-I").arg(root().join("include"))
+        .arg(&src).arg("-o").arg(&exe)
+        .arg("-L").arg(lib_dir()).arg("-ldeepseek")
+        .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
+        .status()
+        .unwrap();
+    assert!(status.success(), "the README's ds_engine example does not compile");
+    let model = common::models_dir().join("smollm2-135m-instruct-q4_1.gguf");
+    let out = Command::new(&exe).arg(&model).output().unwrap();
+    assert!(out.status.success(), "the README's example failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.stdout.is_empty(), "the README's example printed no text");
+}
