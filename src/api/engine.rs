@@ -327,13 +327,12 @@ pub extern "C" fn ds_engine_free(engine: *mut ds_engine) {
     })
 }
 
-/// Builds the engine's request from the C one. The sampler is owned from the first line on,
-/// so it is freed whatever fails.
+/// Builds the engine's request from the C one; `taken` is its sampler, already owned, so it is
+/// freed whatever fails.
 ///
 /// # Safety
 /// The request's pointers are NULL or valid for their counts / NUL-terminated.
-unsafe fn request_from(r: &ds_engine_request, engine: &Engine) -> Result<Request, String> {
-    let taken = (!r.sampler.is_null()).then(|| Member(r.sampler));
+unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &Engine) -> Result<Request, String> {
     let prompt = if r.n_tokens > 0 {
         // SAFETY: the caller's array of n_tokens tokens.
         Prompt::Tokens(unsafe { as_slice(r.tokens, r.n_tokens as usize, "request.tokens") }?.to_vec())
@@ -429,15 +428,13 @@ pub unsafe extern "C" fn ds_engine_submit(engine: *mut ds_engine, request: *cons
     guard_or("ds_engine_submit", DS_ENGINE_ERR_INVALID, || {
         // SAFETY: NULL or a live request struct (the caller's).
         let r = unsafe { as_ref(request, "request") }?;
-        // The engine takes the sampler over in every case: when the engine handle is NULL,
-        // `taken` frees it on the way out; else request_from takes it (and frees it if the
-        // request turns out invalid).
+        // The engine takes the sampler over in every case: owned from here on, it is freed
+        // whatever fails below (a NULL engine handle included).
         let taken = (!r.sampler.is_null()).then(|| Member(r.sampler));
         // SAFETY: a live engine handle.
         let e = &unsafe { as_ref(engine as *const ds_engine, "engine") }?.engine;
-        std::mem::forget(taken);
         // SAFETY: the request's pointers (caller's contract).
-        let req = unsafe { request_from(r, e) }.inspect_err(|_| e.note_rejected())?;
+        let req = unsafe { request_from(r, taken, e) }.inspect_err(|_| e.note_rejected())?;
         match e.submit(req) {
             Ok(id) => Ok(id as i64),
             Err(SubmitError::Invalid(why)) => Err(why),
@@ -486,7 +483,7 @@ fn read_events(e: &Engine, id: i64, out: *mut ds_engine_event, max: i32, timeout
                 Event::Token { token, .. } => e.piece(token),
                 Event::Finish(_) => &[],
             };
-            let fin = matches!(ev, Event::Finish(_)).then_some(()).and(info.as_ref());
+            let fin = if matches!(ev, Event::Finish(_)) { info.as_ref() } else { None };
             // SAFETY: out holds max events (caller) and n + k < max.
             unsafe { *out.add(n + k) = event_from(id, 0, ev, piece, fin) };
         }

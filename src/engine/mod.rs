@@ -156,8 +156,6 @@ pub(crate) struct RequestShared {
     pub(crate) id: u64,
     pub(crate) user_data: usize,
     pub(crate) cancel: AtomicBool,
-    /// The final event has been produced.
-    pub(crate) finished: AtomicBool,
     /// The final event has reached the application (read by a poller or given to the
     /// callback): the table entry may go.
     pub(crate) drained: AtomicBool,
@@ -175,7 +173,6 @@ impl RequestShared {
             id,
             user_data,
             cancel: AtomicBool::new(false),
-            finished: AtomicBool::new(false),
             drained: AtomicBool::new(false),
             paused: AtomicBool::new(false),
             ring,
@@ -193,15 +190,9 @@ impl RequestShared {
     }
 
     pub(crate) fn info(&self) -> FinishInfo {
-        let v: Vec<u64> = self.info.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-        let reason = match v[0] {
-            1 => Some(FinishKind::Length),
-            2 => Some(FinishKind::Stop),
-            3 => Some(FinishKind::Eog),
-            4 => Some(FinishKind::Cancelled),
-            5 => Some(FinishKind::Error),
-            _ => None,
-        };
+        let v: [u64; 6] = std::array::from_fn(|i| self.info[i].load(Ordering::Relaxed));
+        // 0: not set; else the kind's index + 1.
+        let reason = v[0].checked_sub(1).and_then(FinishKind::from_index);
         FinishInfo { reason, n_prompt: v[1] as u32, n_cached: v[2] as u32, n_generated: v[3] as u32, ttft_us: v[4], total_us: v[5] }
     }
 }

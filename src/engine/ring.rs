@@ -35,13 +35,7 @@ impl Event {
 
     pub fn decode(w: u64) -> Event {
         if w & TAG_FINISH != 0 {
-            Event::Finish(match w & 0xff {
-                0 => FinishKind::Length,
-                1 => FinishKind::Stop,
-                2 => FinishKind::Eog,
-                3 => FinishKind::Cancelled,
-                _ => FinishKind::Error,
-            })
+            Event::Finish(FinishKind::from_index(w & 0xff).unwrap_or(FinishKind::Error))
         } else {
             Event::Token { token: w as u32 as i32, n_piece: ((w >> 32) & 0x7fff_ffff) as u32 }
         }

@@ -649,7 +649,6 @@ fn deliver_token(inner: &Inner, shared: &RequestShared, callback: &mut Option<Ca
 fn deliver_final(inner: &Inner, shared: &RequestShared, callback: &mut Option<Callback>, info: &FinishInfo) {
     shared.set_info(info);
     let kind = info.reason.unwrap_or(FinishKind::Error);
-    shared.finished.store(true, Ordering::Release);
     match callback {
         Some(cb) => {
             cb(&EventView { id: shared.id, user_data: shared.user_data, event: Event::Finish(kind), piece: &[], finish: Some(*info) });

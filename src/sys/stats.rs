@@ -161,6 +161,13 @@ pub enum FinishKind {
     Error = 4,
 }
 
+impl FinishKind {
+    /// The kind whose `as usize` is `i`.
+    pub fn from_index(i: u64) -> Option<FinishKind> {
+        [FinishKind::Length, FinishKind::Stop, FinishKind::Eog, FinishKind::Cancelled, FinishKind::Error].get(i as usize).copied()
+    }
+}
+
 /// What a serving engine (`ds_engine`) holds and has done. Each engine has one, and the
 /// process-wide [`ENGINES_ALL`] sums every engine's; the engine updates both.
 pub struct EngineMetrics {
