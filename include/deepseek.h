@@ -35,6 +35,11 @@ enum llama_rope_scaling_type {
 };
 
 
+/**
+ * The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
+ */
+#define MAX_TOP_PROBS 20
+
 #define MAX_STOP_STRINGS 16
 
 #define MAX_STOP_STRING_BYTES 256
@@ -909,10 +914,16 @@ struct ds_sampling_params {
    */
   float repeat_penalty;
   /**
-   * Tokens the penalty looks back over; -1: the slot's context.
+   * Tokens the penalties look back over; -1: the slot's context.
    */
   int32_t repeat_last_n;
   uint32_t seed;
+  /**
+   * OpenAI's penalties (0: off): minus this times a token's count, and minus this once for
+   * a token that occurs, in the last `repeat_last_n` tokens.
+   */
+  float frequency_penalty;
+  float presence_penalty;
 };
 
 /**

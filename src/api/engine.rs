@@ -65,9 +65,13 @@ pub struct ds_sampling_params {
     pub min_p: f32,
     /// 1: off.
     pub repeat_penalty: f32,
-    /// Tokens the penalty looks back over; -1: the slot's context.
+    /// Tokens the penalties look back over; -1: the slot's context.
     pub repeat_last_n: i32,
     pub seed: u32,
+    /// OpenAI's penalties (0: off): minus this times a token's count, and minus this once for
+    /// a token that occurs, in the last `repeat_last_n` tokens.
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
 }
 
 /// What kind of event a `ds_engine_event` is.
@@ -278,7 +282,7 @@ pub extern "C" fn ds_engine_default_request() -> ds_engine_request {
         add_special: true,
         parse_special: false,
         sampler: std::ptr::null_mut(),
-        sampling: ds_sampling_params { temperature: 0.0, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.0, repeat_last_n: 64, seed: super::types::LLAMA_DEFAULT_SEED },
+        sampling: ds_sampling_params { temperature: 0.0, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1.0, repeat_last_n: 64, seed: super::types::LLAMA_DEFAULT_SEED, frequency_penalty: 0.0, presence_penalty: 0.0 },
         max_tokens: -1,
         stop_tokens: std::ptr::null(),
         n_stop_tokens: 0,
@@ -366,7 +370,7 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
         Some(m) => Box::new(m),
         None => {
             let s = &r.sampling;
-            let common = CommonParams { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, min_p: s.min_p, repeat_penalty: s.repeat_penalty, repeat_last_n: s.repeat_last_n, seed: s.seed };
+            let common = CommonParams { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, min_p: s.min_p, repeat_penalty: s.repeat_penalty, repeat_last_n: s.repeat_last_n, seed: s.seed, frequency_penalty: s.frequency_penalty, presence_penalty: s.presence_penalty };
             common.check()?;
             Box::new(common.build(engine.n_ctx_seq() as usize))
         }
@@ -379,7 +383,7 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
             unsafe { f(&e, user as *mut c_void) }
         }) as Callback
     });
-    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize })
+    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0 })
 }
 
 fn reason_of(k: FinishKind) -> ds_engine_finish_reason {

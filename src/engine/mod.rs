@@ -98,6 +98,8 @@ pub struct EventView<'a> {
     pub piece: &'a [u8],
     /// Set on the final event.
     pub finish: Option<FinishInfo>,
+    /// For a token event of a request with `n_probs` > 0.
+    pub probs: Option<&'a TokenProbs>,
 }
 
 /// Called on the decode thread for each event; returning false cancels the request.
@@ -116,6 +118,59 @@ pub struct Request {
     /// None: events are polled (`poll`, `wait`).
     pub callback: Option<Callback>,
     pub user_data: usize,
+    /// For requests with a callback: give each token event its log-probability and the
+    /// `n_probs` most likely tokens' (at most `MAX_TOP_PROBS`; 0: none), from the softmax of the
+    /// model's logits before sampling, as llama-server's `n_probs`.
+    pub n_probs: u32,
+}
+
+/// The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
+pub const MAX_TOP_PROBS: usize = 20;
+
+/// A generated token's log-probability and the most likely tokens' at its position.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenProbs {
+    pub token: i32,
+    pub logprob: f32,
+    pub n_top: usize,
+    /// (token, log-probability), most likely first; the first `n_top` are set.
+    pub top: [(i32, f32); MAX_TOP_PROBS],
+}
+
+impl TokenProbs {
+    pub fn top(&self) -> &[(i32, f32)] {
+        &self.top[..self.n_top]
+    }
+
+    /// Computes the log-softmax of `logits` at `token` and the `n` largest (no allocation).
+    pub fn compute(logits: &[f32], token: i32, n: usize) -> TokenProbs {
+        let n = n.min(MAX_TOP_PROBS).min(logits.len());
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
+        let lse = max as f64 + sum.ln();
+        let mut top = [(0i32, f32::NEG_INFINITY); MAX_TOP_PROBS];
+        let mut n_top = 0usize;
+        for (i, &l) in logits.iter().enumerate() {
+            if n == 0 || (n_top == n && l <= top[n - 1].1) {
+                continue;
+            }
+            // Insert, keeping the list sorted by logit (ties: the lower id first, as a stable sort).
+            let mut at = n_top.min(n - 1);
+            if n_top < n {
+                n_top += 1;
+            }
+            while at > 0 && top[at - 1].1 < l {
+                top[at] = top[at - 1];
+                at -= 1;
+            }
+            top[at] = (i as i32, l);
+        }
+        for t in &mut top[..n_top] {
+            t.1 = (t.1 as f64 - lse) as f32;
+        }
+        let logprob = logits.get(token as usize).map_or(f32::NEG_INFINITY, |&l| (l as f64 - lse) as f32);
+        TokenProbs { token, logprob, n_top, top }
+    }
 }
 
 /// A request's totals, readable with its final event.
@@ -207,6 +262,7 @@ pub(crate) struct Submitted {
     pub(crate) stop_strings: Vec<Vec<u8>>,
     pub(crate) ignore_eos: bool,
     pub(crate) callback: Option<Callback>,
+    pub(crate) n_probs: u32,
     pub(crate) t_submit: Instant,
 }
 
@@ -433,6 +489,12 @@ impl Engine {
         if let Err(e) = self.validate(&prompt, &r.stop_tokens, &r.stop_strings) {
             return fail(SubmitError::Invalid(e));
         }
+        if r.n_probs > 0 && r.callback.is_none() {
+            return fail(SubmitError::Invalid("token probabilities (n_probs) are given to callbacks only; polled events carry none".into()));
+        }
+        if r.n_probs as usize > MAX_TOP_PROBS {
+            return fail(SubmitError::Invalid(format!("n_probs = {} is above the limit of {MAX_TOP_PROBS}", r.n_probs)));
+        }
         if !inner.queue.try_reserve() {
             return fail(SubmitError::Full(format!("the queue holds {} requests that have not started (queue_limit)", inner.params.queue_limit)));
         }
@@ -457,6 +519,7 @@ impl Engine {
             stop_strings: r.stop_strings,
             ignore_eos: r.ignore_eos,
             callback: r.callback,
+            n_probs: r.n_probs,
             t_submit: Instant::now(),
         });
         inner.wake.notify();

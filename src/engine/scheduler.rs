@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::ring::Event;
 use super::stop::StopMatcher;
 use super::sync::{Arc, Ordering};
-use super::{Callback, EventView, FinishInfo, Inner, RequestShared, Submitted};
+use super::{Callback, EventView, FinishInfo, Inner, RequestShared, Submitted, TokenProbs};
 use crate::batch::BatchInput;
 use crate::context::Context;
 use crate::sampling::chain::sample;
@@ -40,7 +40,13 @@ struct Active {
     stop: StopMatcher,
     ignore_eos: bool,
     callback: Option<Callback>,
+    /// Top probabilities per token event (0: none), and those of the tokens sampled and not yet
+    /// delivered (held by the stop matcher), oldest first.
+    n_probs: u32,
+    probs: VecDeque<TokenProbs>,
     t_submit: Instant,
+    /// When the request took its slot.
+    t_admit: Instant,
     t_first: Option<Instant>,
     t_last: Option<Instant>,
     /// Admission order (prefill is first come, first served).
@@ -156,6 +162,8 @@ pub(crate) struct Loop {
     window: (u64, Instant),
     tps_milli: i64,
     kv_used: i64,
+    /// The largest sequence length reported to `n_tokens_max`.
+    n_tokens_max: i64,
     /// The decode thread's allocation counter at the last reading.
     allocated: u64,
 }
@@ -192,6 +200,7 @@ impl Loop {
             next_order: 0,
             window: (0, Instant::now()),
             tps_milli: 0,
+            n_tokens_max: 0,
             kv_used: 0,
             allocated: 0,
             ctx,
@@ -301,7 +310,10 @@ impl Loop {
                 stop: StopMatcher::new(sub.stop_strings),
                 ignore_eos: sub.ignore_eos,
                 callback: sub.callback,
+                n_probs: sub.n_probs,
+                probs: VecDeque::with_capacity(if sub.n_probs > 0 { 64 } else { 0 }),
                 t_submit: sub.t_submit,
+                t_admit: Instant::now(),
                 t_first: None,
                 t_last: None,
                 order,
@@ -417,7 +429,11 @@ impl Loop {
         let input = BatchInput { tokens: &self.tokens, pos: Some(&self.pos), seq_ids: Some(&seq_of), logits: Some(&self.logits) };
         let result = self.ctx.decode(&input, None);
         self.step += 1;
-        self.inner.record(|m| m.steps.add(1));
+        let busy = self.slots.iter().filter(|s| s.req.is_some()).count() as u64;
+        self.inner.record(|m| {
+            m.steps.add(1);
+            m.busy_slot_steps.add(busy);
+        });
         if let Err(e) = result {
             crate::log_error!("ds_engine: a decode step of {} tokens failed: {e:?}; its requests end with an error", self.tokens.len());
             let slots: Vec<usize> = self.rows.iter().map(|(r, _)| match *r {
@@ -473,6 +489,9 @@ impl Loop {
                 return self.finish(s, FinishKind::Error);
             }
         };
+        if a.n_probs > 0 {
+            a.probs.push_back(TokenProbs::compute(logits, token, a.n_probs as usize));
+        }
         let now = Instant::now();
         match a.t_last {
             None => {
@@ -498,13 +517,13 @@ impl Loop {
         self.window.0 += 1;
         let inner = &*self.inner;
         let piece = inner.pieces.get(token);
-        let (shared, callback) = (&a.shared, &mut a.callback);
+        let (shared, callback, probs) = (&a.shared, &mut a.callback, &mut a.probs);
         let mut keep_going = true;
-        let stopped = a.stop.push(token, piece, |t, n| keep_going &= deliver_token(inner, shared, callback, t, n));
+        let stopped = a.stop.push(token, piece, |t, n| keep_going &= deliver_token(inner, shared, callback, probs, t, n));
         if let (Some(ring), false) = (&a.shared.ring, stopped) {
             // Never hold more than the ring could take at once with the final event.
             while a.stop.held() + 2 > ring.capacity() {
-                a.stop.release_oldest(|t, n| keep_going &= deliver_token(inner, shared, callback, t, n));
+                a.stop.release_oldest(|t, n| keep_going &= deliver_token(inner, shared, callback, probs, t, n));
             }
         }
         if stopped {
@@ -531,9 +550,9 @@ impl Loop {
         let inner = &*self.inner;
         match kind {
             FinishKind::Length | FinishKind::Eog | FinishKind::Stop => {
-                let (shared, callback) = (&a.shared, &mut a.callback);
+                let (shared, callback, probs) = (&a.shared, &mut a.callback, &mut a.probs);
                 a.stop.flush(|t, n| {
-                    deliver_token(inner, shared, callback, t, n);
+                    deliver_token(inner, shared, callback, probs, t, n);
                 });
             }
             FinishKind::Cancelled | FinishKind::Error => a.stop.discard(),
@@ -546,10 +565,24 @@ impl Loop {
             ttft_us: a.t_first.map_or(0, |t| t.duration_since(a.t_submit).as_micros() as u64),
             total_us: a.t_submit.elapsed().as_micros() as u64,
         };
+        // llama-server's prompt and generation times: admission to first token, first token to end.
+        let now = Instant::now();
+        let (prompt_us, gen_us) = match a.t_first {
+            Some(f) => (f.duration_since(a.t_admit).as_micros() as u64, now.duration_since(f).as_micros() as u64),
+            None => (now.duration_since(a.t_admit).as_micros() as u64, 0),
+        };
+        let n_tokens = self.slots[s].cache.len() as i64;
+        if n_tokens > self.n_tokens_max {
+            let d = n_tokens - self.n_tokens_max;
+            self.n_tokens_max = n_tokens;
+            inner.record(|m| m.n_tokens_max.add(d));
+        }
         // Counted before the final event is out, so whoever sees the event sees the count.
         inner.record(|m| {
             m.finished[kind as usize].add(1);
             m.running.add(-1);
+            m.prompt_us.add(prompt_us);
+            m.generation_us.add(gen_us);
         });
         deliver_final(inner, &a.shared, &mut a.callback, &info);
         self.slots[s].last_used = self.step;
@@ -624,12 +657,15 @@ impl Loop {
 
 /// Hands a token event to the request's callback or ring; false when the callback asks to
 /// stop. The ring has room: the step checked it before decoding.
-fn deliver_token(inner: &Inner, shared: &RequestShared, callback: &mut Option<Callback>, token: i32, n_piece: u32) -> bool {
+fn deliver_token(inner: &Inner, shared: &RequestShared, callback: &mut Option<Callback>, probs: &mut VecDeque<TokenProbs>, token: i32, n_piece: u32) -> bool {
     let event = Event::Token { token, n_piece };
     match callback {
         Some(cb) => {
             let piece = &inner.pieces.get(token)[..n_piece as usize];
-            cb(&EventView { id: shared.id, user_data: shared.user_data, event, piece, finish: None })
+            // The stop matcher releases tokens in the order they were sampled.
+            let p = probs.pop_front();
+            debug_assert!(p.is_none_or(|p| p.token == token));
+            cb(&EventView { id: shared.id, user_data: shared.user_data, event, piece, finish: None, probs: p.as_ref() })
         }
         None => {
             let ring = shared.ring.as_ref().expect("polled requests have a ring");
@@ -651,7 +687,7 @@ fn deliver_final(inner: &Inner, shared: &RequestShared, callback: &mut Option<Ca
     let kind = info.reason.unwrap_or(FinishKind::Error);
     match callback {
         Some(cb) => {
-            cb(&EventView { id: shared.id, user_data: shared.user_data, event: Event::Finish(kind), piece: &[], finish: Some(*info) });
+            cb(&EventView { id: shared.id, user_data: shared.user_data, event: Event::Finish(kind), piece: &[], finish: Some(*info), probs: None });
             shared.drained.store(true, Ordering::Release);
             inner.drained_pending.fetch_add(1, Ordering::AcqRel);
         }

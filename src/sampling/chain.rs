@@ -137,11 +137,14 @@ pub struct CommonParams {
     pub repeat_penalty: f32,
     pub repeat_last_n: i32,
     pub seed: u32,
+    /// 0: off.
+    pub frequency_penalty: f32,
+    pub presence_penalty: f32,
 }
 
 impl CommonParams {
     pub fn check(&self) -> Result<(), String> {
-        let finite = [self.temperature, self.top_p, self.min_p, self.repeat_penalty].iter().all(|v| v.is_finite());
+        let finite = [self.temperature, self.top_p, self.min_p, self.repeat_penalty, self.frequency_penalty, self.presence_penalty].iter().all(|v| v.is_finite());
         if !finite {
             return Err("sampling parameters must be finite numbers".into());
         }
@@ -166,8 +169,8 @@ impl CommonParams {
         use super::truncate::{MinP, TopK, TopP};
         let mut c = BoxChain::new(true);
         let last_n = if self.repeat_last_n < 0 { n_ctx } else { self.repeat_last_n as usize };
-        if !Penalties::is_disabled(last_n.min(i32::MAX as usize) as i32, self.repeat_penalty, 0.0, 0.0) {
-            c.members.push(Box::new(Penalties::new(last_n, self.repeat_penalty, 0.0, 0.0)));
+        if !Penalties::is_disabled(last_n.min(i32::MAX as usize) as i32, self.repeat_penalty, self.frequency_penalty, self.presence_penalty) {
+            c.members.push(Box::new(Penalties::new(last_n, self.repeat_penalty, self.frequency_penalty, self.presence_penalty)));
         }
         if self.temperature <= 0.0 {
             c.members.push(Box::new(Greedy));

@@ -189,6 +189,15 @@ pub struct EngineMetrics {
     pub prompt_reused: Counter,
     pub generated: Counter,
     pub steps: Counter,
+    /// Σ over steps of the slots holding a request (÷ steps: llama-server's
+    /// n_busy_slots_per_decode).
+    pub busy_slot_steps: Counter,
+    /// Requests' time from taking a slot to their first token, and from it to their end
+    /// (llama-server's prompt and generation seconds), in µs.
+    pub prompt_us: Counter,
+    pub generation_us: Counter,
+    /// The longest sequence (prompt + generated) a finished request reached.
+    pub n_tokens_max: Gauge,
     /// Bytes the decode thread has allocated (jemalloc's per-thread counter; 0 without
     /// jemalloc): flat while requests only generate.
     pub loop_allocated_bytes: Counter,
@@ -217,6 +226,10 @@ impl EngineMetrics {
             prompt_reused: Counter::new(),
             generated: Counter::new(),
             steps: Counter::new(),
+            busy_slot_steps: Counter::new(),
+            prompt_us: Counter::new(),
+            generation_us: Counter::new(),
+            n_tokens_max: Gauge::new(),
             loop_allocated_bytes: Counter::new(),
             tokens_per_second_milli: Gauge::new(),
             ttft: LatencyHistogram::new(),
