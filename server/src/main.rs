@@ -1,1 +1,330 @@
-fn main() {}
+//! deepseek-server: an OpenAI-compatible HTTP server on deepseek's serving engine
+//! (`deepseek::engine`). The HTTP side is tokio + axum; every request becomes one engine
+//! request whose callback (on the engine's decode thread) only pushes into an unbounded
+//! channel, so the decode loop never waits for a client. Flags follow llama-server's names.
+//! Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 on a runtime failure, 2 on bad
+//! arguments or a missing model.
+
+#[path = "../../src/bin/deepseek_cli/fetch.rs"]
+mod fetch;
+
+mod api;
+mod error;
+mod metrics;
+mod params;
+mod text;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use deepseek::chat;
+use deepseek::engine::{Engine, EngineParams};
+use deepseek::model::Model;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "deepseek-server",
+    version,
+    about = "An OpenAI-compatible HTTP server for GGUF models on the CPU (deepseek's serving engine).",
+    after_help = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (with --metrics), POST /tokenize, POST /detokenize.\nllama-server's two-letter flags are accepted: -np (--parallel), -ub (--ubatch-size), -to (--timeout)."
+)]
+pub struct Args {
+    /// A .gguf file, or a known name fetched on first use: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
+    #[arg(short = 'm', long = "model", value_name = "MODEL|NAME")]
+    pub model: String,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Requests decoded at once (slots); also -np.
+    #[arg(long = "parallel", value_name = "N", default_value_t = 4)]
+    pub parallel: u32,
+    /// Total context in tokens, split evenly across the slots as llama-server does; 0: each
+    /// slot gets the model's training context, at most 4096.
+    #[arg(short = 'c', long = "ctx-size", value_name = "N", default_value_t = 0)]
+    pub ctx_size: u32,
+    /// Worker threads of the model (default: the CPU's cores).
+    #[arg(short = 't', long = "threads", value_name = "N")]
+    pub threads: Option<i32>,
+    /// Tokens per decode step at most.
+    #[arg(short = 'b', long = "batch-size", value_name = "N", default_value_t = 2048)]
+    pub batch_size: u32,
+    /// Tokens per micro-batch; also -ub.
+    #[arg(long = "ubatch-size", value_name = "N", default_value_t = 512)]
+    pub ubatch_size: u32,
+    /// Require `Authorization: Bearer KEY` on every endpoint but /health (or LLAMA_API_KEY).
+    #[arg(long = "api-key", value_name = "KEY", env = "LLAMA_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Serve Prometheus metrics at /metrics.
+    #[arg(long)]
+    pub metrics: bool,
+    /// A built-in template name (chatml, deepseek3, llama3, ...) or a file holding a Jinja
+    /// template to recognize; default: the model's own.
+    #[arg(long = "chat-template", value_name = "NAME|FILE")]
+    pub chat_template: Option<String>,
+    /// Tokens to generate when a request gives no max_tokens; -1: until the context is full.
+    #[arg(short = 'n', long = "n-predict", value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub n_predict: i32,
+    /// How <think> sections are returned: deepseek (as reasoning_content), none (inline), auto
+    /// (deepseek when the model's template has think sections).
+    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "none"])]
+    pub reasoning_format: String,
+    /// Seconds to wait for a request's body, and for in-flight requests at shutdown; also -to.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 600)]
+    pub timeout: u64,
+    /// Largest request body in bytes.
+    #[arg(long = "body-limit", value_name = "BYTES", default_value_t = 8 << 20)]
+    pub body_limit: usize,
+    /// Requests waiting for a slot beyond which new ones get 503.
+    #[arg(long = "queue-limit", value_name = "N", default_value_t = 256)]
+    pub queue_limit: u32,
+    /// The model's name in responses and /v1/models (default: the file's name).
+    #[arg(short = 'a', long = "alias", value_name = "NAME")]
+    pub alias: Option<String>,
+    /// Read the model into memory instead of mapping it.
+    #[arg(long = "no-mmap")]
+    pub no_mmap: bool,
+}
+
+/// llama-server's multi-letter short flags, rewritten to their long names for clap.
+fn rewrite_args(argv: impl Iterator<Item = String>) -> Vec<String> {
+    argv.map(|a| match a.as_str() {
+        "-np" => "--parallel".to_string(),
+        "-ub" => "--ubatch-size".to_string(),
+        "-to" => "--timeout".to_string(),
+        _ => a,
+    })
+    .collect()
+}
+
+/// What the handlers share.
+pub struct App {
+    pub args: Args,
+    /// Set once the model is loaded and the engine runs (/health turns 200).
+    pub ready: OnceLock<Ready>,
+    /// SIGINT/SIGTERM arrived: new generation requests get 503.
+    pub closing: AtomicBool,
+    pub started: Instant,
+    pub created: u64,
+    next_id: AtomicU64,
+    pub stats: ServerStats,
+}
+
+/// The server's own counters (/metrics).
+#[derive(Default)]
+pub struct ServerStats {
+    pub requests: AtomicU64,
+    pub errors: AtomicU64,
+    pub streams_open: std::sync::atomic::AtomicI64,
+    pub disconnects: AtomicU64,
+}
+
+pub struct Ready {
+    pub engine: Arc<Engine>,
+    pub model: Arc<Model>,
+    pub name: String,
+    pub template: chat::Template,
+    /// Split `<think>` sections off by default.
+    pub reasoning: bool,
+}
+
+impl App {
+    pub fn ready(&self) -> Result<&Ready, error::ApiError> {
+        self.ready.get().ok_or_else(|| error::ApiError::unavailable("Loading model"))
+    }
+
+    /// A response id: unique in this process, not guessable across restarts.
+    pub fn next_id(&self, prefix: &str) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("{prefix}-{:x}{n:06x}", self.created.wrapping_mul(0x9E37_79B9) & 0xffff_ffff)
+    }
+}
+
+fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool), String> {
+    let model_text = model.file.get_str("tokenizer.chat_template").map(str::to_string);
+    let (text, from) = match &args.chat_template {
+        Some(spec) if chat::detect(spec).is_some() && !PathBuf::from(spec).is_file() => (spec.clone(), "--chat-template"),
+        Some(spec) => (std::fs::read_to_string(spec).map_err(|e| format!("--chat-template {spec}: neither a built-in name ({}) nor a readable file: {e}", chat::builtin_names().collect::<Vec<_>>().join(", ")))?, "--chat-template file"),
+        None => match &model_text {
+            Some(t) => (t.clone(), "the model's template"),
+            None => ("chatml".to_string(), "the default"),
+        },
+    };
+    let t = match chat::detect(&text) {
+        Some(t) if t.is_implemented() => t,
+        Some(t) => return Err(format!("{from} is the '{}' family, which this server cannot format yet; pass --chat-template with one of: {}", t.name(), chat::builtin_names().collect::<Vec<_>>().join(", "))),
+        None if args.chat_template.is_some() => return Err(format!("{from} is not a template this server recognizes; use one of: {}", chat::builtin_names().collect::<Vec<_>>().join(", "))),
+        None => {
+            eprintln!("deepseek-server: the model's chat template is not one this server recognizes; using chatml");
+            chat::Template::ChatMl
+        }
+    };
+    let think = chat::has_think_section(&text) || matches!(t, chat::Template::Deepseek3);
+    let reasoning = match args.reasoning_format.as_str() {
+        "deepseek" => true,
+        "none" => false,
+        _ => think,
+    };
+    Ok((t, reasoning))
+}
+
+fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
+    let a = &app.args;
+    let t0 = Instant::now();
+    let model = Arc::new(Model::load(&path, !a.no_mmap).map_err(|e| format!("{}: {e}", path.display()))?);
+    let (template, reasoning) = choose_template(a, &model)?;
+    let parallel = a.parallel.max(1);
+    let params = EngineParams {
+        n_seq_max: parallel,
+        n_ctx_seq: if a.ctx_size == 0 { 0 } else { (a.ctx_size / parallel).max(256) },
+        n_batch: a.batch_size.max(parallel),
+        n_ubatch: a.ubatch_size.max(1),
+        n_threads: a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get() as i32)),
+        queue_limit: a.queue_limit.max(1),
+        ..EngineParams::default()
+    };
+    let engine = Arc::new(Engine::new(model.clone(), &params)?);
+    let name = a.alias.clone().unwrap_or_else(|| path.file_name().map_or_else(|| a.model.clone(), |n| n.to_string_lossy().into_owned()));
+    eprintln!(
+        "deepseek-server: {} loaded in {:.2} s ({} MiB); {} slots of {} tokens, {} threads, chat template {}, reasoning {}",
+        path.display(),
+        t0.elapsed().as_secs_f64(),
+        model.size_bytes >> 20,
+        engine.n_seq_max(),
+        engine.n_ctx_seq(),
+        params.n_threads,
+        template.name(),
+        if reasoning { "as reasoning_content" } else { "inline" }
+    );
+    Ok(Ready { engine, model, name, template, reasoning })
+}
+
+async fn shutdown_signal(app: Arc<App>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        eprintln!("deepseek-server: cannot install the signal handlers");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("deepseek-server: shutting down: no new requests; waiting up to {} s for those in flight", app.args.timeout);
+    app.closing.store(true, Ordering::SeqCst);
+    let app2 = app.clone();
+    // Past the grace period, the engine ends what is still running (clients see a final
+    // chunk with finish_reason "cancelled" or an error), so that the server always exits.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(app2.args.timeout)).await;
+        if let Some(r) = app2.ready.get() {
+            eprintln!("deepseek-server: cancelling the requests still running");
+            let e = r.engine.clone();
+            let _ = tokio::task::spawn_blocking(move || e.shutdown()).await;
+        }
+    });
+}
+
+fn main() {
+    let args = match Args::try_parse_from(rewrite_args(std::env::args())) {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    // Resolve (and fetch) the model before listening, so a bad name fails fast.
+    let path = match fetch::resolve(&args.model, false) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("deepseek-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let app = Arc::new(App { args, ready: OnceLock::new(), closing: AtomicBool::new(false), started: Instant::now(), created, next_id: AtomicU64::new(1), stats: ServerStats::default() });
+    // Two runtime threads: the HTTP side is light next to the model's threads, and blocking
+    // work (tokenizing a long prompt) still leaves one free.
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("deepseek-server: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = rt.block_on(serve(app.clone(), path));
+    // The engine (its decode thread, context and the model's mapping) is freed here.
+    drop(app);
+    drop(rt);
+    std::process::exit(code);
+}
+
+async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
+    let addr: SocketAddr = match format!("{}:{}", app.args.host, app.args.port).parse().or_else(|_| {
+        use std::net::ToSocketAddrs;
+        (app.args.host.as_str(), app.args.port).to_socket_addrs().map_err(|e| e.to_string()).and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
+    }) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("deepseek-server: bad --host {}: {e}", app.args.host);
+            return 2;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("deepseek-server: cannot listen on {addr}: {e}");
+            return 1;
+        }
+    };
+    eprintln!("deepseek-server: listening on http://{}", listener.local_addr().map_or(addr, |a| a));
+    // Load while already answering /health (503 until ready); a failed load ends the server.
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<String>();
+    {
+        let app = app.clone();
+        tokio::task::spawn_blocking(move || match load(&app, path) {
+            Ok(r) => {
+                let _ = app.ready.set(r);
+            }
+            Err(e) => {
+                let _ = failed_tx.send(e);
+            }
+        });
+    }
+    let load_failed = Arc::new(AtomicBool::new(false));
+    let stop = {
+        let (app, load_failed) = (app.clone(), load_failed.clone());
+        async move {
+            let failed = async {
+                match failed_rx.await {
+                    Ok(e) => {
+                        eprintln!("deepseek-server: {e}");
+                        load_failed.store(true, Ordering::SeqCst);
+                    }
+                    // Loaded: the sender is gone without a word; wait for a signal only.
+                    Err(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown_signal(app) => {}
+                _ = failed => {}
+            }
+        }
+    };
+    let router = api::router(app.clone());
+    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+        eprintln!("deepseek-server: {e}");
+        return 1;
+    }
+    if load_failed.load(Ordering::SeqCst) {
+        return 1;
+    }
+    eprintln!("deepseek-server: stopped");
+    0
+}

@@ -1,0 +1,679 @@
+//! The endpoints. A generation request is checked whole (JSON, fields, prompt against the
+//! context) before anything reaches the engine; then it is one engine request whose callback
+//! pushes its events into an unbounded channel that the handler (or the response stream)
+//! drains. Dropping the handler's `Job` — the client went away, a stream's body was dropped
+//! — cancels the engine request, whose slot frees at the next step.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use deepseek::chat;
+use deepseek::engine::{Engine, Event, FinishInfo, FinishKind, Prompt, Request as EngineRequest, SubmitError, TokenProbs};
+
+use crate::error::ApiError;
+use crate::params::{self, Fields, GenParams, PromptInput};
+use crate::text::{Split, ThinkSplit, Utf8Stream};
+use crate::{App, Ready};
+
+type AppState = State<Arc<App>>;
+
+pub fn router(app: Arc<App>) -> Router {
+    let guarded = Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .route("/metrics", get(metrics))
+        .route("/tokenize", post(tokenize))
+        .route("/detokenize", post(detokenize))
+        .route_layer(middleware::from_fn_with_state(app.clone(), auth));
+    Router::new()
+        .route("/health", get(health))
+        .route("/v1/health", get(health))
+        .merge(guarded)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method not allowed on this endpoint") })
+        .layer(middleware::from_fn_with_state(app.clone(), count))
+        .with_state(app)
+}
+
+/// Counts requests and error answers for /metrics.
+async fn count(State(app): AppState, req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    app.stats.requests.fetch_add(1, Ordering::Relaxed);
+    if resp.status().is_client_error() || resp.status().is_server_error() {
+        app.stats.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    resp
+}
+
+/// Equal in time for every `given` of the key's length (no early exit on the first
+/// difference), so response times do not reveal how much of a guess was right.
+fn same_key(given: &[u8], key: &[u8]) -> bool {
+    let mut diff = (given.len() ^ key.len()) as u64;
+    for (i, &k) in key.iter().enumerate() {
+        diff |= (given.get(i).copied().unwrap_or(0) ^ k) as u64;
+    }
+    diff == 0
+}
+
+async fn auth(State(app): AppState, req: Request, next: Next) -> Response {
+    if let Some(key) = &app.args.api_key {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer ").map(<[u8]>::to_vec))
+            .or_else(|| req.headers().get("x-api-key").map(|v| v.as_bytes().to_vec()));
+        if !given.is_some_and(|g| same_key(&g, key.as_bytes())) {
+            return ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", "Invalid API Key").into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn health(State(app): AppState) -> Response {
+    match app.ready.get() {
+        Some(_) => axum::Json(json!({"status": "ok"})).into_response(),
+        None => ApiError::unavailable("Loading model").into_response(),
+    }
+}
+
+async fn models(State(app): AppState) -> Result<Response, ApiError> {
+    let r = app.ready()?;
+    Ok(axum::Json(json!({
+        "object": "list",
+        "data": [{
+            "id": r.name,
+            "object": "model",
+            "created": app.created,
+            "owned_by": "deepseek",
+            "meta": {
+                "n_vocab": r.model.vocab.n_tokens(),
+                "n_ctx_train": r.model.hp.n_ctx_train,
+                "n_ctx_slot": r.engine.n_ctx_seq(),
+                "n_slots": r.engine.n_seq_max(),
+                "n_params": r.model.n_params,
+                "size": r.model.size_bytes,
+                "chat_template": r.template.name(),
+            }
+        }]
+    }))
+    .into_response())
+}
+
+async fn metrics(State(app): AppState) -> Result<Response, ApiError> {
+    if !app.args.metrics {
+        return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_supported_error", "This server does not serve metrics: start it with --metrics"));
+    }
+    let r = app.ready()?;
+    let text = crate::metrics::text(&app, r);
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+}
+
+/// The body as JSON: at most `--body-limit` bytes, within `--timeout`.
+async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
+    let limit = app.args.body_limit;
+    let bytes = match tokio::time::timeout(Duration::from_secs(app.args.timeout), axum::body::to_bytes(body, limit)).await {
+        Err(_) => return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout_error", format!("the request body did not arrive within {} s", app.args.timeout))),
+        Ok(Err(e)) => {
+            let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(s) = src {
+                if s.is::<http_body_util::LengthLimitError>() {
+                    return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", format!("the request body is larger than {limit} bytes (--body-limit)")));
+                }
+                src = s.source();
+            }
+            return Err(ApiError::invalid(format!("cannot read the request body: {e}")));
+        }
+        Ok(Ok(b)) => b,
+    };
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))
+}
+
+fn check_open(app: &App) -> Result<&Ready, ApiError> {
+    if app.closing.load(Ordering::SeqCst) {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    app.ready()
+}
+
+// ---- generation ----
+
+enum Msg {
+    Token { piece: Vec<u8>, probs: Option<TokenProbs> },
+    Done(FinishInfo),
+}
+
+/// One engine request as the handler sees it; dropping it early cancels the request.
+struct Job {
+    app: Arc<App>,
+    engine: Arc<Engine>,
+    id: u64,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    finished: bool,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.app.stats.disconnects.fetch_add(1, Ordering::Relaxed);
+            let _ = self.engine.cancel(self.id);
+        }
+    }
+}
+
+/// What a request generates from, checked against the slot's context.
+struct Plan {
+    tokens: Vec<i32>,
+    max_tokens: i32,
+    /// Split `<think>` into reasoning_content (chat only), and whether the prompt opened it.
+    reasoning: Option<bool>,
+}
+
+fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, ApiError> {
+    let n_ctx = r.engine.n_ctx_seq() as i64;
+    let n = tokens.len() as i64;
+    if n == 0 {
+        return Err(ApiError::param("prompt", "the prompt is empty (it tokenized to nothing)"));
+    }
+    if n >= n_ctx {
+        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "exceed_context_size_error", format!("the prompt is {n} tokens, the context of a slot holds {n_ctx} (one more is needed to generate); shorten it or start the server with a larger --ctx-size"));
+        e.param = Some("messages".into());
+        return Err(e);
+    }
+    let max_tokens = match gp.max_tokens {
+        Some(m) if m > 0 && n + m > n_ctx => {
+            return Err(ApiError::param("max_tokens", format!("This model's maximum context length is {n_ctx} tokens. However, you requested {} tokens ({n} in the prompt, {m} for the completion). Please reduce the prompt or the completion length.", n + m)));
+        }
+        Some(m) => m as i32,
+        // The server's default may exceed what is left: generate until the context is full.
+        None if app.args.n_predict > 0 => (app.args.n_predict as i64).min(n_ctx - n) as i32,
+        None => -1,
+    };
+    Ok(Plan { tokens, max_tokens, reasoning: None })
+}
+
+fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job, ApiError> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let callback = Box::new(move |v: &deepseek::engine::EventView<'_>| match v.event {
+        // A closed channel means the client is gone: returning false cancels.
+        Event::Token { .. } => tx.send(Msg::Token { piece: v.piece.to_vec(), probs: v.probs.copied() }).is_ok(),
+        Event::Finish(_) => {
+            let _ = tx.send(Msg::Done(v.finish.unwrap_or_default()));
+            true
+        }
+    });
+    let n_probs = if gp.logprobs { gp.top_logprobs.max(1) } else { 0 };
+    let req = EngineRequest {
+        prompt: Prompt::Tokens(plan.tokens.clone()),
+        sampler: Box::new(gp.sampling.build(r.engine.n_ctx_seq() as usize)),
+        max_tokens: plan.max_tokens,
+        stop_tokens: Vec::new(),
+        stop_strings: gp.stop.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        ignore_eos: gp.ignore_eos,
+        callback: Some(callback),
+        user_data: 0,
+        n_probs,
+    };
+    match r.engine.submit(req) {
+        Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),
+        Err(SubmitError::Full(m)) => Err(ApiError::unavailable(format!("the server is busy: {m}; retry later"))),
+        Err(SubmitError::Closed) => Err(ApiError::unavailable("the server is shutting down")),
+        Err(SubmitError::Invalid(m)) => Err(ApiError::invalid(m)),
+    }
+}
+
+fn finish_reason(k: Option<FinishKind>) -> Result<&'static str, ApiError> {
+    match k {
+        Some(FinishKind::Length) => Ok("length"),
+        Some(FinishKind::Stop) | Some(FinishKind::Eog) => Ok("stop"),
+        Some(FinishKind::Cancelled) => Err(ApiError::unavailable("the request was cancelled: the server is shutting down")),
+        Some(FinishKind::Error) | None => Err(ApiError::internal("generation failed (see the server's log)")),
+    }
+}
+
+fn usage(i: &FinishInfo) -> Value {
+    json!({
+        "prompt_tokens": i.n_prompt,
+        "completion_tokens": i.n_generated,
+        "total_tokens": i.n_prompt + i.n_generated,
+        "prompt_tokens_details": {"cached_tokens": i.n_cached},
+    })
+}
+
+fn timings(i: &FinishInfo) -> Value {
+    json!({"prompt_n": i.n_prompt, "cache_n": i.n_cached, "predicted_n": i.n_generated, "ttft_ms": i.ttft_us as f64 / 1e3, "total_ms": i.total_us as f64 / 1e3})
+}
+
+fn piece_text(r: &Ready, token: i32) -> (String, Vec<u8>) {
+    let b = r.engine.piece(token).to_vec();
+    (String::from_utf8_lossy(&b).into_owned(), b)
+}
+
+/// One token's entry in a chat response's `logprobs.content`.
+fn chat_logprob(r: &Ready, piece: &[u8], p: &TokenProbs, n_top: u32) -> Value {
+    let top: Vec<Value> = p.top()[..(n_top as usize).min(p.n_top)]
+        .iter()
+        .map(|&(t, lp)| {
+            let (text, bytes) = piece_text(r, t);
+            json!({"token": text, "logprob": lp, "bytes": bytes})
+        })
+        .collect();
+    json!({"token": String::from_utf8_lossy(piece), "logprob": p.logprob, "bytes": piece, "top_logprobs": top})
+}
+
+/// The completions form: parallel arrays.
+#[derive(Default)]
+struct CompletionLogprobs {
+    tokens: Vec<Value>,
+    token_logprobs: Vec<Value>,
+    top: Vec<Value>,
+    offsets: Vec<Value>,
+    offset: usize,
+}
+
+impl CompletionLogprobs {
+    fn push(&mut self, r: &Ready, piece: &[u8], p: &TokenProbs, n_top: u32) {
+        let text = String::from_utf8_lossy(piece).into_owned();
+        self.offsets.push(json!(self.offset));
+        self.offset += text.len();
+        self.tokens.push(json!(text));
+        self.token_logprobs.push(json!(p.logprob));
+        let mut m = serde_json::Map::new();
+        for &(t, lp) in &p.top()[..(n_top as usize).min(p.n_top)] {
+            m.insert(piece_text(r, t).0, json!(lp));
+        }
+        self.top.push(Value::Object(m));
+    }
+
+    fn take(&mut self) -> Value {
+        let v = json!({"tokens": self.tokens, "token_logprobs": self.token_logprobs, "top_logprobs": self.top, "text_offset": self.offsets});
+        let offset = self.offset;
+        *self = CompletionLogprobs { offset, ..Default::default() };
+        v
+    }
+}
+
+/// Chat or completions, and what each shapes its output with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Completion,
+}
+
+async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let r = check_open(&app)?;
+    let f = Fields::parse(&v)?;
+    let gp = f.gen(true)?;
+    let msgs = params::messages(&f)?;
+    let list: Vec<chat::Message> = msgs.iter().map(|(role, content)| chat::Message { role, content }).collect();
+    let mut text = String::new();
+    chat::format(r.template, &list, true, &mut text).map_err(ApiError::invalid)?;
+    let mut tokens = Vec::new();
+    r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
+    let mut plan = plan(&app, r, tokens, &gp)?;
+    let inside = text.trim_end().ends_with("<think>");
+    plan.reasoning = Some(gp.reasoning.unwrap_or(r.reasoning)).filter(|&on| on).map(|_| inside);
+    generate(app.clone(), plan, gp, Kind::Chat).await
+}
+
+async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let r = check_open(&app)?;
+    let f = Fields::parse(&v)?;
+    if f.bool("echo")?.unwrap_or(false) {
+        return Err(ApiError::param("echo", "'echo' is not supported"));
+    }
+    if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::param("suffix", "'suffix' (fill-in-the-middle) is not supported"));
+    }
+    let gp = f.gen(false)?;
+    let tokens = match params::prompt(&f, r.model.vocab.n_tokens())? {
+        PromptInput::Tokens(t) => t,
+        PromptInput::Text(s) => {
+            let mut t = Vec::new();
+            r.model.vocab.tokenize(s.as_bytes(), true, true, &mut t);
+            t
+        }
+    };
+    let plan = plan(&app, r, tokens, &gp)?;
+    generate(app.clone(), plan, gp, Kind::Completion).await
+}
+
+async fn generate(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind) -> Result<Response, ApiError> {
+    let r = app.ready()?;
+    let job = submit(&app, r, &plan, &gp)?;
+    let id = app.next_id(if kind == Kind::Chat { "chatcmpl" } else { "cmpl" });
+    let out = Output { id, kind, created: unix_now(), model: r.name.clone(), n_top: gp.top_logprobs, logprobs: gp.logprobs, include_usage: gp.include_usage };
+    if gp.stream {
+        Ok(stream(app.clone(), job, out, plan.reasoning))
+    } else {
+        whole(app.clone(), job, out, plan.reasoning).await
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+struct Output {
+    id: String,
+    kind: Kind,
+    created: u64,
+    model: String,
+    n_top: u32,
+    logprobs: bool,
+    include_usage: bool,
+}
+
+async fn whole(app: Arc<App>, mut job: Job, out: Output, reasoning: Option<bool>) -> Result<Response, ApiError> {
+    let r = app.ready()?;
+    let mut bytes = Vec::new();
+    let mut chat_probs = Vec::new();
+    let mut comp_probs = CompletionLogprobs::default();
+    let info = loop {
+        match job.rx.recv().await {
+            Some(Msg::Token { piece, probs, .. }) => {
+                if let Some(p) = probs.as_ref().filter(|_| out.logprobs) {
+                    match out.kind {
+                        Kind::Chat => chat_probs.push(chat_logprob(r, &piece, p, out.n_top)),
+                        Kind::Completion => comp_probs.push(r, &piece, p, out.n_top),
+                    }
+                }
+                bytes.extend_from_slice(&piece);
+            }
+            Some(Msg::Done(info)) => break info,
+            None => return Err(ApiError::internal("the engine stopped before the request ended")),
+        }
+    };
+    job.finished = true;
+    let reason = finish_reason(info.reason)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let body = match out.kind {
+        Kind::Chat => {
+            let mut message = json!({"role": "assistant"});
+            match reasoning {
+                Some(inside) => {
+                    let mut s = ThinkSplit::new(inside);
+                    let mut split = Split::default();
+                    s.push(&text, &mut split);
+                    s.finish(&mut split);
+                    message["content"] = json!(split.content);
+                    message["reasoning_content"] = if split.reasoning.is_empty() && !inside { Value::Null } else { json!(split.reasoning) };
+                }
+                None => message["content"] = json!(text),
+            }
+            let logprobs = if out.logprobs { json!({"content": chat_probs}) } else { Value::Null };
+            json!({
+                "id": out.id, "object": "chat.completion", "created": out.created, "model": out.model,
+                "system_fingerprint": fingerprint(),
+                "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": reason}],
+                "usage": usage(&info), "timings": timings(&info),
+            })
+        }
+        Kind::Completion => {
+            let logprobs = if out.logprobs { comp_probs.take() } else { Value::Null };
+            json!({
+                "id": out.id, "object": "text_completion", "created": out.created, "model": out.model,
+                "system_fingerprint": fingerprint(),
+                "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason}],
+                "usage": usage(&info), "timings": timings(&info),
+            })
+        }
+    };
+    Ok(axum::Json(body).into_response())
+}
+
+fn fingerprint() -> String {
+    concat!("deepseek-", env!("CARGO_PKG_VERSION")).to_string()
+}
+
+/// State of a streaming response between chunks.
+struct Streaming {
+    app: Arc<App>,
+    job: Job,
+    out: Output,
+    utf8: Utf8Stream,
+    think: Option<ThinkSplit>,
+    chat_probs: Vec<Value>,
+    comp_probs: CompletionLogprobs,
+    done: bool,
+}
+
+/// Decrements the open-stream gauge when the response ends however it ends.
+struct StreamGauge(Arc<App>);
+
+impl Drop for StreamGauge {
+    fn drop(&mut self) {
+        self.0.stats.streams_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Streaming {
+    fn chunk(&self, delta_or_text: Value, finish: Option<&str>, logprobs: Value) -> Value {
+        match self.out.kind {
+            Kind::Chat => json!({
+                "id": self.out.id, "object": "chat.completion.chunk", "created": self.out.created, "model": self.out.model,
+                "system_fingerprint": fingerprint(),
+                "choices": [{"index": 0, "delta": delta_or_text, "logprobs": logprobs, "finish_reason": finish}],
+            }),
+            Kind::Completion => json!({
+                "id": self.out.id, "object": "text_completion", "created": self.out.created, "model": self.out.model,
+                "system_fingerprint": fingerprint(),
+                "choices": [{"index": 0, "text": delta_or_text, "logprobs": logprobs, "finish_reason": finish}],
+            }),
+        }
+    }
+
+    fn pending_logprobs(&mut self) -> Value {
+        if !self.out.logprobs {
+            return Value::Null;
+        }
+        match self.out.kind {
+            Kind::Chat => json!({"content": std::mem::take(&mut self.chat_probs)}),
+            Kind::Completion => self.comp_probs.take(),
+        }
+    }
+
+    fn has_pending_logprobs(&self) -> bool {
+        self.out.logprobs && (!self.chat_probs.is_empty() || !self.comp_probs.tokens.is_empty())
+    }
+
+    /// Text that is ready, as a chunk (None when there is nothing to send yet).
+    fn text_chunk(&mut self, text: String, end: bool) -> Option<Value> {
+        let split = match &mut self.think {
+            Some(t) => {
+                let mut s = Split::default();
+                t.push(&text, &mut s);
+                if end {
+                    t.finish(&mut s);
+                }
+                s
+            }
+            None => Split { reasoning: String::new(), content: text },
+        };
+        if split.reasoning.is_empty() && split.content.is_empty() && !self.has_pending_logprobs() {
+            return None;
+        }
+        let payload = match self.out.kind {
+            Kind::Chat => {
+                let mut d = serde_json::Map::new();
+                if !split.reasoning.is_empty() {
+                    d.insert("reasoning_content".into(), json!(split.reasoning));
+                }
+                if !split.content.is_empty() || split.reasoning.is_empty() {
+                    d.insert("content".into(), json!(split.content));
+                }
+                Value::Object(d)
+            }
+            Kind::Completion => json!(split.content),
+        };
+        let lp = self.pending_logprobs();
+        Some(self.chunk(payload, None, lp))
+    }
+
+    /// The next bytes of the event stream, None at its end.
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        let mut out = String::new();
+        let sse = |out: &mut String, v: &Value| {
+            out.push_str("data: ");
+            out.push_str(&v.to_string());
+            out.push_str("\n\n");
+        };
+        loop {
+            let Some(r) = self.app.ready.get() else { return None };
+            match self.job.rx.recv().await {
+                Some(Msg::Token { piece, probs, .. }) => {
+                    if let Some(p) = probs.as_ref().filter(|_| self.out.logprobs) {
+                        match self.out.kind {
+                            Kind::Chat => self.chat_probs.push(chat_logprob(r, &piece, p, self.out.n_top)),
+                            Kind::Completion => self.comp_probs.push(r, &piece, p, self.out.n_top),
+                        }
+                    }
+                    let text = self.utf8.push(&piece);
+                    if let Some(c) = self.text_chunk(text, false) {
+                        sse(&mut out, &c);
+                        return Some(Bytes::from(out));
+                    }
+                }
+                Some(Msg::Done(info)) => {
+                    self.job.finished = true;
+                    self.done = true;
+                    let rest = self.utf8.finish();
+                    if let Some(c) = self.text_chunk(rest, true) {
+                        sse(&mut out, &c);
+                    }
+                    match finish_reason(info.reason) {
+                        Ok(reason) => {
+                            let empty = if self.out.kind == Kind::Chat { json!({}) } else { json!("") };
+                            let mut last = self.chunk(empty, Some(reason), Value::Null);
+                            last["timings"] = timings(&info);
+                            sse(&mut out, &last);
+                            if self.out.include_usage {
+                                let mut u = self.chunk(Value::Null, None, Value::Null);
+                                u["choices"] = json!([]);
+                                u["usage"] = usage(&info);
+                                sse(&mut out, &u);
+                            }
+                        }
+                        Err(e) => sse(&mut out, &e.body()),
+                    }
+                    out.push_str("data: [DONE]\n\n");
+                    return Some(Bytes::from(out));
+                }
+                None => {
+                    self.done = true;
+                    sse(&mut out, &ApiError::internal("the engine stopped before the request ended").body());
+                    return Some(Bytes::from(out));
+                }
+            }
+        }
+    }
+}
+
+fn stream(app: Arc<App>, job: Job, out: Output, reasoning: Option<bool>) -> Response {
+    app.stats.streams_open.fetch_add(1, Ordering::Relaxed);
+    let gauge = StreamGauge(app.clone());
+    let st = Streaming { app, job, think: reasoning.map(ThinkSplit::new), out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false };
+    // OpenAI's first chat chunk carries the role.
+    let first = (st.out.kind == Kind::Chat).then(|| {
+        let c = st.chunk(json!({"role": "assistant", "content": ""}), None, Value::Null);
+        Bytes::from(format!("data: {c}\n\n"))
+    });
+    let body = futures_util::stream::unfold((st, first, gauge), |(mut st, first, gauge)| async move {
+        if let Some(b) = first {
+            return Some((Ok::<_, Infallible>(b), (st, None, gauge)));
+        }
+        let b = st.next().await?;
+        Some((Ok(b), (st, None, gauge)))
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+// ---- tokenizer endpoints ----
+
+async fn tokenize(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let r = app.ready()?;
+    let f = Fields::parse(&v)?;
+    let content = f.str("content")?.ok_or_else(|| ApiError::param("content", "'content' (a string) is required"))?;
+    let add_special = f.bool("add_special")?.unwrap_or(false);
+    let parse_special = f.bool("parse_special")?.unwrap_or(true);
+    let with_pieces = f.bool("with_pieces")?.unwrap_or(false);
+    let mut tokens = Vec::new();
+    r.model.vocab.tokenize(content.as_bytes(), add_special, parse_special, &mut tokens);
+    let list: Vec<Value> = if with_pieces {
+        tokens
+            .iter()
+            .map(|&t| {
+                let b = r.engine.piece(t);
+                // A piece that is not whole UTF-8 goes out as its bytes, as llama-server does.
+                let piece = match std::str::from_utf8(b) {
+                    Ok(s) => json!(s),
+                    Err(_) => json!(b),
+                };
+                json!({"id": t, "piece": piece})
+            })
+            .collect()
+    } else {
+        tokens.iter().map(|&t| json!(t)).collect()
+    };
+    Ok(axum::Json(json!({"tokens": list})).into_response())
+}
+
+async fn detokenize(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let r = app.ready()?;
+    let f = Fields::parse(&v)?;
+    let n_vocab = r.model.vocab.n_tokens();
+    let tokens: Vec<i32> = match f.get("tokens") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|t| match t.as_i64() {
+                Some(id) if (0..n_vocab as i64).contains(&id) => Ok(id as i32),
+                _ => Err(ApiError::param("tokens", format!("{t} is not a token id of this model (0..{n_vocab})"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(ApiError::param("tokens", "'tokens' must be an array of token ids")),
+    };
+    let mut out = Vec::new();
+    r.model.vocab.detokenize(&tokens, false, false, &mut out);
+    Ok(axum::Json(json!({"content": String::from_utf8_lossy(&out)})).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_key;
+
+    #[test]
+    fn keys_compare_whole() {
+        assert!(same_key(b"secret", b"secret"));
+        assert!(!same_key(b"secreT", b"secret"));
+        assert!(!same_key(b"secret2", b"secret"));
+        assert!(!same_key(b"secre", b"secret"));
+        assert!(!same_key(b"", b"secret"));
+    }
+}

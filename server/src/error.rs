@@ -1,0 +1,48 @@
+//! OpenAI-style error responses: `{"error": {"code", "message", "type", "param"}}` with the
+//! matching HTTP status, which the `openai` clients turn into their typed exceptions.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, kind, message: message.into(), param: None }
+    }
+
+    /// 400: the request is malformed or asks for something impossible.
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+    }
+
+    /// 400 about one field.
+    pub fn param(param: &str, message: impl Into<String>) -> ApiError {
+        ApiError { param: Some(param.to_string()), ..ApiError::invalid(message) }
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable_error", message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
+    }
+
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"code": self.status.as_u16(), "message": self.message, "type": self.kind, "param": self.param}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.body())).into_response()
+    }
+}
