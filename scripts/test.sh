@@ -12,6 +12,8 @@ ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked
 cargo build --profile memcheck --no-default-features --lib
 ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 cargo test --release -- --test-threads 2
+# deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
+cargo test --release -p deepseek-server
 # The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
 # scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
 # kernels take minutes; they run at the AVX2 level.)

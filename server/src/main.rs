@@ -177,6 +177,10 @@ fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool),
 fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     let a = &app.args;
     let t0 = Instant::now();
+    // For the tests of /health while loading: a load that takes at least this long.
+    if let Some(ms) = std::env::var("DEEPSEEK_SERVER_TEST_LOAD_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     let model = Arc::new(Model::load(&path, !a.no_mmap).map_err(|e| format!("{}: {e}", path.display()))?);
     let (template, reasoning) = choose_template(a, &model)?;
     let parallel = a.parallel.max(1);
