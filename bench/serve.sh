@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The serving benchmark of the serving-engine issue: bench/serve.c's closed-loop C clients
-# against deepseek's ds_engine and against a llama.h serving loop (what llama-server does) on
-# upstream llama.cpp's libllama.so (and on libdeepseek), fresh processes alternating, ROUNDS
-# rounds per setting; medians. Settings: 1, 4, 8 and 16 clients (N_PROMPT-token prompts,
-# N_GEN tokens each, REQUESTS per client), and 8 clients streaming 256 tokens while one
-# 2,000-token prompt arrives. Writes bench/results/YYYY-MM-DD-HHMM-serve.md and prints it.
+# The server benchmark: the same closed-loop streaming load (deepseek-loadgen: C concurrent
+# clients, REQUESTS streaming /v1/completions requests each, N_PROMPT-token prompts different
+# for every request, N_GEN tokens each with ignore_eos) against deepseek-server and against
+# llama.cpp b11312's llama-server, both started with the same -np C, -c C×CTX_SLOT, -t THREADS,
+# -b 2048 -ub 512; a fresh server per run, the two alternating (and which goes first too),
+# ROUNDS rounds; medians. Writes bench/results/YYYY-MM-DD-HHMM-serve.md and prints it.
+# (The engine's own C benchmark is bench/serve_engine.sh.)
 # Usage: bench/serve.sh [ROUNDS=3] [MODEL.gguf...]   (default: Qwen2.5-Coder 0.5B and 1.5B Q4_K_M)
-# Environment: THREADS=2 CLIENTS="1 4 8 16" N_PROMPT=128 N_GEN=64 REQUESTS=2 LONG=2000
-#   LLAMA_LIB=DIR (default /work/ref/build/bin), LLAMA_INC="DIR..." (default: under /work/ref)
-#   OURS_LIB=DIR  a built libdeepseek.so to test instead of target/release's
+# Environment: THREADS=2 CLIENTS="1 4 8 16" N_PROMPT=128 N_GEN=64 REQUESTS=2 CTX_SLOT=1024
+#   LLAMA_SERVER=PATH (default /work/ref/build/bin/llama-server)
 set -euo pipefail
 COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
@@ -17,80 +17,105 @@ if [ $# -gt 0 ]; then shift; fi
 MODEL_DIR="${DEEPSEEK_MODELS:-$HOME/.cache/deepseek/models}"
 if [ $# -gt 0 ]; then MODELS=("$@"); else MODELS=("$MODEL_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" "$MODEL_DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"); fi
 for m in "${MODELS[@]}"; do [ -f "$m" ] || { echo "model $m not found (scripts/fetch-models.sh qwen05 qwen15)" >&2; exit 1; }; done
-THREADS="${THREADS:-2}"; CLIENTS="${CLIENTS:-1 4 8 16}"; N_PROMPT="${N_PROMPT:-128}"; N_GEN="${N_GEN:-64}"; REQUESTS="${REQUESTS:-2}"; LONG="${LONG:-2000}"
-LLAMA_LIB="${LLAMA_LIB:-/work/ref/build/bin}"
-if [ -z "${LLAMA_INC:-}" ]; then
-  LLAMA_INC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)") $(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
-fi
-[ -e "$LLAMA_LIB/libllama.so" ] || { echo "no libllama.so in $LLAMA_LIB (set LLAMA_LIB)" >&2; exit 1; }
-WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
-if [ -z "${OURS_LIB:-}" ]; then cargo build -q --release --lib; OURS_LIB=target/release; fi
-mkdir "$WORK/ours"; cp "$OURS_LIB/libdeepseek.so" "$WORK/ours/"; ln -s libdeepseek.so "$WORK/ours/libdeepseek.so.0"
-cc -std=c11 -O2 -DSERVE_DS_ENGINE -Iinclude bench/serve.c -o "$WORK/engine" -L"$WORK/ours" -ldeepseek -lpthread -Wl,-rpath,"$WORK/ours"
-cc -std=c11 -O2 -Iinclude bench/serve.c -o "$WORK/loop-ours" -L"$WORK/ours" -ldeepseek -lpthread -Wl,-rpath,"$WORK/ours"
-inc=(); for d in $LLAMA_INC; do inc+=("-I$d"); done
-cc -std=c11 -O2 "${inc[@]}" bench/serve.c -o "$WORK/loop-llama" -L"$LLAMA_LIB" -lllama -lpthread -Wl,-rpath,"$(realpath "$LLAMA_LIB")"
+THREADS="${THREADS:-2}"; CLIENTS="${CLIENTS:-1 4 8 16}"; N_PROMPT="${N_PROMPT:-128}"; N_GEN="${N_GEN:-64}"; REQUESTS="${REQUESTS:-2}"; CTX_SLOT="${CTX_SLOT:-1024}"
+LLAMA_SERVER="${LLAMA_SERVER:-/work/ref/build/bin/llama-server}"
+[ -x "$LLAMA_SERVER" ] || { echo "no llama-server at $LLAMA_SERVER (set LLAMA_SERVER)" >&2; exit 1; }
+cargo build -q --release -p deepseek-server
+OURS=target/release/deepseek-server; LOADGEN=target/release/deepseek-loadgen
+WORK="$(mktemp -d)"; PID=""
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
 COMMIT="$(git rev-parse --short HEAD)"; git diff --quiet HEAD -- || COMMIT="$COMMIT-dirty"
 DATE="$(date '+%Y-%m-%d %H:%M')"; LOAD="$(cut -d' ' -f1-3 /proc/loadavg)"
+LLAMA_VERSION="$("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version || true)"
+PORT=18080
 REC="$WORK/records"; : > "$REC"
-ENGINES=(engine loop-llama loop-ours)
+
+# start SERVER MODEL NP: a server on $PORT, waits until /health answers 200.
+start() {
+  local bin log="$WORK/server.log"
+  if [ "$1" = ours ]; then bin="$OURS"; else bin="$LLAMA_SERVER"; fi
+  "$bin" -m "$2" --host 127.0.0.1 --port "$PORT" -np "$3" -c $(( $3 * CTX_SLOT )) -t "$THREADS" -b 2048 -ub 512 > "$log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    if curl -sf "http://127.0.0.1:$PORT/health" > /dev/null 2>&1; then return 0; fi
+    kill -0 "$PID" 2>/dev/null || { cat "$log" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "$1 did not become ready" >&2; cat "$log" >&2; return 1
+}
+stop() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""; }
+
 for mi in "${!MODELS[@]}"; do
   m="${MODELS[$mi]}"
-  for e in "${ENGINES[@]}"; do "$WORK/$e" "$m" "$THREADS" 1 16 4 1 > /dev/null; done  # page cache
+  VOCAB="$(python3 - "$m" <<'PY'
+import struct, sys
+# The vocabulary size from the GGUF header (tokenizer.ggml.tokens' length), for the prompts' ids.
+f = open(sys.argv[1], "rb"); f.read(8); n_t, n_kv = struct.unpack("<QQ", f.read(16))
+def s(): (n,) = struct.unpack("<Q", f.read(8)); return f.read(n)
+sizes = {0:1,1:1,2:2,3:2,4:4,5:4,6:4,7:1,10:8,11:8,12:8}
+def skip(t):
+    if t == 8: s()
+    elif t == 9:
+        (et, n) = struct.unpack("<IQ", f.read(12))
+        if et == 8:
+            for _ in range(n): s()
+        else: f.read(sizes[et] * n)
+    else: f.read(sizes[t])
+for _ in range(n_kv):
+    k = s(); (t,) = struct.unpack("<I", f.read(4))
+    if k == b"tokenizer.ggml.tokens":
+        (et, n) = struct.unpack("<IQ", f.read(12)); print(n); break
+    skip(t)
+PY
+)"
   for c in $CLIENTS; do
     echo "$(basename "$m"): $c clients, $ROUNDS rounds" >&2
-    for r in $(seq "$ROUNDS"); do for e in "${ENGINES[@]}"; do
-      echo "model=$mi engine=$e scenario=closed $("$WORK/$e" "$m" "$THREADS" "$c" "$N_PROMPT" "$N_GEN" "$REQUESTS")" >> "$REC"
-    done; done
+    for r in $(seq "$ROUNDS"); do
+      if [ $((r % 2)) -eq 1 ]; then order="ours llama"; else order="llama ours"; fi
+      for s in $order; do
+        start "$s" "$m" "$c"
+        # One short request first: the first decode of a process pays for page faults.
+        "$LOADGEN" --url "http://127.0.0.1:$PORT" --clients 1 --requests 1 --prompt-tokens 16 --max-tokens 4 --vocab "$VOCAB" > /dev/null
+        echo "model=$mi server=$s $("$LOADGEN" --url "http://127.0.0.1:$PORT" --clients "$c" --requests "$REQUESTS" --prompt-tokens "$N_PROMPT" --max-tokens "$N_GEN" --vocab "$VOCAB")" >> "$REC"
+        stop
+      done
+    done
   done
-  echo "$(basename "$m"): 8 clients with a $LONG-token prompt arriving, $ROUNDS rounds" >&2
-  for r in $(seq "$ROUNDS"); do for e in "${ENGINES[@]}"; do
-    echo "model=$mi engine=$e scenario=long $("$WORK/$e" "$m" "$THREADS" 8 "$N_PROMPT" 256 1 "$LONG")" >> "$REC"
-  done; done
 done
 mkdir -p bench/results
 OUT="bench/results/$(date -d "$DATE" '+%Y-%m-%d-%H%M')-serve.md"
 python3 - "$REC" "${MODELS[@]}" > "$OUT" <<PY
-import sys, statistics, platform
+import sys, statistics
 recs = [dict(kv.split("=", 1) for kv in line.split()) for line in open(sys.argv[1]) if line.strip()]
 models = sys.argv[2:]
 flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-isa = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c", "gfni", "vnni")) or f in ("avx512_vnni", "avx_vnni"))
-print(f"# Serving benchmark, $DATE\n")
+isa = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c", "gfni")) or "vnni" in f)
+print(f"# Server benchmark, $DATE\n")
 print(f"- commit \`$COMMIT\`, command \`$COMMAND\`")
-print(f"- CPU: {cpu}, {len([l for l in open('/proc/cpuinfo') if l.startswith('processor')])} cores; ISA flags: {isa}")
-print(f"- load average at start: $LOAD; threads $THREADS; $ROUNDS rounds of fresh processes, engines alternating; medians (min–max)")
-print("- engines: **ds_engine** (deepseek's serving engine, default parameters), **llama.cpp loop** (bench/serve.c's llama.h serving loop, one batch per step with whole prompts, as llama-server; upstream b11312 libllama.so), **our loop** (the same loop on libdeepseek)")
-print("- closed loop: each client submits a $N_PROMPT-token prompt, $N_GEN tokens generated ($REQUESTS requests per client); long: 8 clients stream 256 tokens, one $LONG-token prompt arrives once all have 8 tokens. Latencies are taken where each engine emits a token.\n")
-def med(rs, k):
-    v = [float(r[k]) for r in rs]
-    return statistics.median(v), min(v), max(v)
-names = {"engine": "ds_engine", "loop-llama": "llama.cpp loop", "loop-ours": "our loop"}
+print(f"- CPU: {cpu}, $(nproc) cores; flags: {isa}")
+print(f"- load average before: $LOAD")
+print(f"- llama-server: $LLAMA_SERVER ($LLAMA_VERSION)")
+print(f"- both servers: -np C -c C×$CTX_SLOT -t $THREADS -b 2048 -ub 512, a fresh process per run, alternating; "
+      f"deepseek-loadgen: C clients × $REQUESTS streaming /v1/completions requests, $N_PROMPT-token prompts (distinct), "
+      f"$N_GEN tokens each (ignore_eos), temperature 0.8; medians of $ROUNDS rounds\n")
+print("| model | clients | deepseek-server tok/s | llama-server tok/s | ratio | TTFT P50 / P99 ms, ours | TTFT P50 / P99 ms, llama-server | ITL P50 / P99 ms, ours | ITL P50 / P99 ms, llama-server | errors ours / llama |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
 for mi, m in enumerate(models):
-    print(f"## {m.split('/')[-1]}\n")
-    print("| clients | engine | tokens/s | vs llama.cpp loop | TTFT P50 ms | TTFT P99 ms | ITL P50 ms | ITL P99 ms | ITL max ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for c in sorted({int(r["clients"]) for r in recs if r["model"] == str(mi) and r["scenario"] == "closed"}):
-        base = [r for r in recs if r["model"] == str(mi) and r["scenario"] == "closed" and r["clients"] == str(c) and r["engine"] == "loop-llama"]
-        b = med(base, "tok_s")[0] if base else None
-        for e in ("engine", "loop-llama", "loop-ours"):
-            rs = [r for r in recs if r["model"] == str(mi) and r["scenario"] == "closed" and r["clients"] == str(c) and r["engine"] == e]
-            if not rs: continue
-            t = med(rs, "tok_s")
-            ratio = f"{t[0] / b:.2f}x" if b else "-"
-            print(f"| {c} | {names[e]} | {t[0]:.1f} ({t[1]:.1f}–{t[2]:.1f}) | {ratio} | {med(rs,'ttft_p50_ms')[0]:.0f} | {med(rs,'ttft_p99_ms')[0]:.0f} | {med(rs,'itl_p50_ms')[0]:.1f} | {med(rs,'itl_p99_ms')[0]:.1f} | {med(rs,'itl_max_ms')[0]:.0f} |")
-    print("\n8 clients streaming, one long prompt arriving:\n")
-    print("| engine | tokens/s | ITL P50 ms | ITL P99 ms | P99 / P50 | ITL max ms | long prompt's TTFT ms |")
-    print("|---|---|---|---|---|---|---|")
-    for e in ("engine", "loop-llama", "loop-ours"):
-        rs = [r for r in recs if r["model"] == str(mi) and r["scenario"] == "long" and r["engine"] == e]
-        if not rs: continue
-        p50, p99 = med(rs, "itl_p50_ms")[0], med(rs, "itl_p99_ms")[0]
-        print(f"| {names[e]} | {med(rs,'tok_s')[0]:.1f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.2f} | {med(rs,'itl_max_ms')[0]:.0f} | {med(rs,'long_ttft_ms')[0]:.0f} |")
-    print()
-print("Raw records:\n\n\`\`\`")
-for line in open(sys.argv[1]): print(line.rstrip())
+    name = m.rsplit("/", 1)[-1].replace(".gguf", "")
+    for c in sorted({int(r["clients"]) for r in recs if r["model"] == str(mi)}):
+        o = [r for r in recs if r["model"] == str(mi) and int(r["clients"]) == c and r["server"] == "ours"]
+        l = [r for r in recs if r["model"] == str(mi) and int(r["clients"]) == c and r["server"] == "llama"]
+        to, tl = med(o, "tok_s"), med(l, "tok_s")
+        err = lambda rs: sum(int(r["errors"]) for r in rs)
+        print(f"| {name} | {c} | {to:.1f} | {tl:.1f} | {to / tl:.2f}× | {med(o, 'ttft_p50_ms'):.0f} / {med(o, 'ttft_p99_ms'):.0f} | {med(l, 'ttft_p50_ms'):.0f} / {med(l, 'ttft_p99_ms'):.0f} | "
+              f"{med(o, 'itl_p50_ms'):.1f} / {med(o, 'itl_p99_ms'):.1f} | {med(l, 'itl_p50_ms'):.1f} / {med(l, 'itl_p99_ms'):.1f} | {err(o)} / {err(l)} |")
+print("\nRaw records:\n")
+print("\`\`\`")
+for line in open(sys.argv[1]):
+    print(line.rstrip())
 print("\`\`\`")
 PY
-cat "$OUT"; echo "written to $OUT" >&2
+cat "$OUT"
