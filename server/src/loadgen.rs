@@ -1,7 +1,7 @@
 //! deepseek-loadgen: the closed-loop streaming load of bench/serve.sh, for any
 //! OpenAI-compatible server (deepseek-server, llama-server). C clients each send R streaming
-//! `/v1/completions` requests one after another: a prompt of P token ids (different for every
-//! request, so that no prompt cache helps), N tokens generated with `ignore_eos`. Measures
+//! `/v1/completions` requests one after another: a prompt of about P tokens of English words
+//! (different for every request, so that no prompt cache helps), N tokens generated with `ignore_eos`. Measures
 //! time to the first token, the gaps between tokens (each streamed chunk with text), the
 //! tokens each request generated (the final chunk's `timings.predicted_n` when the server
 //! reports it, else its chunks) and the wall time; prints one line of key=value. Every request
@@ -32,9 +32,6 @@ struct Args {
     prompt_tokens: usize,
     #[arg(long = "max-tokens", default_value_t = 64)]
     max_tokens: usize,
-    /// Token ids of the prompts are drawn from 100..vocab.
-    #[arg(long, default_value_t = 32000)]
-    vocab: u32,
     #[arg(long = "api-key")]
     api_key: Option<String>,
 }
@@ -48,21 +45,31 @@ struct Stats {
     first_error: Option<String>,
 }
 
-fn prompt(client: usize, request: usize, n: usize, vocab: u32) -> Vec<u32> {
-    let mut x = (client as u64 + 1) * 0x9E37_79B9_7F4A_7C15 ^ (request as u64 + 1) * 0xC2B2_AE3D_27D4_EB4F;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            100 + (x % (vocab as u64 - 100)) as u32
-        })
-        .collect()
+/// A prompt of about `n` tokens of plain English (common words, one token each in the usual
+/// BPE vocabularies), different for every request — so that no prompt cache helps and the
+/// model continues ordinary text (random token ids make it emit stray bytes of multi-byte
+/// characters, which servers hold back until the character is whole).
+fn prompt(client: usize, request: usize, n: usize) -> String {
+    const WORDS: &[&str] = &[
+        "the", "people", "of", "this", "town", "have", "always", "known", "that", "river", "would", "rise", "in", "spring", "and", "so", "they", "built",
+        "their", "houses", "on", "hill", "above", "water", "where", "old", "road", "ran", "past", "mill", "school", "church", "market", "square", "every",
+        "year", "children", "walked", "down", "to", "watch", "boats", "come", "back", "from", "sea", "with", "fish", "for", "evening", "meal",
+    ];
+    let mut x = (client as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (request as u64 + 1).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let mut out = format!("Story {client}-{request}:");
+    for _ in 0..n.saturating_sub(6) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(' ');
+        out.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
+    }
+    out
 }
 
 async fn one(client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>, a: &Args, c: usize, r: usize, st: &mut Stats) -> Result<(), String> {
     let body = json!({
-        "prompt": prompt(c, r, a.prompt_tokens, a.vocab),
+        "prompt": prompt(c, r, a.prompt_tokens),
         "max_tokens": a.max_tokens,
         "ignore_eos": true,
         "temperature": 0.8,
@@ -122,6 +129,12 @@ async fn one(client: &Client<hyper_util::client::legacy::connect::HttpConnector,
     let n = reported.unwrap_or(chunks);
     if n != a.max_tokens as u64 {
         return Err(format!("generated {n} tokens, not {}", a.max_tokens));
+    }
+    if std::env::var_os("LOADGEN_GAPS").is_some() {
+        let big: Vec<String> = local_itl.iter().enumerate().filter(|(_, &g)| g > 0.15).map(|(i, g)| format!("{}:{:.0}ms", i + 1, g * 1e3)).collect();
+        if !big.is_empty() {
+            eprintln!("client {c} request {r} t0+{:.2}s: gaps over 150 ms after token {}", t0.elapsed().as_secs_f64(), big.join(" "));
+        }
     }
     st.ttft.extend(ttft);
     st.itl.extend(local_itl);

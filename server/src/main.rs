@@ -81,6 +81,13 @@ pub struct Args {
     /// Largest request body in bytes.
     #[arg(long = "body-limit", value_name = "BYTES", default_value_t = 8 << 20)]
     pub body_limit: usize,
+    /// How much longer than a step of generating sequences alone a step may take when it also
+    /// computes prompt tokens (the engine's max_step_slowdown; 0: only --prefill-chunk limits).
+    #[arg(long = "max-step-slowdown", value_name = "X", default_value_t = 1.5)]
+    pub max_step_slowdown: f32,
+    /// Most prompt tokens one step takes while other requests generate.
+    #[arg(long = "prefill-chunk", value_name = "N", default_value_t = 512)]
+    pub prefill_chunk: u32,
     /// Requests waiting for a slot beyond which new ones get 503.
     #[arg(long = "queue-limit", value_name = "N", default_value_t = 256)]
     pub queue_limit: u32,
@@ -191,6 +198,8 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         n_ubatch: a.ubatch_size.max(1),
         n_threads: a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get() as i32)),
         queue_limit: a.queue_limit.max(1),
+        max_step_slowdown: a.max_step_slowdown.max(0.0),
+        prefill_chunk: a.prefill_chunk.max(1),
         ..EngineParams::default()
     };
     let engine = Arc::new(Engine::new(model.clone(), &params)?);
@@ -322,6 +331,12 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
         }
     };
     let router = api::router(app.clone());
+    // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm each would wait
+    // for the client's (delayed) ACK of the previous one.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
         eprintln!("deepseek-server: {e}");
         return 1;

@@ -251,16 +251,20 @@ def check_disconnect_frees_slot(srv):
         time.sleep(0.05)
     assert m["ds_engine_requests_finished_cancelled_total"] == before["ds_engine_requests_finished_cancelled_total"] + 1, m
     assert m["ds_engine_generated_tokens_total"] - before["ds_engine_generated_tokens_total"] < 1000
-    # The non-streaming kind too: the client gives up.
+    # The non-streaming kind too: the client gives up, and the request is cancelled (not run
+    # to its end).
+    before = m
     try:
         raw(srv, "POST", "/v1/completions", json={"prompt": "Once", "max_tokens": 1000, "ignore_eos": True}, timeout=0.5)
         raise AssertionError("finished too fast")
     except httpx.TimeoutException:
         pass
     t0 = time.time()
-    while metrics(srv)["llamacpp:requests_processing"] != 0:
+    while (m := metrics(srv))["llamacpp:requests_processing"] != 0:
         assert time.time() - t0 < 10, "the slot was not freed"
         time.sleep(0.05)
+    assert m["ds_engine_requests_finished_cancelled_total"] == before["ds_engine_requests_finished_cancelled_total"] + 1, m
+    assert m["ds_server_disconnects_total"] == before["ds_server_disconnects_total"] + 1, m
 
 
 def check_api_key(srv):
