@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server benchmark: the same closed-loop streaming load (deepseek-loadgen: C concurrent
-# clients, REQUESTS streaming /v1/completions requests each, N_PROMPT-token prompts different
-# for every request, N_GEN tokens each with ignore_eos) against deepseek-server and against
+# clients, REQUESTS streaming /v1/completions requests each, prompts of about N_PROMPT tokens of
+# English words, different for every request, N_GEN tokens each with ignore_eos) against deepseek-server and against
 # llama.cpp b11312's llama-server, both started with the same -np C, -c C×CTX_SLOT, -t THREADS,
 # -b 2048 -ub 512; a fresh server per run, the two alternating (and which goes first too),
 # ROUNDS rounds; medians. Writes bench/results/YYYY-MM-DD-HHMM-serve.md and prints it.
@@ -48,27 +48,6 @@ stop() { kill -TERM "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true;
 
 for mi in "${!MODELS[@]}"; do
   m="${MODELS[$mi]}"
-  VOCAB="$(python3 - "$m" <<'PY'
-import struct, sys
-# The vocabulary size from the GGUF header (tokenizer.ggml.tokens' length), for the prompts' ids.
-f = open(sys.argv[1], "rb"); f.read(8); n_t, n_kv = struct.unpack("<QQ", f.read(16))
-def s(): (n,) = struct.unpack("<Q", f.read(8)); return f.read(n)
-sizes = {0:1,1:1,2:2,3:2,4:4,5:4,6:4,7:1,10:8,11:8,12:8}
-def skip(t):
-    if t == 8: s()
-    elif t == 9:
-        (et, n) = struct.unpack("<IQ", f.read(12))
-        if et == 8:
-            for _ in range(n): s()
-        else: f.read(sizes[et] * n)
-    else: f.read(sizes[t])
-for _ in range(n_kv):
-    k = s(); (t,) = struct.unpack("<I", f.read(4))
-    if k == b"tokenizer.ggml.tokens":
-        (et, n) = struct.unpack("<IQ", f.read(12)); print(n); break
-    skip(t)
-PY
-)"
   for c in $CLIENTS; do
     echo "$(basename "$m"): $c clients, $ROUNDS rounds" >&2
     for r in $(seq "$ROUNDS"); do
@@ -76,8 +55,8 @@ PY
       for s in $order; do
         start "$s" "$m" "$c"
         # One short request first: the first decode of a process pays for page faults.
-        "$LOADGEN" --url "http://127.0.0.1:$PORT" --clients 1 --requests 1 --prompt-tokens 16 --max-tokens 4 --vocab "$VOCAB" > /dev/null
-        echo "model=$mi server=$s $("$LOADGEN" --url "http://127.0.0.1:$PORT" --clients "$c" --requests "$REQUESTS" --prompt-tokens "$N_PROMPT" --max-tokens "$N_GEN" --vocab "$VOCAB")" >> "$REC"
+        "$LOADGEN" --url "http://127.0.0.1:$PORT" --clients 1 --requests 1 --prompt-tokens 16 --max-tokens 4 > /dev/null
+        echo "model=$mi server=$s $("$LOADGEN" --url "http://127.0.0.1:$PORT" --clients "$c" --requests "$REQUESTS" --prompt-tokens "$N_PROMPT" --max-tokens "$N_GEN")" >> "$REC"
         stop
       done
     done
@@ -98,7 +77,7 @@ print(f"- CPU: {cpu}, $(nproc) cores; flags: {isa}")
 print(f"- load average before: $LOAD")
 print(f"- llama-server: $LLAMA_SERVER ($LLAMA_VERSION)")
 print(f"- both servers: -np C -c C×$CTX_SLOT -t $THREADS -b 2048 -ub 512, a fresh process per run, alternating; "
-      f"deepseek-loadgen: C clients × $REQUESTS streaming /v1/completions requests, $N_PROMPT-token prompts (distinct), "
+      f"deepseek-loadgen: C clients × $REQUESTS streaming /v1/completions requests, prompts of ~$N_PROMPT tokens of English words (distinct), "
       f"$N_GEN tokens each (ignore_eos), temperature 0.8; medians of $ROUNDS rounds\n")
 print("| model | clients | deepseek-server tok/s | llama-server tok/s | ratio | TTFT P50 / P99 ms, ours | TTFT P50 / P99 ms, llama-server | ITL P50 / P99 ms, ours | ITL P50 / P99 ms, llama-server | errors ours / llama |")
 print("|---|---|---|---|---|---|---|---|---|---|")
