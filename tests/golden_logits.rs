@@ -91,6 +91,14 @@ fn check_deepseek2(model: &str) {
     check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), tol);
 }
 
+/// The DeepSeek family beyond deepseek2 (tests/data/deepseek-family, copied from the shared
+/// fixtures): MoE, so tolerances as deepseek2's.
+fn check_family(model: &str) {
+    let tol = if model.ends_with("f32") { Tolerance::Float } else { Tolerance::QuantizedMoe };
+    let dir = data("deepseek-family");
+    check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), tol);
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Tolerance {
     /// Every row's cosine ≥ 0.9999; same argmax where the reference's top-2 gap > 0.5% of the range.
@@ -183,4 +191,15 @@ golden_deepseek2! {
     deepseek3_f32 => "tiny-deepseek3-f32",
     deepseek3_q8_0 => "tiny-deepseek3-q8_0",
     deepseek3_q4_k_m => "tiny-deepseek3-q4_k_m",
+}
+
+macro_rules! golden_family {
+    ($($name:ident => $file:expr),* $(,)?) => { $(#[test] fn $name() { check_family($file); })* };
+}
+
+// DeepSeek-MoE 16B / V1 (`deepseek`): multi-head attention + the shared MoE block.
+golden_family! {
+    deepseek_moe_f32 => "tiny-deepseek-moe-f32",
+    deepseek_moe_q8_0 => "tiny-deepseek-moe-q8_0",
+    deepseek_moe_q4_k_m => "tiny-deepseek-moe-q4_k_m",
 }

@@ -26,7 +26,7 @@ pub extern "C" fn llama_model_n_expert_cxx(model: *const llama_model) -> i32 {
     guard("llama_model_n_expert", || {
         // SAFETY: a live model handle (NULL is caught).
         let m = unsafe { as_ref(model, "model") }?;
-        Ok(m.model.hp.mla.as_ref().map_or(0, |mla| mla.n_expert as i32))
+        Ok(m.model.hp.n_expert() as i32)
     })
 }
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use super::boundary::{as_ref, as_str, guard, guard_or, write_c_string};
 use super::handles::{llama_model, llama_vocab};
 use super::types::*;
-use crate::model::{Arch, Model};
+use crate::kernels::rope::RopeMode;
+use crate::model::Model;
 
 #[no_mangle]
 pub extern "C" fn llama_model_default_params() -> llama_model_params {
@@ -200,9 +201,9 @@ pub extern "C" fn llama_model_rope_type(model: *const llama_model) -> llama_rope
     guard_or("llama_model_rope_type", llama_rope_type::LLAMA_ROPE_TYPE_NONE, || {
         // SAFETY: llama.h requires a live model handle (NULL is caught).
         let m = unsafe { as_ref(model, "model") }?;
-        Ok(match m.model.hp.arch {
-            Arch::Llama | Arch::Deepseek2 => llama_rope_type::LLAMA_ROPE_TYPE_NORM,
-            Arch::Qwen2 => llama_rope_type::LLAMA_ROPE_TYPE_NEOX,
+        Ok(match m.model.hp.arch.rope_mode() {
+            RopeMode::Norm => llama_rope_type::LLAMA_ROPE_TYPE_NORM,
+            RopeMode::Neox => llama_rope_type::LLAMA_ROPE_TYPE_NEOX,
         })
     })
 }

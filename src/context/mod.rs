@@ -11,8 +11,7 @@ use std::time::Instant;
 use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
 use crate::kv::{KvCache, KvShape};
-use crate::model::deepseek2::{self, MlaScratch};
-use crate::model::dense::{self, DenseScratch, UBatch};
+use crate::model::{Scratch, UBatch};
 use crate::model::hparams::RopeScaling;
 use crate::model::Model;
 use crate::sys::stats::{self, Held};
@@ -110,12 +109,6 @@ pub struct Context {
     held_scratch: Held,
 }
 
-/// The forward pass's buffers, by architecture family.
-enum Scratch {
-    Dense(DenseScratch),
-    Mla(MlaScratch),
-}
-
 const PAD: u32 = 256;
 
 /// upstream's get_mscale: YaRN's magnitude correction for a scale factor.
@@ -181,7 +174,7 @@ impl Context {
             let factor = 1.0 / freq_scale;
             attn_factor = if hp.rope_yarn_log_mul != 0.0 {
                 let all_dims = hp.rope_yarn_log_mul;
-                let mscale = if hp.arch == crate::model::Arch::Deepseek2 && all_dims != 1.0 { all_dims } else { 1.0 };
+                let mscale = if hp.yarn_mscale_all_dims && all_dims != 1.0 { all_dims } else { 1.0 };
                 yarn_mscale(factor, mscale) / yarn_mscale(factor, all_dims)
             } else {
                 yarn_mscale(factor, 1.0)
@@ -207,19 +200,13 @@ impl Context {
             n_stream,
             n_cells: n_ctx_seq as usize,
             n_seq_max: p.n_seq_max as usize,
-            with_v: hp.mla.is_none(),
-            rope_offset: hp.mla.as_ref().map_or(0, |m| m.kv_lora_rank),
+            with_v: hp.kv_with_v(),
+            rope_offset: hp.kv_rope_offset(),
         };
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
-        let scratch = match hp.mla {
-            Some(_) => Scratch::Mla(MlaScratch::new(&model, n_ubatch as usize, max_threads)?),
-            None => Scratch::Dense(DenseScratch::new(&model, n_ubatch as usize, max_threads)?),
-        };
+        let scratch = model.new_scratch(n_ubatch as usize, max_threads)?;
         let pool = ThreadPool::new(max_threads)?;
-        let scratch_bytes = match &scratch {
-            Scratch::Dense(s) => s.bytes(),
-            Scratch::Mla(s) => s.bytes(),
-        };
+        let scratch_bytes = scratch.bytes();
         let monitor = Arc::new(ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes()));
         monitor.set_scratch_bytes(scratch_bytes);
         stats::CONTEXTS.add(1);
@@ -368,10 +355,7 @@ impl Context {
     }
 
     fn scratch_bytes(&self) -> usize {
-        match &self.scratch {
-            Scratch::Dense(s) => s.bytes(),
-            Scratch::Mla(s) => s.bytes(),
-        }
+        self.scratch.bytes()
     }
 
     /// llama_decode: validates the batch, places its tokens in the KV cache and runs the model
@@ -443,10 +427,7 @@ impl Context {
             };
             let logits = &mut self.logits[out_row * v..(out_row + n_out) * v];
             let embd = if self.embeddings { Some(&mut self.embd[out_row * e..(out_row + n_out) * e]) } else { None };
-            match &mut self.scratch {
-                Scratch::Dense(s) => dense::forward(&self.model, &ub, &mut self.kv, s, &self.pool, &self.rope, logits, embd),
-                Scratch::Mla(s) => deepseek2::forward(&self.model, &ub, &mut self.kv, s, &self.pool, &self.rope, logits, embd),
-            }
+            self.model.forward(&ub, &mut self.kv, &mut self.scratch, &self.pool, &self.rope, logits, embd);
             out_row += n_out;
             self.n_outputs = out_row;
             self.n_tokens_processed += (end - start) as u64;

@@ -1,5 +1,6 @@
-//! Hyper-parameters of the dense decoder architectures, read from GGUF keys the way upstream's
-//! llama-model.cpp reads them, with upstream's defaults.
+//! Hyper-parameters, read from GGUF keys the way upstream's llama-model.cpp reads them, with
+//! upstream's defaults: the decoder's (every architecture), MLA's (deepseek2) and the
+//! experts' (deepseek, deepseek2).
 
 use crate::gguf::GgufFile;
 use crate::kernels::rope::RopeMode;
@@ -8,6 +9,7 @@ use crate::kernels::rope::RopeMode;
 pub enum Arch {
     Llama,
     Qwen2,
+    Deepseek,
     Deepseek2,
 }
 
@@ -16,6 +18,7 @@ impl Arch {
         match name {
             "llama" => Some(Arch::Llama),
             "qwen2" => Some(Arch::Qwen2),
+            "deepseek" => Some(Arch::Deepseek),
             "deepseek2" => Some(Arch::Deepseek2),
             _ => None,
         }
@@ -24,12 +27,13 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Deepseek => "deepseek",
             Arch::Deepseek2 => "deepseek2",
         }
     }
     pub fn rope_mode(self) -> RopeMode {
         match self {
-            Arch::Llama | Arch::Deepseek2 => RopeMode::Norm,
+            Arch::Llama | Arch::Deepseek | Arch::Deepseek2 => RopeMode::Norm,
             Arch::Qwen2 => RopeMode::Neox,
         }
     }
@@ -69,8 +73,12 @@ pub struct HParams {
     pub rope_attn_factor: f32,
     /// `rope.scaling.yarn_log_multiplier` (deepseek2: divided by 0.1, i.e. HF's mscale_all_dim).
     pub rope_yarn_log_mul: f32,
-    /// MLA and MoE parameters of deepseek2.
+    /// YaRN's magnitude uses mscale_all_dims for both factors (deepseek2, as upstream).
+    pub yarn_mscale_all_dims: bool,
+    /// MLA parameters of deepseek2.
     pub mla: Option<MlaParams>,
+    /// Expert parameters of deepseek and deepseek2.
+    pub moe: Option<MoeParams>,
 }
 
 /// Gating function of the MoE router (values of upstream's llama_expert_gating_func_type).
@@ -80,7 +88,7 @@ pub enum Gating {
     Sigmoid,
 }
 
-/// deepseek2's attention (MLA) and expert (MoE) hyper-parameters.
+/// deepseek2's attention (MLA) hyper-parameters.
 #[derive(Clone, Debug)]
 pub struct MlaParams {
     /// 0 = direct attn_q (V2-Lite), else attn_q_a → norm → attn_q_b.
@@ -92,6 +100,11 @@ pub struct MlaParams {
     pub qk_head: usize,
     /// Per-head value size (value_length_mla).
     pub v_head: usize,
+}
+
+/// The routed experts' hyper-parameters (deepseek, deepseek2).
+#[derive(Clone, Debug)]
+pub struct MoeParams {
     pub n_dense_lead: usize,
     pub n_expert: usize,
     pub n_expert_used: usize,
@@ -118,7 +131,7 @@ fn positive(v: u32, key: &str) -> Result<usize, String> {
 impl HParams {
     pub fn from_gguf(f: &GgufFile, n_vocab: usize) -> Result<HParams, String> {
         let arch_name = f.get_str("general.architecture").ok_or("missing required key 'general.architecture'")?;
-        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2)"))?;
+        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2, deepseek, deepseek2)"))?;
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let n_embd = positive(required_u32(f, &k("embedding_length"))?, &k("embedding_length"))?;
@@ -188,7 +201,9 @@ impl HParams {
                 (Arch::Deepseek2, Some(v)) => v / 0.1,
                 (_, v) => v.unwrap_or(0.0),
             },
-            mla: if arch == Arch::Deepseek2 { Some(MlaParams::from_gguf(f, n_layer, head_dim_k, head_dim_v, n_rot)?) } else { None },
+            yarn_mscale_all_dims: arch == Arch::Deepseek2,
+            mla: if arch == Arch::Deepseek2 { Some(MlaParams::from_gguf(f, head_dim_k, head_dim_v, n_rot)?) } else { None },
+            moe: if matches!(arch, Arch::Deepseek | Arch::Deepseek2) { Some(MoeParams::from_gguf(f, arch, n_layer)?) } else { None },
         })
     }
 
@@ -201,13 +216,24 @@ impl HParams {
     pub fn kv_dim_v(&self) -> usize {
         self.n_head_kv * self.head_dim_v
     }
+    /// Whether the KV cache holds V rows (MLA's values are its cached latent).
+    pub fn kv_with_v(&self) -> bool {
+        self.mla.is_none()
+    }
+    /// Where the roped part of a cached K row starts (MLA: after the latent).
+    pub fn kv_rope_offset(&self) -> usize {
+        self.mla.as_ref().map_or(0, |m| m.kv_lora_rank)
+    }
+    /// Routed experts per MoE block (0 without experts).
+    pub fn n_expert(&self) -> usize {
+        self.moe.as_ref().map_or(0, |m| m.n_expert)
+    }
 }
 
 impl MlaParams {
-    fn from_gguf(f: &GgufFile, n_layer: usize, key_length: usize, value_length: usize, n_rot: usize) -> Result<MlaParams, String> {
+    fn from_gguf(f: &GgufFile, key_length: usize, value_length: usize, n_rot: usize) -> Result<MlaParams, String> {
         let k = |s: &str| format!("deepseek2.{s}");
-        let req = |s: &str| required_u32(f, &k(s)).map(|v| v as usize);
-        let kv_lora_rank = req("attention.kv_lora_rank")?;
+        let kv_lora_rank = required_u32(f, &k("attention.kv_lora_rank"))? as usize;
         let qk_head = f.get_u32(&k("attention.key_length_mla")).map(|v| v as usize);
         let v_head = f.get_u32(&k("attention.value_length_mla")).map(|v| v as usize);
         let (Some(qk_head), Some(v_head)) = (qk_head, v_head) else {
@@ -219,16 +245,27 @@ impl MlaParams {
         if key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank {
             return Err(format!("key_length {key_length} / value_length {value_length} must be kv_lora_rank + rope dims / kv_lora_rank ({kv_lora_rank}, {n_rot})"));
         }
+        Ok(MlaParams { q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head })
+    }
+}
+
+impl MoeParams {
+    /// deepseek2 reads gating, renormalisation and expert groups from the file; deepseek (V1)
+    /// has softmax gating, no renormalisation and no groups built in (upstream deepseek.cpp).
+    fn from_gguf(f: &GgufFile, arch: Arch, n_layer: usize) -> Result<MoeParams, String> {
+        let k = |s: &str| format!("{}.{s}", arch.name());
+        let req = |s: &str| required_u32(f, &k(s)).map(|v| v as usize);
+        let v2 = arch == Arch::Deepseek2;
         let n_expert = req("expert_count")?;
         let n_expert_used = req("expert_used_count")?;
-        let n_group = f.get_u32(&k("expert_group_count")).unwrap_or(1).max(1) as usize;
-        let n_group_used = f.get_u32(&k("expert_group_used_count")).unwrap_or(1).max(1) as usize;
+        let n_group = if v2 { f.get_u32(&k("expert_group_count")).unwrap_or(1).max(1) as usize } else { 1 };
+        let n_group_used = if v2 { f.get_u32(&k("expert_group_used_count")).unwrap_or(1).max(1) as usize } else { 1 };
         let n_dense_lead = f.get_u32(&k("leading_dense_block_count")).unwrap_or(0) as usize;
         if n_expert == 0 || n_expert_used == 0 || n_expert_used > n_expert || n_expert % n_group != 0 || n_group_used > n_group {
             return Err(format!("inconsistent expert counts: {n_expert} experts, {n_expert_used} used, {n_group} groups, {n_group_used} used"));
         }
-        if n_group > super::deepseek2::MAX_GROUPS {
-            return Err(format!("{n_group} expert groups exceed the supported {}", super::deepseek2::MAX_GROUPS));
+        if n_group > super::MAX_GROUPS {
+            return Err(format!("{n_group} expert groups exceed the supported {}", super::MAX_GROUPS));
         }
         if n_group > 1 && n_expert / n_group < 2 {
             return Err("expert groups need at least 2 experts each (top-2 group scores)".into());
@@ -236,17 +273,16 @@ impl MlaParams {
         if n_expert_used > n_group_used * (n_expert / n_group) {
             return Err(format!("{n_expert_used} experts cannot be chosen from the {} experts of {n_group_used} selected groups", n_group_used * (n_expert / n_group)));
         }
-        let gating = match f.get_u32(&k("expert_gating_func")).unwrap_or(1) {
-            0 | 1 => Gating::Softmax,
-            2 => Gating::Sigmoid,
-            g => return Err(format!("expert_gating_func {g} is not supported")),
+        let gating = if !v2 {
+            Gating::Softmax
+        } else {
+            match f.get_u32(&k("expert_gating_func")).unwrap_or(1) {
+                0 | 1 => Gating::Softmax,
+                2 => Gating::Sigmoid,
+                g => return Err(format!("expert_gating_func {g} is not supported")),
+            }
         };
-        Ok(MlaParams {
-            q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize,
-            kv_lora_rank,
-            qk_nope: qk_head - n_rot,
-            qk_head,
-            v_head,
+        Ok(MoeParams {
             n_dense_lead: n_dense_lead.min(n_layer),
             n_expert,
             n_expert_used,
@@ -255,7 +291,7 @@ impl MlaParams {
             n_group,
             n_group_used,
             gating,
-            weights_norm: f.get_bool(&k("expert_weights_norm")).unwrap_or(false),
+            weights_norm: v2 && f.get_bool(&k("expert_weights_norm")).unwrap_or(false),
             weights_scale: f.get_f32(&k("expert_weights_scale")).unwrap_or(0.0),
         })
     }

@@ -1,27 +1,133 @@
-//! model: an immutable loaded model: the file (mapped or owned), hyper-parameters and views of
-//! every weight. Shared by any number of contexts on any threads (`Send + Sync`, no locks).
-//! Weight matrices are byte ranges into the file; they are never copied or dequantized whole.
+//! model: an immutable loaded model: the file (mapped or owned), hyper-parameters, views of
+//! every weight, and how it runs. Shared by any number of contexts on any threads (`Send +
+//! Sync`, no locks). Weight matrices are byte ranges into the file; they are never copied or
+//! dequantized whole.
+//!
+//! How a model runs is decided here, at load, and nowhere else: `Layers` holds one recipe's
+//! blocks (`llama.rs` for llama/qwen2, `deepseek.rs` for DeepSeek V1 MoE, `deepseek2.rs` for
+//! V2/V3/R1), `Model::new_scratch` sizes that recipe's buffers and `Model::forward` runs it.
+//! Recipes compose blocks (`attn_mha`, `attn_mla`, `ffn`, `moe`, `head`, through `proj`); no
+//! recipe imports another, and no block knows which recipe uses it.
 
+pub mod attn_mha;
+pub mod attn_mla;
+pub mod deepseek;
 pub mod deepseek2;
-pub mod deepseek2_weights;
-pub mod dense;
+pub mod ffn;
+pub mod head;
 pub mod hparams;
+pub mod llama;
+pub mod moe;
+pub mod proj;
 pub mod weights;
 
 use std::path::Path;
 
 use crate::gguf::GgufFile;
+use crate::kernels::rope::RopeParams;
+use crate::kv::KvCache;
+use crate::sys::alloc::try_zeroed;
+use crate::threads::ThreadPool;
 use crate::tokenizer::Vocab;
 pub use hparams::{Arch, HParams};
 pub use weights::{Mat, Weights};
 
+/// Most expert groups a model may have (V3/R1 have 8); checked when the model loads.
+pub(crate) const MAX_GROUPS: usize = 64;
+
+/// One micro-batch as the forward pass sees it: per token its id, position, KV cell and the
+/// (first) sequence whose cells it attends to; `out_rows` are the tokens that produce outputs.
+pub struct UBatch<'a> {
+    pub tokens: &'a [i32],
+    pub pos: &'a [i32],
+    pub cells: &'a [usize],
+    pub seq: &'a [usize],
+    pub out_rows: &'a [usize],
+}
+
+/// The feed-forward half of a block: dense SwiGLU, or routed experts.
+pub enum FeedForward {
+    Dense(ffn::Ffn),
+    Moe(moe::Moe),
+}
+
+impl FeedForward {
+    pub fn mats(&self) -> Vec<&Mat> {
+        match self {
+            FeedForward::Dense(f) => f.mats().to_vec(),
+            FeedForward::Moe(m) => m.mats().to_vec(),
+        }
+    }
+}
+
+/// The blocks of a model, by recipe.
+pub enum Layers {
+    /// A vocab-only model.
+    None,
+    Llama(Vec<llama::Block>),
+    Deepseek(Vec<deepseek::Block>),
+    Deepseek2(Vec<deepseek2::Block>),
+}
+
+/// What every recipe's forward pass shares: the residual stream, the normed input of a
+/// block, a block's output, the quantized activations, the RoPE tables.
+pub struct Common {
+    pub n_ubatch: usize,
+    pub x: Vec<f32>,
+    pub xn: Vec<f32>,
+    pub proj: Vec<f32>,
+    pub act: Vec<u8>,
+    pub rope_cache: Vec<f32>,
+}
+
+/// A context's buffers for its model's forward pass, sized at creation.
+pub struct Scratch {
+    pub common: Common,
+    pub mha: Option<attn_mha::MhaScratch>,
+    pub mla: Option<attn_mla::MlaScratch>,
+    pub ffn: ffn::FfnScratch,
+    pub moe: Option<moe::MoeScratch>,
+}
+
+impl Scratch {
+    /// `widest`: the widest row `xn` must hold; `act_bytes`: the quantized activations'
+    /// room; `ffn_floats`: gate/up room.
+    fn new(hp: &HParams, n_ubatch: usize, widest: usize, act_bytes: usize, ffn_floats: usize) -> Result<Scratch, String> {
+        let n = n_ubatch;
+        Ok(Scratch {
+            common: Common {
+                n_ubatch,
+                x: try_zeroed(n * hp.n_embd, "scratch")?,
+                xn: try_zeroed(n * widest.max(hp.n_embd), "scratch")?,
+                proj: try_zeroed(n * hp.n_embd, "scratch")?,
+                act: try_zeroed(act_bytes, "scratch")?,
+                rope_cache: try_zeroed(n * hp.n_rot.max(2), "scratch")?,
+            },
+            mha: None,
+            mla: None,
+            ffn: ffn::FfnScratch::new(ffn_floats)?,
+            moe: None,
+        })
+    }
+
+    /// Bytes held by this scratch.
+    pub fn bytes(&self) -> usize {
+        let c = &self.common;
+        4 * (c.x.len() + c.xn.len() + c.proj.len() + c.rope_cache.len())
+            + c.act.len()
+            + self.mha.as_ref().map_or(0, |s| s.bytes())
+            + self.mla.as_ref().map_or(0, |s| s.bytes())
+            + self.ffn.bytes()
+            + self.moe.as_ref().map_or(0, |s| s.bytes())
+    }
+}
+
 pub struct Model {
     pub file: GgufFile,
     pub hp: HParams,
-    /// Embeddings, output head and (for llama/qwen2) the layers.
+    /// Embeddings, output head, RoPE frequency factors.
     pub weights: Weights,
-    /// deepseek2's MLA/MoE layers (empty for the dense architectures).
-    pub mla_layers: Vec<deepseek2_weights::MlaLayer>,
+    pub layers: Layers,
     pub vocab: Vocab,
     /// Total parameter count (all tensors).
     pub n_params: u64,
@@ -43,7 +149,7 @@ impl Model {
         let vocab = Vocab::from_gguf(&file)?;
         let hp = HParams::from_gguf(&file, vocab.n_tokens())?;
         crate::sys::stats::MODELS.add(1);
-        Ok(Model { file, hp, weights: Weights::absent(), mla_layers: Vec::new(), vocab, n_params: 0, size_bytes: 0, vocab_only: true })
+        Ok(Model { file, hp, weights: Weights::absent(), layers: Layers::None, vocab, n_params: 0, size_bytes: 0, vocab_only: true })
     }
 
     /// Loads and brings every tensor's bytes into memory (page by page, in file order),
@@ -89,26 +195,55 @@ impl Model {
         }
         let mut hp = HParams::from_gguf(&file, n_vocab)?;
         let weights = Weights::from_file(&file, &hp)?;
-        let mla_layers = match &hp.mla {
-            Some(m) => deepseek2_weights::load_layers(&file, &hp, m)?,
-            None => Vec::new(),
-        };
-        // A q_lora_rank that no tensor uses (plain attn_q everywhere) must not size buffers:
-        // the file could claim any value.
-        if let Some(m) = hp.mla.as_mut() {
-            if mla_layers.iter().all(|l| matches!(l.q, deepseek2_weights::Query::Direct(_))) {
-                m.q_lora_rank = 0;
+        let layers = match hp.arch {
+            Arch::Llama | Arch::Qwen2 => Layers::Llama(llama::load(&file, &hp)?),
+            Arch::Deepseek => Layers::Deepseek(deepseek::load(&file, &hp)?),
+            Arch::Deepseek2 => {
+                let blocks = deepseek2::load(&file, &hp)?;
+                // A q_lora_rank that no tensor uses (plain attn_q everywhere) must not size
+                // buffers: the file could claim any value.
+                if let Some(m) = hp.mla.as_mut() {
+                    if blocks.iter().all(|b| matches!(b.attn.q, attn_mla::Query::Direct(_))) {
+                        m.q_lora_rank = 0;
+                    }
+                }
+                Layers::Deepseek2(blocks)
             }
-        }
+        };
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::MODELS.add(1);
-        Ok(Model { file, hp, weights, mla_layers, vocab, n_params, size_bytes, vocab_only: false })
+        Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
     }
 
     /// A weight matrix view.
     pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
         crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.bytes()[m.offset..m.offset + m.n_bytes] }
+    }
+
+    /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens
+    /// and `n_threads` threads.
+    pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize) -> Result<Scratch, String> {
+        match &self.layers {
+            Layers::None => Err("a vocab-only model has no weights to run".into()),
+            Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads),
+            Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads),
+            Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads),
+        }
+    }
+
+    /// Runs the micro-batch through the model: writes K/V (or MLA rows) of its tokens into
+    /// their cells, and the logits (and, if asked, the final hidden states) of `ub.out_rows`
+    /// into `logits`/`embd`. `s` must come from `new_scratch` of this model.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(&self, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut Scratch, pool: &ThreadPool, rope: &RopeParams, logits: &mut [f32], embd: Option<&mut [f32]>) {
+        assert!(ub.tokens.len() <= s.common.n_ubatch);
+        match &self.layers {
+            Layers::None => unreachable!("contexts are not made from vocab-only models"),
+            Layers::Llama(b) => llama::forward(self, b, ub, kv, s, pool, rope, logits, embd),
+            Layers::Deepseek(b) => deepseek::forward(self, b, ub, kv, s, pool, rope, logits, embd),
+            Layers::Deepseek2(b) => deepseek2::forward(self, b, ub, kv, s, pool, rope, logits, embd),
+        }
     }
 }
 

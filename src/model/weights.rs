@@ -1,6 +1,8 @@
-//! Weight views of the dense decoder (llama, qwen2): every tensor found by name, its shape
-//! checked against the hyper-parameters. Small vectors (norms, biases) are copied to f32;
-//! matrices stay where they are in the file.
+//! Weight views: every tensor found by name, its shape checked against the hyper-parameters.
+//! Small vectors (norms, biases) are copied to f32; matrices (`Mat`) and stacks of equal
+//! matrices (`Stack`: per head, per expert) stay where they are in the file. `Weights` holds
+//! what every architecture has (embeddings, output head, RoPE factors); the blocks' weights
+//! belong to the block files that use them.
 
 use super::hparams::HParams;
 use crate::gguf::{GgufFile, TensorInfo};
@@ -16,19 +18,18 @@ pub struct Mat {
     pub n_bytes: usize,
 }
 
-pub struct Layer {
-    pub attn_norm: Vec<f32>,
-    pub wq: Mat,
-    pub wk: Mat,
-    pub wv: Mat,
-    pub bq: Option<Vec<f32>>,
-    pub bk: Option<Vec<f32>>,
-    pub bv: Option<Vec<f32>>,
-    pub wo: Mat,
-    pub ffn_norm: Vec<f32>,
-    pub ffn_gate: Mat,
-    pub ffn_up: Mat,
-    pub ffn_down: Mat,
+/// `count` matrices of `rows` × `cols`, contiguous in the file.
+#[derive(Clone, Debug)]
+pub struct Stack {
+    pub first: Mat,
+    pub count: usize,
+}
+
+impl Stack {
+    pub fn get(&self, i: usize) -> Mat {
+        assert!(i < self.count);
+        Mat { offset: self.first.offset + i * self.first.n_bytes, ..self.first.clone() }
+    }
 }
 
 pub struct Weights {
@@ -37,10 +38,9 @@ pub struct Weights {
     /// `output.weight`, or `token_embd.weight` when the output is tied to the embeddings.
     pub output: Mat,
     pub rope_freqs: Option<Vec<f32>>,
-    pub layers: Vec<Layer>,
 }
 
-pub(super) fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, String> {
+pub fn find<'a>(f: &'a GgufFile, name: &str) -> Result<&'a TensorInfo, String> {
     f.tensor(name).ok_or_else(|| format!("missing required tensor '{name}'"))
 }
 
@@ -51,7 +51,7 @@ fn check_dims(t: &TensorInfo, want: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, String> {
+pub fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, String> {
     let t = find(f, name)?;
     check_dims(t, &[cols, rows])?;
     if !t.ty.is_weight_type() {
@@ -73,7 +73,7 @@ fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, Strin
 /// The model's `block_count`, checked against the file before anything is sized by it: every
 /// block has tensors of its own, so a count beyond the file's tensors is a lie (and a
 /// `Vec::with_capacity` of it could ask for terabytes).
-pub(super) fn layer_count(f: &GgufFile, hp: &HParams) -> Result<usize, String> {
+pub fn layer_count(f: &GgufFile, hp: &HParams) -> Result<usize, String> {
     let n_tensors = f.tensors().len();
     if hp.n_layer > n_tensors {
         return Err(format!("block_count = {} but the file has only {n_tensors} tensors", hp.n_layer));
@@ -81,11 +81,24 @@ pub(super) fn layer_count(f: &GgufFile, hp: &HParams) -> Result<usize, String> {
     Ok(hp.n_layer)
 }
 
-pub(super) fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
+/// A stack of `count` matrices of `rows` × `cols` (GGUF dims [cols, rows, count]).
+pub fn stack(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize) -> Result<Stack, String> {
+    let t = find(f, name)?;
+    if t.dims != [cols, rows, count] {
+        return Err(format!("tensor '{name}' has shape {:?}, expected {:?}", t.dims, [cols, rows, count]));
+    }
+    if !t.ty.is_weight_type() {
+        return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
+    }
+    let n_bytes = t.n_bytes / count;
+    Ok(Stack { first: Mat { ty: t.ty, rows, cols, offset: t.file_offset, n_bytes }, count })
+}
+
+pub fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
     vector_of(f, find(f, name)?, len)
 }
 
-pub(super) fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, String> {
+pub fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>, String> {
     f.tensor(name).map(|t| vector_of(f, t, len)).transpose()
 }
 
@@ -93,38 +106,19 @@ impl Weights {
     /// No weights (a vocab-only model).
     pub fn absent() -> Weights {
         let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, offset: 0, n_bytes: 0 };
-        Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None, layers: Vec::new() }
+        Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None }
     }
 
     pub fn from_file(f: &GgufFile, hp: &HParams) -> Result<Weights, String> {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
         let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { token_embd.clone() };
-        let dense_layers = if hp.mla.is_some() { 0 } else { layer_count(f, hp)? };
-        let mut layers = Vec::with_capacity(dense_layers);
-        for i in 0..dense_layers {
-            let n = |s: &str| format!("blk.{i}.{s}");
-            layers.push(Layer {
-                attn_norm: vector(f, &n("attn_norm.weight"), e)?,
-                wq: mat(f, &n("attn_q.weight"), e, hp.q_dim())?,
-                wk: mat(f, &n("attn_k.weight"), e, hp.kv_dim_k())?,
-                wv: mat(f, &n("attn_v.weight"), e, hp.kv_dim_v())?,
-                bq: opt_vector(f, &n("attn_q.bias"), hp.q_dim())?,
-                bk: opt_vector(f, &n("attn_k.bias"), hp.kv_dim_k())?,
-                bv: opt_vector(f, &n("attn_v.bias"), hp.kv_dim_v())?,
-                wo: mat(f, &n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
-                ffn_norm: vector(f, &n("ffn_norm.weight"), e)?,
-                ffn_gate: mat(f, &n("ffn_gate.weight"), e, hp.n_ff)?,
-                ffn_up: mat(f, &n("ffn_up.weight"), e, hp.n_ff)?,
-                ffn_down: mat(f, &n("ffn_down.weight"), hp.n_ff, e)?,
-            });
-        }
         Ok(Weights {
             token_embd,
             output_norm: vector(f, "output_norm.weight", e)?,
             output,
+            // MLA's rope part never takes frequency factors (upstream passes none).
             rope_freqs: if hp.mla.is_some() { None } else { opt_vector(f, "rope_freqs.weight", hp.n_rot / 2)? },
-            layers,
         })
     }
 }

@@ -1,0 +1,161 @@
+//! Block: multi-head attention with grouped K/V heads (llama, qwen2, DeepSeek V1): Q/K/V
+//! projections (+ optional biases), RoPE on Q and K, K/V stored as F16 in the tokens' cells,
+//! causal attention over each token's sequence, output projection. Leaves the block's output
+//! in the common scratch's `proj`; owns its own buffers (`MhaScratch`), allocates nothing per
+//! pass, and knows nothing of the feed-forward that follows.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::proj::{project, project_all};
+use super::weights::{mat, opt_vector, Mat};
+use super::{Common, HParams, Model, UBatch};
+use crate::gguf::GgufFile;
+use crate::kernels::add_assign;
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::rope::{self, RopeParams};
+use crate::kv::KvCache;
+use crate::sys::alloc::try_zeroed;
+use crate::threads::{SharedOut, ThreadPool};
+
+pub struct MhaWeights {
+    pub wq: Mat,
+    pub wk: Mat,
+    pub wv: Mat,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub wo: Mat,
+}
+
+impl MhaWeights {
+    /// Block `i`'s `attn_q/k/v/output` (and biases where the file has them).
+    pub fn load(f: &GgufFile, hp: &HParams, i: usize) -> Result<MhaWeights, String> {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let e = hp.n_embd;
+        Ok(MhaWeights {
+            wq: mat(f, &n("attn_q.weight"), e, hp.q_dim())?,
+            wk: mat(f, &n("attn_k.weight"), e, hp.kv_dim_k())?,
+            wv: mat(f, &n("attn_v.weight"), e, hp.kv_dim_v())?,
+            bq: opt_vector(f, &n("attn_q.bias"), hp.q_dim())?,
+            bk: opt_vector(f, &n("attn_k.bias"), hp.kv_dim_k())?,
+            bv: opt_vector(f, &n("attn_v.bias"), hp.kv_dim_v())?,
+            wo: mat(f, &n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
+        })
+    }
+
+    pub fn mats(&self) -> [&Mat; 4] {
+        [&self.wq, &self.wk, &self.wv, &self.wo]
+    }
+}
+
+pub struct MhaScratch {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    /// Per thread, the attention tile's buffers.
+    tiles: Vec<TileScratch>,
+    /// First token of each attention tile (and the end).
+    tile_starts: Vec<usize>,
+}
+
+impl MhaScratch {
+    pub fn new(hp: &HParams, n_ubatch: usize, n_threads: usize) -> Result<MhaScratch, String> {
+        let n = n_ubatch;
+        let group = hp.n_head / hp.n_head_kv;
+        Ok(MhaScratch {
+            q: try_zeroed(n * hp.q_dim(), "scratch")?,
+            k: try_zeroed(n * hp.kv_dim_k(), "scratch")?,
+            v: try_zeroed(n * hp.kv_dim_v(), "scratch")?,
+            att: try_zeroed(n * hp.n_head * hp.head_dim_v, "scratch")?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v)).collect::<Result<_, _>>()?,
+            tile_starts: try_zeroed(n + 1, "scratch")?,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        4 * (self.q.len() + self.k.len() + self.v.len() + self.att.len())
+    }
+}
+
+fn add_bias(rows: &mut [f32], bias: &Option<Vec<f32>>) {
+    if let Some(b) = bias {
+        for row in rows.chunks_exact_mut(b.len()) {
+            add_assign(row, b);
+        }
+    }
+}
+
+/// Attention of block `il` over `c.xn` (the normed input, `n` rows); result in `c.proj`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, c: &mut Common, s: &mut MhaScratch, pool: &ThreadPool, rope: &RopeParams) {
+    let hp = &model.hp;
+    let n = ub.tokens.len();
+    let hd_k = hp.head_dim_k;
+    project_all(model, pool, &mut c.act, &c.xn, n, [(&w.wq, &mut s.q), (&w.wk, &mut s.k), (&w.wv, &mut s.v)]);
+    add_bias(&mut s.q[..n * hp.q_dim()], &w.bq);
+    add_bias(&mut s.k[..n * hp.kv_dim_k()], &w.bk);
+    add_bias(&mut s.v[..n * hp.kv_dim_v()], &w.bv);
+
+    let nr = hp.n_rot.max(2);
+    for t in 0..n {
+        let cache = &c.rope_cache[t * nr..(t + 1) * nr];
+        for head in s.q[t * hp.q_dim()..(t + 1) * hp.q_dim()].chunks_exact_mut(hd_k) {
+            rope::apply(rope.mode, hp.n_rot, cache, head);
+        }
+        for head in s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()].chunks_exact_mut(hd_k) {
+            rope::apply(rope.mode, hp.n_rot, cache, head);
+        }
+        kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
+    }
+
+    attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.tiles, &mut s.tile_starts, pool, n);
+    project(model, pool, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
+}
+
+/// Attention of every token's query heads, one work item per (tile of consecutive tokens of a
+/// sequence, K/V head): the item's query rows read each cached row once.
+#[allow(clippy::too_many_arguments)]
+fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], tiles: &mut [TileScratch], starts: &mut [usize], pool: &ThreadPool, n: usize) {
+    let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
+    let group = hp.n_head / hp.n_head_kv;
+    let scale = 1.0 / (hd_k as f32).sqrt();
+    let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
+    let starts = &*starts;
+    let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
+    let scratch = SharedOut::new(tiles);
+    let items = n_tiles * hp.n_head_kv;
+    // items are claimed one by one, latest tokens first: a token's cost grows with the cells
+    // it attends to, so a static split gave one thread three times the other's work in prefill
+    let next = AtomicUsize::new(0);
+    pool.run(&|ith, _nth| {
+        // SAFETY: each thread uses only its own scratch slot.
+        let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+        loop {
+            let claimed = next.fetch_add(1, Ordering::Relaxed);
+            if claimed >= items {
+                break;
+            }
+            let item = items - 1 - claimed;
+            let (i, kvh) = (item / hp.n_head_kv, item % hp.n_head_kv);
+            let seq = ub.seq[starts[i]];
+            let stream = kv.stream_of(seq);
+            let cells = |limit: i32| {
+                kv.cells_of_stream(stream)
+                    .filter(move |(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq))
+                    .map(|(i, c)| (c.pos, &kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]))
+            };
+            let tokens = starts[i]..starts[i + 1];
+            let query = |t: usize, g: usize| {
+                let h = t * hp.n_head + kvh * group + g;
+                &q[h * hd_k..(h + 1) * hd_k]
+            };
+            attend_tokens(tile, tokens, ub.pos, group, scale, query, cells, |t, g, tile, row| {
+                let h = t * hp.n_head + kvh * group + g;
+                // SAFETY: head h of token t is written by exactly one thread (the one with the
+                // item of its tile and K/V head).
+                tile.output(row, unsafe { out.slice(h * hd_v..(h + 1) * hd_v) });
+            });
+        }
+    });
+}

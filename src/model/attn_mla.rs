@@ -1,0 +1,255 @@
+//! Block: Multi-head Latent Attention in its absorbed form (DeepSeek V2, V2-Lite, V3, R1;
+//! upstream b11312's `src/models/deepseek2.cpp`): the query directly or through a low-rank
+//! bottleneck, the compressed KV (the normed latent and the shared rope key part, one cached
+//! row per token; values are the latent itself), W_UK absorbed into the query per head, scores
+//! against the cached rows, the output latent decompressed by W_UV per head, then the output
+//! projection into the common scratch's `proj`. Owns `MlaScratch`; allocates nothing per pass.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::hparams::MlaParams;
+use super::proj::{project, project_all, project_heads};
+use super::weights::{mat, stack, vector, Mat, Stack};
+use super::{Common, HParams, Model, UBatch};
+use crate::gguf::GgufFile;
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::matmul::activation_bytes;
+use crate::kernels::norm::rms_norm;
+use crate::kernels::rope::{self, RopeParams};
+use crate::kv::KvCache;
+use crate::sys::alloc::try_zeroed;
+use crate::threads::{SharedOut, ThreadPool};
+
+pub enum Query {
+    Direct(Mat),
+    LowRank { a: Mat, norm: Vec<f32>, b: Mat },
+}
+
+pub struct MlaWeights {
+    pub q: Query,
+    pub kv_a: Mat,
+    pub kv_a_norm: Vec<f32>,
+    /// Per head: kv_lora_rank rows × qk_nope (absorbs W_UK into the query).
+    pub k_b: Stack,
+    /// Per head: v_head rows × kv_lora_rank (decompresses the attention output).
+    pub v_b: Stack,
+    pub wo: Mat,
+}
+
+impl MlaWeights {
+    pub fn load(f: &GgufFile, hp: &HParams, m: &MlaParams, i: usize) -> Result<MlaWeights, String> {
+        let (e, h, c, r) = (hp.n_embd, hp.n_head, m.kv_lora_rank, hp.n_rot);
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let q = if f.tensor(&n("attn_q.weight")).is_some() {
+            Query::Direct(mat(f, &n("attn_q.weight"), e, h * m.qk_head)?)
+        } else {
+            if m.q_lora_rank == 0 {
+                return Err(format!("blk.{i}: neither attn_q nor a q_lora_rank for attn_q_a/attn_q_b"));
+            }
+            Query::LowRank {
+                a: mat(f, &n("attn_q_a.weight"), e, m.q_lora_rank)?,
+                norm: vector(f, &n("attn_q_a_norm.weight"), m.q_lora_rank)?,
+                b: mat(f, &n("attn_q_b.weight"), m.q_lora_rank, h * m.qk_head)?,
+            }
+        };
+        Ok(MlaWeights {
+            q,
+            kv_a: mat(f, &n("attn_kv_a_mqa.weight"), e, c + r)?,
+            kv_a_norm: vector(f, &n("attn_kv_a_norm.weight"), c)?,
+            k_b: stack(f, &n("attn_k_b.weight"), m.qk_nope, c, h)?,
+            v_b: stack(f, &n("attn_v_b.weight"), c, m.v_head, h)?,
+            wo: mat(f, &n("attn_output.weight"), h * m.v_head, e)?,
+        })
+    }
+
+    pub fn mats(&self) -> Vec<&Mat> {
+        let mut v = match &self.q {
+            Query::Direct(q) => vec![q],
+            Query::LowRank { a, b, .. } => vec![a, b],
+        };
+        v.extend([&self.kv_a, &self.k_b.first, &self.v_b.first, &self.wo]);
+        v
+    }
+
+    /// Activation bytes of decode's per-head batches (every head's row at once).
+    pub fn decode_act_bytes(&self, hp: &HParams, m: &MlaParams) -> usize {
+        (hp.n_head * activation_bytes(self.k_b.first.ty, m.qk_nope, 1)).max(hp.n_head * activation_bytes(self.v_b.first.ty, m.kv_lora_rank, 1))
+    }
+}
+
+pub struct MlaScratch {
+    qa: Vec<f32>,
+    qa_normed: Vec<f32>,
+    q: Vec<f32>,
+    kv: Vec<f32>,
+    krow: Vec<f32>,
+    head_in: Vec<f32>,
+    head_out: Vec<f32>,
+    q_full: Vec<f32>,
+    o_lat: Vec<f32>,
+    o: Vec<f32>,
+    /// Per thread, the attention tile's buffers.
+    tiles: Vec<TileScratch>,
+    /// First token of each attention tile (and the end).
+    tile_starts: Vec<usize>,
+}
+
+impl MlaScratch {
+    pub fn new(hp: &HParams, m: &MlaParams, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
+        let (n, h, c, r) = (n_ubatch, hp.n_head, m.kv_lora_rank, hp.n_rot);
+        let heads_in = n.max(h) * c.max(m.qk_nope);
+        let heads_out = n.max(h) * c.max(m.v_head);
+        Ok(MlaScratch {
+            qa: try_zeroed(n * m.q_lora_rank, "scratch")?,
+            qa_normed: try_zeroed(n * m.q_lora_rank, "scratch")?,
+            q: try_zeroed(n * h * m.qk_head, "scratch")?,
+            kv: try_zeroed(n * (c + r), "scratch")?,
+            krow: try_zeroed(c + r, "scratch")?,
+            head_in: try_zeroed(heads_in, "scratch")?,
+            head_out: try_zeroed(heads_out, "scratch")?,
+            q_full: try_zeroed(n * h * (c + r), "scratch")?,
+            o_lat: try_zeroed(n * h * c, "scratch")?,
+            o: try_zeroed(n * h * m.v_head, "scratch")?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c)).collect::<Result<_, _>>()?,
+            tile_starts: try_zeroed(n + 1, "scratch")?,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        let floats = [&self.qa, &self.qa_normed, &self.q, &self.kv, &self.krow, &self.head_in, &self.head_out, &self.q_full, &self.o_lat, &self.o];
+        4 * floats.iter().map(|v| v.capacity()).sum::<usize>()
+    }
+}
+
+/// The softmax scale of MLA: mscale² / √(qk head size), with YaRN's magnitude correction
+/// (upstream pre-scales kq_scale because it cancels the RoPE attention factor).
+pub fn kq_scale(rope: &RopeParams, yarn_log_mul: f32, qk_head: usize) -> f32 {
+    let ln_f = (1.0 / rope.freq_scale).ln();
+    let attn_factor_org = rope.attn_factor * (1.0 + 0.1 * ln_f);
+    let mscale = attn_factor_org * (1.0 + 0.1 * yarn_log_mul * ln_f);
+    mscale * mscale / (qk_head as f32).sqrt()
+}
+
+/// MLA attention of block `il` over `c.xn` (the normed input); attn_output's result in `c.proj`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, cs: &mut Common, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams) {
+    let n = ub.tokens.len();
+    let scale = kq_scale(rope, model.hp.rope_yarn_log_mul, m.qk_head);
+    let hp = &model.hp;
+    let (h, c, r, nope, qk) = (hp.n_head, m.kv_lora_rank, hp.n_rot, m.qk_nope, m.qk_head);
+
+    // Query: direct, or through the low-rank bottleneck with its own norm.
+    // Compressed KV (`s.kv`): the latent (normed below) and the shared rope key part (not
+    // normed), projected in the same batch as the query's first matrix.
+    match &layer.q {
+        Query::Direct(wq) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(wq, &mut s.q), (&layer.kv_a, &mut s.kv)]),
+        Query::LowRank { a, norm, b } => {
+            project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv)]);
+            let ql = m.q_lora_rank;
+            for t in 0..n {
+                rms_norm(&s.qa[t * ql..(t + 1) * ql], norm, hp.rms_eps, &mut s.qa_normed[t * ql..(t + 1) * ql]);
+            }
+            project(model, pool, &mut cs.act, b, &s.qa_normed, n, &mut s.q);
+        }
+    }
+    for t in 0..n {
+        let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
+        rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);
+        s.krow[c..].copy_from_slice(&row[c..]);
+        let cache = &cs.rope_cache[t * r.max(2)..(t + 1) * r.max(2)];
+        rope::apply(rope.mode, r, cache, &mut s.krow[c..]);
+        for head in 0..h {
+            let q = &mut s.q[(t * h + head) * qk..(t * h + head + 1) * qk];
+            rope::apply(rope.mode, r, cache, &mut q[nope..]);
+            s.q_full[(t * h + head) * (c + r) + c..(t * h + head + 1) * (c + r)].copy_from_slice(&q[nope..]);
+        }
+        kv.store_k(il, ub.cells[t], &s.krow);
+    }
+    // Absorb W_UK into the query, head by head: q_abs = attn_k_b[h] · q_nope.
+    if n == 1 {
+        for head in 0..h {
+            s.head_in[head * nope..(head + 1) * nope].copy_from_slice(&s.q[head * qk..head * qk + nope]);
+        }
+        project_heads(model, pool, &mut cs.act, &layer.k_b, &s.head_in, &mut s.head_out);
+        for head in 0..h {
+            s.q_full[head * (c + r)..head * (c + r) + c].copy_from_slice(&s.head_out[head * c..(head + 1) * c]);
+        }
+    }
+    for head in (0..h).filter(|_| n > 1) {
+        for t in 0..n {
+            let src = (t * h + head) * qk;
+            s.head_in[t * nope..(t + 1) * nope].copy_from_slice(&s.q[src..src + nope]);
+        }
+        let wk = layer.k_b.get(head);
+        project(model, pool, &mut cs.act, &wk, &s.head_in, n, &mut s.head_out);
+        for t in 0..n {
+            let dst = (t * h + head) * (c + r);
+            s.q_full[dst..dst + c].copy_from_slice(&s.head_out[t * c..(t + 1) * c]);
+        }
+    }
+    // Scores against cached [latent | rope key] rows; values are the latents. Every head reads
+    // the same rows, so a work item is a tile of tokens' heads (in decode the heads split in as
+    // many parts as threads).
+    {
+        let kvr = &*kv;
+        let q_full = &s.q_full;
+        let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
+        let scratch = SharedOut::new(&mut s.tiles);
+        let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
+        let parts = h.div_ceil(part);
+        let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(part), &mut s.tile_starts);
+        let starts = &s.tile_starts;
+        // claimed one by one, latest tokens first (see dense::attention)
+        let next = AtomicUsize::new(0);
+        pool.run(&|ith, _nth| {
+            // SAFETY: each thread uses only its own scratch slot.
+            let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+            loop {
+                let claimed = next.fetch_add(1, Ordering::Relaxed);
+                if claimed >= n_tiles * parts {
+                    break;
+                }
+                let item = n_tiles * parts - 1 - claimed;
+                let (i, p) = (item / parts, item % parts);
+                let heads = p * part..((p + 1) * part).min(h);
+                let seq = ub.seq[starts[i]];
+                let stream = kvr.stream_of(seq);
+                let cells = |limit: i32| {
+                    kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
+                        let k = kvr.k_row(il, i);
+                        (cell.pos, k, &k[..c])
+                    })
+                };
+                let tokens = starts[i]..starts[i + 1];
+                let query = |t: usize, j: usize| {
+                    let at = (t * h + heads.start + j) * (c + r);
+                    &q_full[at..at + c + r]
+                };
+                attend_tokens(tile, tokens, ub.pos, heads.len(), scale, query, cells, |t, j, tile, row| {
+                    let at = (t * h + heads.start + j) * c;
+                    // SAFETY: the heads of item (token t, part p) are written by exactly one
+                    // thread.
+                    tile.output(row, unsafe { out.slice(at..at + c) });
+                });
+            }
+        });
+    }
+    // Decompress with W_UV per head, then the output projection.
+    let v = m.v_head;
+    if n == 1 {
+        project_heads(model, pool, &mut cs.act, &layer.v_b, &s.o_lat, &mut s.o);
+    }
+    for head in (0..h).filter(|_| n > 1) {
+        for t in 0..n {
+            let src = (t * h + head) * c;
+            s.head_in[t * c..(t + 1) * c].copy_from_slice(&s.o_lat[src..src + c]);
+        }
+        let wv = layer.v_b.get(head);
+        project(model, pool, &mut cs.act, &wv, &s.head_in, n, &mut s.head_out);
+        for t in 0..n {
+            s.o[(t * h + head) * v..(t * h + head + 1) * v].copy_from_slice(&s.head_out[t * v..(t + 1) * v]);
+        }
+    }
+    project(model, pool, &mut cs.act, &layer.wo, &s.o, n, &mut cs.proj);
+}
+

@@ -1,0 +1,327 @@
+//! Block: the routed Mixture-of-Experts feed-forward with shared experts (DeepSeek V1, V2,
+//! V3/R1), upstream b11312's `build_moe_ffn`: router → softmax or sigmoid → selection bias
+//! (selection only) → group-limited choice → top-k → weights from the unbiased probabilities →
+//! optional renormalisation → scale; each chosen expert a SwiGLU, plus the shared experts
+//! unweighted. Over the common scratch's `xn` into its `proj`; its own buffers are
+//! `MoeScratch`, the experts' gate/up rows go through the FFN block's `FfnScratch`.
+
+use super::ffn::{self, Ffn, FfnScratch};
+use super::hparams::{Gating, MoeParams};
+use super::proj::project;
+use super::weights::{mat, opt_vector, stack, Mat, Stack};
+use super::{Common, Model, MAX_GROUPS};
+use crate::gguf::GgufFile;
+use crate::kernels::matmul::{activation_bytes, matmul_all, matmul_batch, quantize_activations, Product};
+use crate::kernels::{add_assign, swiglu_on};
+use crate::sys::alloc::try_zeroed;
+use crate::threads::ThreadPool;
+
+pub struct Moe {
+    pub router: Mat,
+    pub bias: Option<Vec<f32>>,
+    pub gate: Stack,
+    pub up: Stack,
+    pub down: Stack,
+    pub shared: Ffn,
+}
+
+impl Moe {
+    /// Block `i`'s router, expert stacks and shared experts.
+    pub fn load(f: &GgufFile, p: &MoeParams, i: usize, n_embd: usize) -> Result<Moe, String> {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let e = n_embd;
+        let shared_ff = p.n_ff_exp * p.n_expert_shared;
+        if shared_ff == 0 {
+            return Err("MoE blocks need at least one shared expert".into());
+        }
+        Ok(Moe {
+            router: mat(f, &n("ffn_gate_inp.weight"), e, p.n_expert)?,
+            bias: opt_vector(f, &n("exp_probs_b.bias"), p.n_expert)?,
+            gate: stack(f, &n("ffn_gate_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
+            up: stack(f, &n("ffn_up_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
+            down: stack(f, &n("ffn_down_exps.weight"), p.n_ff_exp, e, p.n_expert)?,
+            shared: Ffn::load(f, i, "_shexp", e, shared_ff)?,
+        })
+    }
+
+    pub fn mats(&self) -> [&Mat; 7] {
+        [&self.router, &self.gate.first, &self.up.first, &self.down.first, &self.shared.gate, &self.shared.up, &self.shared.down]
+    }
+
+    /// Activation bytes beyond the plain projections': decode batches the chosen experts'
+    /// and the shared expert's down-projection inputs side by side.
+    pub fn decode_act_bytes(&self, p: &MoeParams) -> usize {
+        p.n_expert_used * activation_bytes(self.down.first.ty, p.n_ff_exp, 1) + activation_bytes(self.shared.down.ty, p.n_ff_exp * p.n_expert_shared, 1)
+    }
+}
+
+pub struct MoeScratch {
+    moe: Vec<f32>,
+    /// Decode: the chosen experts' outputs, then the shared expert's.
+    moe_rows: Vec<f32>,
+    gather: Vec<f32>,
+    /// Prefill: every token's FFN input quantized for the experts' gate matrices.
+    xq: Vec<u8>,
+    router: Vec<f32>,
+    /// Per token: the selected experts and their weights.
+    chosen: Vec<(usize, f32)>,
+    /// Per expert: the (token, weight) pairs routed to it in this micro-batch.
+    routed: Vec<Vec<(usize, f32)>>,
+}
+
+impl MoeScratch {
+    pub fn new<'a>(p: &MoeParams, layers: impl Iterator<Item = &'a Moe>, n_embd: usize, n_ubatch: usize) -> Result<MoeScratch, String> {
+        let (n, e) = (n_ubatch, n_embd);
+        let xq = layers.map(|m| activation_bytes(m.gate.first.ty, e, n)).max().unwrap_or(0);
+        Ok(MoeScratch {
+            moe: try_zeroed(n * e, "scratch")?,
+            moe_rows: try_zeroed((p.n_expert_used + 1) * e, "scratch")?,
+            gather: try_zeroed(n * e, "scratch")?,
+            xq: try_zeroed(xq, "scratch")?,
+            router: try_zeroed(n * p.n_expert, "scratch")?,
+            chosen: try_zeroed(n * p.n_expert_used, "scratch")?,
+            routed: (0..p.n_expert).map(|_| Vec::with_capacity(n)).collect(),
+        })
+    }
+
+    /// The FFN rows the experts need in gate/up: a micro-batch's routed rows, or in decode the
+    /// chosen experts' and the shared expert's side by side.
+    pub fn ffn_floats(p: &MoeParams, n_ubatch: usize) -> usize {
+        (n_ubatch * p.n_ff_exp.max(p.n_ff_exp * p.n_expert_shared)).max(p.n_expert_used * p.n_ff_exp + p.n_ff_exp * p.n_expert_shared)
+    }
+
+    pub fn bytes(&self) -> usize {
+        4 * (self.moe.capacity() + self.moe_rows.capacity() + self.gather.capacity() + self.router.capacity())
+            + self.chosen.capacity() * std::mem::size_of::<(usize, f32)>()
+            + self.routed.iter().map(|r| r.capacity() * std::mem::size_of::<(usize, f32)>()).sum::<usize>()
+            + self.xq.capacity()
+    }
+}
+
+/// The MoE FFN of `c.xn` (`n` rows) into `c.proj`: shared + Σ weight · expert.
+pub fn forward(model: &Model, p: &MoeParams, moe: &Moe, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, pool: &ThreadPool, n: usize) {
+    if n == 1 && decode_batches_fit(moe) {
+        return moe_decode(model, p, pool, c, f, s, moe);
+    }
+    experts(model, p, pool, c, f, s, moe, n);
+    ffn::forward(model, &moe.shared, c, f, pool, n);
+    let e = model.hp.n_embd;
+    add_assign(&mut c.proj[..n * e], &s.moe[..n * e]);
+}
+
+/// Whether the experts' and the shared expert's gate and up matrices take one activation format
+/// (so that [`moe_decode`] quantizes the token once for all of them).
+fn decode_batches_fit(moe: &Moe) -> bool {
+    let vt = moe.gate.first.ty.vec_dot_type();
+    [moe.up.first.ty, moe.shared.gate.ty, moe.shared.up.ty].iter().all(|t| t.vec_dot_type() == vt)
+}
+
+/// One token through the MoE FFN in two batches (gate and up of the chosen experts and the
+/// shared expert, then their down projections); leaves shared + Σ weight · expert in `c.proj`,
+/// summed in the order of [`experts`] (ascending expert index), so results equal the batched
+/// path's.
+fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe) {
+    let e = model.hp.n_embd;
+    let (k, ffe, ffs) = (m.n_expert_used, m.n_ff_exp, moe.shared.gate.rows);
+    project(model, pool, &mut c.act, &moe.router, &c.xn, 1, &mut s.router);
+    route(m, moe.bias.as_deref(), &mut s.router[..m.n_expert], &mut s.chosen[..k]);
+    s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
+    let chosen = &s.chosen[..k];
+
+    quantize_activations(pool, moe.gate.first.ty, &c.xn[..e], e, 1, &mut c.act);
+    {
+        let act = &c.act[..];
+        let (g_exp, g_sh) = f.gate.split_at_mut(k * ffe);
+        let (u_exp, u_sh) = f.up.split_at_mut(k * ffe);
+        let experts = g_exp.chunks_exact_mut(ffe).zip(u_exp.chunks_exact_mut(ffe)).zip(chosen);
+        let products = experts.flat_map(|((g, u), &(x, _))| [Product { w: model.mat(&moe.gate.get(x)), act, out: g }, Product { w: model.mat(&moe.up.get(x)), act, out: u }]);
+        let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
+        matmul_all(pool, 1, products.chain(shared));
+    }
+    swiglu_on(pool, &mut f.gate[..k * ffe + ffs], &f.up[..k * ffe + ffs]);
+
+    let arb = activation_bytes(moe.down.first.ty, ffe, 1);
+    quantize_activations(pool, moe.down.first.ty, &f.gate[..k * ffe], ffe, k, &mut c.act[..k * arb]);
+    let arb_shared = activation_bytes(moe.shared.down.ty, ffs, 1);
+    quantize_activations(pool, moe.shared.down.ty, &f.gate[k * ffe..k * ffe + ffs], ffs, 1, &mut c.act[k * arb..k * arb + arb_shared]);
+    {
+        let act = &c.act[..];
+        let (rows, shared_row) = s.moe_rows.split_at_mut(k * e);
+        let products = rows.chunks_exact_mut(e).zip(chosen).enumerate().map(|(i, (out, &(x, _)))| Product { w: model.mat(&moe.down.get(x)), act: &act[i * arb..(i + 1) * arb], out });
+        let shared = Product { w: model.mat(&moe.shared.down), act: &act[k * arb..], out: &mut shared_row[..e] };
+        matmul_all(pool, 1, products.chain([shared]));
+    }
+
+    s.moe[..e].iter_mut().for_each(|v| *v = 0.0);
+    for (i, &(_, wt)) in chosen.iter().enumerate() {
+        for (acc, &y) in s.moe[..e].iter_mut().zip(&s.moe_rows[i * e..(i + 1) * e]) {
+            *acc += wt * y;
+        }
+    }
+    c.proj[..e].copy_from_slice(&s.moe_rows[k * e..(k + 1) * e]);
+    add_assign(&mut c.proj[..e], &s.moe[..e]);
+}
+
+/// Routes each token to its experts and sums their weighted SwiGLU outputs into `s.moe`.
+/// Tokens are grouped by expert so that each chosen expert's weights are read once per batch,
+/// and experts are taken in groups of at most `n` routed rows in all (ascending expert index)
+/// whose matrices share pool jobs: gate and up of the group in one, down in another.
+#[allow(clippy::too_many_arguments)]
+fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe, n: usize) {
+    let e = model.hp.n_embd;
+    let (ne, ffe) = (m.n_expert, m.n_ff_exp);
+    project(model, pool, &mut c.act, &moe.router, &c.xn, n, &mut s.router);
+    for list in s.routed.iter_mut() {
+        list.clear();
+    }
+    for t in 0..n {
+        let chosen = &mut s.chosen[t * m.n_expert_used..(t + 1) * m.n_expert_used];
+        route(m, moe.bias.as_deref(), &mut s.router[t * ne..(t + 1) * ne], chosen);
+        for &(x, wt) in chosen.iter() {
+            s.routed[x].push((t, wt));
+        }
+    }
+    // every token's input quantized once; a group's rows are copied from it
+    let (gate_ty, up_ty, down_ty) = (moe.gate.first.ty, moe.up.first.ty, moe.down.first.ty);
+    let up_same = up_ty.vec_dot_type() == gate_ty.vec_dot_type();
+    let arb = activation_bytes(gate_ty, e, 1);
+    quantize_activations(pool, gate_ty, &c.xn[..n * e], e, n, &mut s.xq);
+    s.moe[..n * e].iter_mut().for_each(|v| *v = 0.0);
+    let mut next = 0;
+    while next < ne {
+        let group_start = next;
+        let mut rows = 0;
+        while next < ne && (next == group_start || rows + s.routed[next].len() <= n) {
+            rows += s.routed[next].len();
+            next += 1;
+        }
+        let group = group_start..next;
+        let mut i = 0;
+        for x in group.clone() {
+            for &(t, _) in &s.routed[x] {
+                c.act[i * arb..(i + 1) * arb].copy_from_slice(&s.xq[t * arb..(t + 1) * arb]);
+                if !up_same {
+                    s.gather[i * e..(i + 1) * e].copy_from_slice(&c.xn[t * e..(t + 1) * e]);
+                }
+                i += 1;
+            }
+        }
+        // gate and up of the group's experts, each on its own rows
+        let (routed, g) = (&s.routed, group.clone());
+        if up_same {
+            let gates = expert_products(model, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe);
+            let ups = expert_products(model, &moe.up, routed, g.clone(), &c.act, arb, &mut f.up[..rows * ffe], ffe);
+            matmul_batch(pool, gates.chain(ups));
+        } else {
+            matmul_batch(pool, expert_products(model, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe));
+            quantize_activations(pool, up_ty, &s.gather[..rows * e], e, rows, &mut c.act);
+            let uarb = activation_bytes(up_ty, e, 1);
+            matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &c.act, uarb, &mut f.up[..rows * ffe], ffe));
+        }
+        swiglu_on(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe]);
+        quantize_activations(pool, down_ty, &f.gate[..rows * ffe], ffe, rows, &mut c.act);
+        let darb = activation_bytes(down_ty, ffe, 1);
+        matmul_batch(pool, expert_products(model, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));
+        let mut i = 0;
+        for x in group {
+            for &(t, wt) in &s.routed[x] {
+                for (acc, &y) in s.moe[t * e..(t + 1) * e].iter_mut().zip(&c.proj[i * e..(i + 1) * e]) {
+                    *acc += wt * y;
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
+/// `(rows, product)` for each expert `x` of `group` with routed tokens: `stack[x]` × its rows of
+/// `act` (`arb` bytes each; the experts' rows one after the other, in `routed` order) into its
+/// rows of `out` (`width` floats each).
+#[allow(clippy::too_many_arguments)]
+fn expert_products<'a>(model: &'a Model, stack: &'a Stack, routed: &'a [Vec<(usize, f32)>], group: std::ops::Range<usize>, act: &'a [u8], arb: usize, out: &'a mut [f32], width: usize) -> impl Iterator<Item = (usize, Product<'a>)> + 'a {
+    group.filter(move |&x| !routed[x].is_empty()).scan((0usize, out), move |(off, rest), x| {
+        let k = routed[x].len();
+        let (mine, others) = std::mem::take(rest).split_at_mut(k * width);
+        *rest = others;
+        let a = &act[*off * arb..(*off + k) * arb];
+        *off += k;
+        Some((k, Product { w: model.mat(&stack.get(x)), act: a, out: mine }))
+    })
+}
+
+/// Upstream's build_moe_ffn selection for one token: gating probabilities, the selection bias
+/// (selection only), group-limited choice, top-k, weights from the unbiased probabilities,
+/// optional renormalisation, then scaling. `logits` is overwritten with the probabilities.
+pub fn route(m: &MoeParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &mut [(usize, f32)]) {
+    match m.gating {
+        Gating::Softmax => {
+            let mx = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for v in logits.iter_mut() {
+                *v = (*v - mx).exp();
+                sum += *v;
+            }
+            for v in logits.iter_mut() {
+                *v /= sum;
+            }
+        }
+        Gating::Sigmoid => logits.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+    }
+    let probs = &*logits;
+    let sel = |i: usize| probs[i] + bias.map_or(0.0, |b| b[i]);
+    let per_group = m.n_expert / m.n_group;
+    // Groups kept: the n_group_used with the largest sum of their two best selection scores.
+    let mut group_kept = [true; MAX_GROUPS];
+    if m.n_group > 1 {
+        let mut scores = [(f32::NEG_INFINITY, 0usize); MAX_GROUPS];
+        for g in 0..m.n_group {
+            let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+            for i in g * per_group..(g + 1) * per_group {
+                let v = sel(i);
+                if v > a {
+                    b = a;
+                    a = v;
+                } else if v > b {
+                    b = v;
+                }
+            }
+            scores[g] = (a + b, g);
+        }
+        let groups = &mut scores[..m.n_group];
+        // Descending with NaN last: a total order even for a model whose router yields NaN.
+        let key = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v };
+        groups.sort_by(|x, y| key(y.0).partial_cmp(&key(x.0)).unwrap_or(std::cmp::Ordering::Equal));
+        group_kept = [false; MAX_GROUPS];
+        for &(_, g) in groups.iter().take(m.n_group_used) {
+            group_kept[g] = true;
+        }
+    }
+    // Top-k over the selection scores of the kept groups (k is small: selection by repeated max).
+    let k = chosen.len();
+    for slot in 0..k {
+        let mut best = usize::MAX;
+        let mut best_v = f32::NEG_INFINITY;
+        for i in 0..m.n_expert {
+            if !group_kept[i / per_group] {
+                continue;
+            }
+            if chosen[..slot].iter().any(|&(c, _)| c == i) {
+                continue;
+            }
+            let v = sel(i);
+            if best == usize::MAX || v > best_v {
+                best = i;
+                best_v = v;
+            }
+        }
+        chosen[slot] = (best, probs[best]);
+    }
+    if m.weights_norm {
+        let sum: f32 = chosen.iter().map(|&(_, w)| w).sum();
+        let d = sum.max(6.103515625e-5);
+        chosen.iter_mut().for_each(|(_, w)| *w /= d);
+    }
+    if m.weights_scale != 0.0 && m.weights_scale != 1.0 {
+        chosen.iter_mut().for_each(|(_, w)| *w *= m.weights_scale);
+    }
+}
