@@ -34,6 +34,9 @@ struct Args {
     max_tokens: usize,
     #[arg(long = "api-key")]
     api_key: Option<String>,
+    /// Client i starts i × this many milliseconds after the first (0: all at once).
+    #[arg(long = "stagger-ms", default_value_t = 0)]
+    stagger_ms: u64,
 }
 
 #[derive(Default)]
@@ -161,6 +164,7 @@ async fn main() {
         let (client, a) = (client.clone(), a.clone());
         tasks.push(tokio::spawn(async move {
             let mut st = Stats::default();
+            tokio::time::sleep(std::time::Duration::from_millis(a.stagger_ms * c as u64)).await;
             for r in 0..a.requests {
                 if let Err(e) = one(&client, &a, c, r, &mut st).await {
                     st.errors += 1;

@@ -124,16 +124,21 @@ impl Cost {
         Some(out)
     }
 
-    /// Prompt tokens a step with `n_next` generating sequences may take: as many as keep its
-    /// predicted time within `slowdown` times the same step without them.
-    fn budget(&self, n_next: usize, chunk: usize, slowdown: f32) -> usize {
+    /// Prompt tokens a step with `n_next` generating sequences may take, `n_occupied` slots
+    /// holding a request (generating or still taking their prompt): as many as keep its
+    /// predicted time within `slowdown` times a step in which every occupied slot generates —
+    /// the step the prefilling requests are about to join. (Measured against the generating
+    /// rows alone, the budget shrank as requests queued for their prompts, and a busy server
+    /// settled into prefilling a dozen tokens per step while few slots generated.)
+    fn budget(&self, n_next: usize, n_occupied: usize, chunk: usize, slowdown: f32) -> usize {
         if slowdown <= 1.0 {
             return chunk;
         }
         match self.fit() {
             Some([a, b, c]) if c > 0.0 => {
-                let base = (a + b * n_next as f64).max(c);
-                (((slowdown as f64 - 1.0) * base / c) as usize).clamp(MIN_CHUNK, chunk.max(MIN_CHUNK))
+                let step = |rows: usize| (a + b * rows as f64).max(c);
+                let room = slowdown as f64 * step(n_occupied.max(n_next)) - step(n_next);
+                ((room / c).max(0.0) as usize).clamp(MIN_CHUNK, chunk.max(MIN_CHUNK))
             }
             // Until the model has seen enough steps: the smallest chunk.
             _ => MIN_CHUNK.min(chunk),
@@ -390,7 +395,8 @@ impl Loop {
             self.logits.push(1);
         }
         let n_next = self.tokens.len();
-        let mut budget = if n_next == 0 { n_batch } else { self.cost.budget(n_next, self.inner.params.prefill_chunk as usize, self.inner.params.max_step_slowdown) };
+        let n_occupied = self.slots.iter().filter(|s| s.req.is_some()).count();
+        let mut budget = if n_next == 0 { n_batch } else { self.cost.budget(n_next, n_occupied, self.inner.params.prefill_chunk as usize, self.inner.params.max_step_slowdown) };
         budget = budget.min(n_batch - n_next);
         // Prompt chunks, first admitted first.
         self.order.clear();
