@@ -20,16 +20,7 @@ fn params(threads: i32) -> ContextParams {
         n_seq_max: 1,
         n_threads: threads,
         n_threads_batch: threads,
-        rope_scaling: None,
-        rope_freq_base: 0.0,
-        rope_freq_scale: 0.0,
-        yarn_ext_factor: -1.0,
-        yarn_attn_factor: -1.0,
-        yarn_beta_fast: -1.0,
-        yarn_beta_slow: -1.0,
-        yarn_orig_ctx: 0,
-        embeddings: false,
-        kv_unified: false,
+        ..ContextParams::default()
     }
 }
 
