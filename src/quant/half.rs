@@ -251,6 +251,34 @@ fn reduce4x16(sum: &mut [[f32; 16]; 4]) -> f32 {
     reduce16(s0)
 }
 
+/// The element formats (one value per block) as [`BlockFormat`](super::BlockFormat)s: floats are
+/// weights and their own activation format; integers and f64 only dequantize.
+macro_rules! element_format {
+    ($name:ident, $str:expr, $bytes:expr, $weight:expr, $deq:expr, $q:expr, $dot:expr) => {
+        pub(crate) struct $name;
+        impl super::BlockFormat for $name {
+            const NAME: &'static str = $str;
+            const BLOCK_LEN: usize = 1;
+            const BLOCK_BYTES: usize = $bytes;
+            const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::$name;
+            const IS_WEIGHT: bool = $weight;
+            const DEQUANTIZE: super::DequantizeFn = $deq;
+            const QUANTIZE_REF: Option<super::QuantizeFn> = $q;
+            const QUANTIZE_ACT: Option<super::QuantizeFn> = $q;
+            const VEC_DOT: Option<super::VecDotFn> = $dot;
+        }
+    };
+}
+
+element_format!(F32, "f32", 4, true, dequantize_f32, Some(quantize_f32), Some(vec_dot_f32));
+element_format!(F16, "f16", 2, true, dequantize_f16, Some(quantize_f16), Some(vec_dot_f16));
+element_format!(BF16, "bf16", 2, true, dequantize_bf16, Some(quantize_bf16), Some(vec_dot_bf16));
+element_format!(I8, "i8", 1, false, dequantize_i8, None, None);
+element_format!(I16, "i16", 2, false, dequantize_i16, None, None);
+element_format!(I32, "i32", 4, false, dequantize_i32, None, None);
+element_format!(I64, "i64", 8, false, dequantize_i64, None, None);
+element_format!(F64, "f64", 8, false, dequantize_f64, None, None);
+
 #[cfg(test)]
 mod tests {
     use super::*;

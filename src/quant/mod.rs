@@ -17,6 +17,12 @@
 //!
 //! All functions read raw little-endian bytes, so blocks may sit at any
 //! alignment inside a memory-mapped file. Nothing here allocates.
+//!
+//! Each format file implements [`BlockFormat`] once; `formats!` generates `GgmlType`
+//! and every dispatch (`name`, `block_len`, `block_bytes`, `vec_dot_type`, `dequantize_row`,
+//! `quantize_row`, `quantize_row_ref`, `vec_dot`) from one table of them. Adding a type: its
+//! file with the `BlockFormat` impl, one line in `formats!`, and its SIMD kernels (optional)
+//! in `kernels/simd/` keyed by the same `GgmlType`.
 
 mod common;
 #[cfg(test)]
@@ -43,137 +49,126 @@ pub use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 /// Elements per K-quant super-block.
 pub(crate) const QK_K: usize = 256;
 
-/// GGML tensor types, discriminants = ggml's enum ggml_type values.
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum GgmlType {
-    F32 = 0,
-    F16 = 1,
-    Q4_0 = 2,
-    Q4_1 = 3,
-    Q5_0 = 6,
-    Q5_1 = 7,
-    Q8_0 = 8,
-    Q8_1 = 9,
-    Q2K = 10,
-    Q3K = 11,
-    Q4K = 12,
-    Q5K = 13,
-    Q6K = 14,
-    Q8K = 15,
-    I8 = 24,
-    I16 = 25,
-    I32 = 26,
-    I64 = 27,
-    F64 = 28,
-    BF16 = 30,
+/// One row's conversion to f32 (`dst.len()` elements from exactly their bytes).
+pub(crate) type DequantizeFn = fn(&[u8], &mut [f32]);
+/// One row's quantization (`src.len()` elements into exactly their bytes).
+pub(crate) type QuantizeFn = fn(&[f32], &mut [u8]);
+/// A weight row's dot product with an activation row in its `VEC_DOT_TYPE`.
+pub(crate) type VecDotFn = fn(&[u8], &[u8]) -> f32;
+
+/// A GGML block format: its layout and its scalar reference operations. Each format file
+/// implements it once (`q4_0::Format`, `half::F16`, ...); `formats!` below builds `GgmlType`
+/// and every dispatch from one table of them, so a format that lacks an item does not
+/// compile. What a format cannot do (a dot product of an activation-only format, a reference
+/// quantizer of an integer type) is `None`, not a missing match arm.
+pub(crate) trait BlockFormat {
+    /// ggml's type name ("f32", "q4_0", "q4_K", ...).
+    const NAME: &'static str;
+    /// Elements per block.
+    const BLOCK_LEN: usize;
+    /// Bytes per block.
+    const BLOCK_BYTES: usize;
+    /// The activation format a weight row is multiplied with (ggml-cpu's `vec_dot_type` on
+    /// x86-64); the type itself for types without a dot product.
+    const VEC_DOT_TYPE: GgmlType;
+    /// Whether a weight matrix may have this type.
+    const IS_WEIGHT: bool;
+    const DEQUANTIZE: DequantizeFn;
+    /// ggml's `quantize_row_*_ref` (what llama-quantize writes without an importance matrix).
+    const QUANTIZE_REF: Option<QuantizeFn>;
+    /// The activation quantizer ggml-cpu uses on x86 (activation formats only).
+    const QUANTIZE_ACT: Option<QuantizeFn>;
+    const VEC_DOT: Option<VecDotFn>;
+}
+
+/// The table every `GgmlType` property and dispatch is generated from.
+macro_rules! formats {
+    ($($variant:ident = $id:literal => $fmt:path),* $(,)?) => {
+        /// GGML tensor types, discriminants = ggml's enum ggml_type values.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u32)]
+        pub enum GgmlType {
+            $($variant = $id),*
+        }
+
+        impl GgmlType {
+            /// All supported types, in discriminant order.
+            pub(crate) const ALL: [GgmlType; [$($id),*].len()] = [$(GgmlType::$variant),*];
+
+            /// ggml's type name ("f32", "q4_0", "q4_K", "bf16", ...).
+            pub const fn name(self) -> &'static str {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::NAME),* }
+            }
+
+            /// Elements per block.
+            pub const fn block_len(self) -> usize {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::BLOCK_LEN),* }
+            }
+
+            /// Bytes per block.
+            pub const fn block_bytes(self) -> usize {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::BLOCK_BYTES),* }
+            }
+
+            /// The activation format a weight row of this type is multiplied with
+            /// (ggml-cpu's `vec_dot_type` on x86-64). Types without a dot product
+            /// map to themselves.
+            pub const fn vec_dot_type(self) -> GgmlType {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::VEC_DOT_TYPE),* }
+            }
+
+            /// True for the types a weight matrix may have.
+            pub const fn is_weight_type(self) -> bool {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::IS_WEIGHT),* }
+            }
+
+            fn dequantize_fn(self) -> DequantizeFn {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::DEQUANTIZE),* }
+            }
+
+            fn quantize_ref_fn(self) -> Option<QuantizeFn> {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::QUANTIZE_REF),* }
+            }
+
+            fn quantize_act_fn(self) -> Option<QuantizeFn> {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::QUANTIZE_ACT),* }
+            }
+
+            fn vec_dot_fn(self) -> Option<VecDotFn> {
+                match self { $(GgmlType::$variant => <$fmt as BlockFormat>::VEC_DOT),* }
+            }
+        }
+    };
+}
+
+formats! {
+    F32 = 0 => half::F32,
+    F16 = 1 => half::F16,
+    Q4_0 = 2 => q4_0::Format,
+    Q4_1 = 3 => q4_1::Format,
+    Q5_0 = 6 => q5_0::Format,
+    Q5_1 = 7 => q5_1::Format,
+    Q8_0 = 8 => q8_0::Format,
+    Q8_1 = 9 => q8_1::Format,
+    Q2K = 10 => q2_k::Format,
+    Q3K = 11 => q3_k::Format,
+    Q4K = 12 => q4_k::Format,
+    Q5K = 13 => q5_k::Format,
+    Q6K = 14 => q6_k::Format,
+    Q8K = 15 => q8_k::Format,
+    I8 = 24 => half::I8,
+    I16 = 25 => half::I16,
+    I32 = 26 => half::I32,
+    I64 = 27 => half::I64,
+    F64 = 28 => half::F64,
+    BF16 = 30 => half::BF16,
 }
 
 impl GgmlType {
-    /// All supported types, in discriminant order.
-    pub(crate) const ALL: [GgmlType; 20] = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q8_1,
-        GgmlType::Q2K,
-        GgmlType::Q3K,
-        GgmlType::Q4K,
-        GgmlType::Q5K,
-        GgmlType::Q6K,
-        GgmlType::Q8K,
-        GgmlType::I8,
-        GgmlType::I16,
-        GgmlType::I32,
-        GgmlType::I64,
-        GgmlType::F64,
-        GgmlType::BF16,
-    ];
-
     /// The type with ggml id `v`; None for unknown or unsupported ids.
     pub fn from_u32(v: u32) -> Option<GgmlType> {
         GgmlType::ALL.iter().copied().find(|t| *t as u32 == v)
-    }
-
-    /// ggml's type name ("f32", "q4_0", "q4_K", "bf16", ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            GgmlType::F32 => "f32",
-            GgmlType::F16 => "f16",
-            GgmlType::Q4_0 => "q4_0",
-            GgmlType::Q4_1 => "q4_1",
-            GgmlType::Q5_0 => "q5_0",
-            GgmlType::Q5_1 => "q5_1",
-            GgmlType::Q8_0 => "q8_0",
-            GgmlType::Q8_1 => "q8_1",
-            GgmlType::Q2K => "q2_K",
-            GgmlType::Q3K => "q3_K",
-            GgmlType::Q4K => "q4_K",
-            GgmlType::Q5K => "q5_K",
-            GgmlType::Q6K => "q6_K",
-            GgmlType::Q8K => "q8_K",
-            GgmlType::I8 => "i8",
-            GgmlType::I16 => "i16",
-            GgmlType::I32 => "i32",
-            GgmlType::I64 => "i64",
-            GgmlType::F64 => "f64",
-            GgmlType::BF16 => "bf16",
-        }
-    }
-
-    /// Elements per block.
-    pub fn block_len(self) -> usize {
-        match self {
-            GgmlType::F32
-            | GgmlType::F16
-            | GgmlType::BF16
-            | GgmlType::I8
-            | GgmlType::I16
-            | GgmlType::I32
-            | GgmlType::I64
-            | GgmlType::F64 => 1,
-            GgmlType::Q4_0 => q4_0::QK,
-            GgmlType::Q4_1 => q4_1::QK,
-            GgmlType::Q5_0 => q5_0::QK,
-            GgmlType::Q5_1 => q5_1::QK,
-            GgmlType::Q8_0 => q8_0::QK,
-            GgmlType::Q8_1 => q8_1::QK,
-            GgmlType::Q2K
-            | GgmlType::Q3K
-            | GgmlType::Q4K
-            | GgmlType::Q5K
-            | GgmlType::Q6K
-            | GgmlType::Q8K => QK_K,
-        }
-    }
-
-    /// Bytes per block.
-    pub fn block_bytes(self) -> usize {
-        match self {
-            GgmlType::F32 => 4,
-            GgmlType::F16 | GgmlType::BF16 => 2,
-            GgmlType::I8 => 1,
-            GgmlType::I16 => 2,
-            GgmlType::I32 => 4,
-            GgmlType::I64 | GgmlType::F64 => 8,
-            GgmlType::Q4_0 => q4_0::BYTES,
-            GgmlType::Q4_1 => q4_1::BYTES,
-            GgmlType::Q5_0 => q5_0::BYTES,
-            GgmlType::Q5_1 => q5_1::BYTES,
-            GgmlType::Q8_0 => q8_0::BYTES,
-            GgmlType::Q8_1 => q8_1::BYTES,
-            GgmlType::Q2K => q2_k::BYTES,
-            GgmlType::Q3K => q3_k::BYTES,
-            GgmlType::Q4K => q4_k::BYTES,
-            GgmlType::Q5K => q5_k::BYTES,
-            GgmlType::Q6K => q6_k::BYTES,
-            GgmlType::Q8K => q8_k::BYTES,
-        }
     }
 
     /// Bytes of a row of `n` elements; None if `n` is not a multiple of
@@ -184,40 +179,6 @@ impl GgmlType {
             return None;
         }
         (n / bl).checked_mul(self.block_bytes())
-    }
-
-    /// The activation format a weight row of this type is multiplied with
-    /// (ggml-cpu's `vec_dot_type` on x86-64). Types without a dot product
-    /// map to themselves.
-    pub fn vec_dot_type(self) -> GgmlType {
-        match self {
-            GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => GgmlType::Q8_0,
-            GgmlType::Q4_1 | GgmlType::Q5_1 => GgmlType::Q8_1,
-            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => {
-                GgmlType::Q8K
-            }
-            other => other,
-        }
-    }
-
-    /// True for the types a weight matrix may have.
-    pub fn is_weight_type(self) -> bool {
-        matches!(
-            self,
-            GgmlType::F32
-                | GgmlType::F16
-                | GgmlType::BF16
-                | GgmlType::Q4_0
-                | GgmlType::Q4_1
-                | GgmlType::Q5_0
-                | GgmlType::Q5_1
-                | GgmlType::Q8_0
-                | GgmlType::Q2K
-                | GgmlType::Q3K
-                | GgmlType::Q4K
-                | GgmlType::Q5K
-                | GgmlType::Q6K
-        )
     }
 }
 
@@ -242,28 +203,7 @@ fn expect_row_bytes(ty: GgmlType, n: usize, bytes: usize, what: &str) {
 /// Panics if the sizes do not match.
 pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) {
     expect_row_bytes(ty, dst.len(), src.len(), "dequantize_row");
-    match ty {
-        GgmlType::F32 => half::dequantize_f32(src, dst),
-        GgmlType::F16 => half::dequantize_f16(src, dst),
-        GgmlType::BF16 => half::dequantize_bf16(src, dst),
-        GgmlType::I8 => half::dequantize_i8(src, dst),
-        GgmlType::I16 => half::dequantize_i16(src, dst),
-        GgmlType::I32 => half::dequantize_i32(src, dst),
-        GgmlType::I64 => half::dequantize_i64(src, dst),
-        GgmlType::F64 => half::dequantize_f64(src, dst),
-        GgmlType::Q4_0 => q4_0::dequantize(src, dst),
-        GgmlType::Q4_1 => q4_1::dequantize(src, dst),
-        GgmlType::Q5_0 => q5_0::dequantize(src, dst),
-        GgmlType::Q5_1 => q5_1::dequantize(src, dst),
-        GgmlType::Q8_0 => q8_0::dequantize(src, dst),
-        GgmlType::Q8_1 => q8_1::dequantize(src, dst),
-        GgmlType::Q2K => q2_k::dequantize(src, dst),
-        GgmlType::Q3K => q3_k::dequantize(src, dst),
-        GgmlType::Q4K => q4_k::dequantize(src, dst),
-        GgmlType::Q5K => q5_k::dequantize(src, dst),
-        GgmlType::Q6K => q6_k::dequantize(src, dst),
-        GgmlType::Q8K => q8_k::dequantize(src, dst),
-    }
+    (ty.dequantize_fn())(src, dst)
 }
 
 /// Quantize an activation row to `ty` (F32, F16, BF16, Q8_0, Q8_1, Q8K),
@@ -273,14 +213,9 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) {
 /// Panics for other types or mismatched sizes.
 pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
     expect_row_bytes(ty, src.len(), dst.len(), "quantize_row");
-    match ty {
-        GgmlType::F32 => half::quantize_f32(src, dst),
-        GgmlType::F16 => half::quantize_f16(src, dst),
-        GgmlType::BF16 => half::quantize_bf16(src, dst),
-        GgmlType::Q8_0 => q8_0::quantize_x86(src, dst),
-        GgmlType::Q8_1 => q8_1::quantize_x86(src, dst),
-        GgmlType::Q8K => q8_k::quantize(src, dst),
-        other => panic!("quantize_row: {} is not an activation format", other.name()),
+    match ty.quantize_act_fn() {
+        Some(f) => f(src, dst),
+        None => panic!("quantize_row: {} is not an activation format", ty.name()),
     }
 }
 
@@ -291,21 +226,9 @@ pub fn quantize_row(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
 pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     expect_row_bytes(ty, n, w.len(), "vec_dot (weights)");
     expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot (activations)");
-    match ty {
-        GgmlType::F32 => half::vec_dot_f32(w, a),
-        GgmlType::F16 => half::vec_dot_f16(w, a),
-        GgmlType::BF16 => half::vec_dot_bf16(w, a),
-        GgmlType::Q4_0 => q4_0::vec_dot(w, a),
-        GgmlType::Q4_1 => q4_1::vec_dot(w, a),
-        GgmlType::Q5_0 => q5_0::vec_dot(w, a),
-        GgmlType::Q5_1 => q5_1::vec_dot(w, a),
-        GgmlType::Q8_0 => q8_0::vec_dot(w, a),
-        GgmlType::Q2K => q2_k::vec_dot(w, a),
-        GgmlType::Q3K => q3_k::vec_dot(w, a),
-        GgmlType::Q4K => q4_k::vec_dot(w, a),
-        GgmlType::Q5K => q5_k::vec_dot(w, a),
-        GgmlType::Q6K => q6_k::vec_dot(w, a),
-        other => panic!("vec_dot: {} is not a weight type", other.name()),
+    match ty.vec_dot_fn() {
+        Some(f) => f(w, a),
+        None => panic!("vec_dot: {} is not a weight type", ty.name()),
     }
 }
 
@@ -317,23 +240,9 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// Panics for other types or mismatched sizes.
 pub fn quantize_row_ref(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
     expect_row_bytes(ty, src.len(), dst.len(), "quantize_row_ref");
-    match ty {
-        GgmlType::F32 => half::quantize_f32(src, dst),
-        GgmlType::F16 => half::quantize_f16(src, dst),
-        GgmlType::BF16 => half::quantize_bf16(src, dst),
-        GgmlType::Q4_0 => q4_0::quantize_ref(src, dst),
-        GgmlType::Q4_1 => q4_1::quantize_ref(src, dst),
-        GgmlType::Q5_0 => q5_0::quantize_ref(src, dst),
-        GgmlType::Q5_1 => q5_1::quantize_ref(src, dst),
-        GgmlType::Q8_0 => q8_0::quantize_ref(src, dst),
-        GgmlType::Q8_1 => q8_1::quantize_ref(src, dst),
-        GgmlType::Q2K => q2_k::quantize_ref(src, dst),
-        GgmlType::Q3K => q3_k::quantize_ref(src, dst),
-        GgmlType::Q4K => q4_k::quantize_ref(src, dst),
-        GgmlType::Q5K => q5_k::quantize_ref(src, dst),
-        GgmlType::Q6K => q6_k::quantize_ref(src, dst),
-        GgmlType::Q8K => q8_k::quantize(src, dst),
-        other => panic!("quantize_row_ref: cannot quantize to {}", other.name()),
+    match ty.quantize_ref_fn() {
+        Some(f) => f(src, dst),
+        None => panic!("quantize_row_ref: cannot quantize to {}", ty.name()),
     }
 }
 

@@ -75,6 +75,22 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     acc.hsum() + summs
 }
 
+
+/// Q4_1 as a [`BlockFormat`](super::BlockFormat).
+pub(crate) struct Format;
+
+impl super::BlockFormat for Format {
+    const NAME: &'static str = "q4_1";
+    const BLOCK_LEN: usize = QK;
+    const BLOCK_BYTES: usize = BYTES;
+    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_1;
+    const IS_WEIGHT: bool = true;
+    const DEQUANTIZE: super::DequantizeFn = dequantize;
+    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
+    const QUANTIZE_ACT: Option<super::QuantizeFn> = None;
+    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

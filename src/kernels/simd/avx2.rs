@@ -20,20 +20,21 @@
 use std::arch::x86_64::*;
 
 use super::ActAux;
+use crate::quant::GgmlType;
 
-const QK_K: usize = 256;
+const QK_K: usize = crate::quant::QK_K;
 
-// Block sizes (bytes).
-const Q4_0_B: usize = 18;
-const Q4_1_B: usize = 20;
-const Q5_0_B: usize = 22;
-const Q5_1_B: usize = 24;
-const Q8_0_B: usize = 34;
-const Q8_1_B: usize = 36;
-const Q4_K_B: usize = 144;
-const Q5_K_B: usize = 176;
-const Q6_K_B: usize = 210;
-const Q8_K_B: usize = 292;
+// Block sizes (bytes), from the formats' one definition (quant::BlockFormat).
+const Q4_0_B: usize = GgmlType::Q4_0.block_bytes();
+const Q4_1_B: usize = GgmlType::Q4_1.block_bytes();
+const Q5_0_B: usize = GgmlType::Q5_0.block_bytes();
+const Q5_1_B: usize = GgmlType::Q5_1.block_bytes();
+const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
+const Q8_1_B: usize = GgmlType::Q8_1.block_bytes();
+const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
+const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
+const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
+const Q8_K_B: usize = GgmlType::Q8K.block_bytes();
 
 // ---------------------------------------------------------------------------------------------
 // helpers (always inlined into the `#[target_feature]` kernels that call them)

@@ -22,14 +22,16 @@
 
 use std::arch::x86_64::*;
 
-const QK_K: usize = 256;
-const Q4_0_B: usize = 18;
-const Q5_0_B: usize = 22;
-const Q8_0_B: usize = 34;
-const Q4_K_B: usize = 144;
-const Q5_K_B: usize = 176;
-const Q6_K_B: usize = 210;
-const Q8_K_B: usize = 292;
+use crate::quant::GgmlType;
+
+const QK_K: usize = crate::quant::QK_K;
+const Q4_0_B: usize = GgmlType::Q4_0.block_bytes();
+const Q5_0_B: usize = GgmlType::Q5_0.block_bytes();
+const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
+const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
+const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
+const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
+const Q8_K_B: usize = GgmlType::Q8K.block_bytes();
 
 /// How far ahead of the current block the decode kernels prefetch weights (bytes): far enough
 /// (into the rows after the current ones) that DRAM latency is covered at full bandwidth; the
