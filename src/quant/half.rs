@@ -251,33 +251,16 @@ fn reduce4x16(sum: &mut [[f32; 16]; 4]) -> f32 {
     reduce16(s0)
 }
 
-/// The element formats (one value per block) as [`BlockFormat`](super::BlockFormat)s: floats are
-/// weights and their own activation format; integers and f64 only dequantize.
-macro_rules! element_format {
-    ($name:ident, $str:expr, $bytes:expr, $weight:expr, $deq:expr, $q:expr, $dot:expr) => {
-        pub(crate) struct $name;
-        impl super::BlockFormat for $name {
-            const NAME: &'static str = $str;
-            const BLOCK_LEN: usize = 1;
-            const BLOCK_BYTES: usize = $bytes;
-            const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::$name;
-            const IS_WEIGHT: bool = $weight;
-            const DEQUANTIZE: super::DequantizeFn = $deq;
-            const QUANTIZE_REF: Option<super::QuantizeFn> = $q;
-            const QUANTIZE_ACT: Option<super::QuantizeFn> = $q;
-            const VEC_DOT: Option<super::VecDotFn> = $dot;
-        }
-    };
-}
-
-element_format!(F32, "f32", 4, true, dequantize_f32, Some(quantize_f32), Some(vec_dot_f32));
-element_format!(F16, "f16", 2, true, dequantize_f16, Some(quantize_f16), Some(vec_dot_f16));
-element_format!(BF16, "bf16", 2, true, dequantize_bf16, Some(quantize_bf16), Some(vec_dot_bf16));
-element_format!(I8, "i8", 1, false, dequantize_i8, None, None);
-element_format!(I16, "i16", 2, false, dequantize_i16, None, None);
-element_format!(I32, "i32", 4, false, dequantize_i32, None, None);
-element_format!(I64, "i64", 8, false, dequantize_i64, None, None);
-element_format!(F64, "f64", 8, false, dequantize_f64, None, None);
+// The element formats (one value per block): floats are weights and their own activation
+// format; integers and f64 only dequantize.
+block_format!("F32 values.", F32, "f32", 1, 4, F32, true, dequantize_f32, Some(quantize_f32), Some(quantize_f32), Some(vec_dot_f32));
+block_format!("F16 values.", F16, "f16", 1, 2, F16, true, dequantize_f16, Some(quantize_f16), Some(quantize_f16), Some(vec_dot_f16));
+block_format!("BF16 values.", BF16, "bf16", 1, 2, BF16, true, dequantize_bf16, Some(quantize_bf16), Some(quantize_bf16), Some(vec_dot_bf16));
+block_format!("I8 values.", I8, "i8", 1, 1, I8, false, dequantize_i8, None, None, None);
+block_format!("I16 values.", I16, "i16", 1, 2, I16, false, dequantize_i16, None, None, None);
+block_format!("I32 values.", I32, "i32", 1, 4, I32, false, dequantize_i32, None, None, None);
+block_format!("I64 values.", I64, "i64", 1, 8, I64, false, dequantize_i64, None, None, None);
+block_format!("F64 values.", F64, "f64", 1, 8, F64, false, dequantize_f64, None, None, None);
 
 #[cfg(test)]
 mod tests {

@@ -24,11 +24,34 @@
 //! file with the `BlockFormat` impl, one line in `formats!`, and its SIMD kernels (optional)
 //! in `kernels/simd/` keyed by the same `GgmlType`.
 
+/// Implements [`BlockFormat`] for a format file's `Format` (or the named struct) from its
+/// items: name, block length, block bytes, paired activation type, weight or not, dequantize,
+/// reference quantizer, activation quantizer, dot product.
+macro_rules! block_format {
+    ($doc:literal, $st:ident, $name:literal, $len:expr, $bytes:expr, $vdt:ident, $weight:literal, $deq:expr, $qref:expr, $qact:expr, $dot:expr) => {
+        #[doc = $doc]
+        pub(crate) struct $st;
+
+        impl super::BlockFormat for $st {
+            const NAME: &'static str = $name;
+            const BLOCK_LEN: usize = $len;
+            const BLOCK_BYTES: usize = $bytes;
+            const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::$vdt;
+            const IS_WEIGHT: bool = $weight;
+            const DEQUANTIZE: super::DequantizeFn = $deq;
+            const QUANTIZE_REF: Option<super::QuantizeFn> = $qref;
+            const QUANTIZE_ACT: Option<super::QuantizeFn> = $qact;
+            const VEC_DOT: Option<super::VecDotFn> = $dot;
+        }
+    };
+}
+
 mod common;
 #[cfg(test)]
 mod golden;
 mod half;
 mod lanes;
+mod legacy;
 mod q2_k;
 mod q3_k;
 mod q4_0;

@@ -3,9 +3,9 @@
 //! Layout (18 bytes): `d: f16` | `qs: [u8; 16]` — element `j` in the low
 //! nibble of `qs[j]`, element `j + 16` in the high nibble.
 
+use super::legacy;
 use super::common::signed_absmax;
-use super::lanes::{dot32, Acc8};
-use super::{arr, f16_at, put_f16, q8_0};
+use super::{arr, put_f16};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 2 + QK / 2;
@@ -23,17 +23,7 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK>().0)
-    {
-        let d = f16_at(b, 0);
-        for (y, q) in y.iter_mut().zip(quants(b)) {
-            *y = q as f32 * d;
-        }
-    }
+    legacy::dequantize_scaled::<BYTES>(src, dst, quants)
 }
 
 /// `quantize_row_q4_0_ref`.
@@ -57,34 +47,10 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 
 /// `ggml_vec_dot_q4_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = Acc8::new();
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_0::BYTES }>().0)
-    {
-        let d = f16_at(wb, 0) * f16_at(ab, 0);
-        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
-    }
-    acc.hsum()
+    legacy::vec_dot_q8_0::<BYTES>(w, a, quants)
 }
 
-
-/// Q4_0 as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q4_0";
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_0;
-    const IS_WEIGHT: bool = true;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = None;
-    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
-}
+block_format!("Q4_0 as a [`BlockFormat`](super::BlockFormat).", Format, "q4_0", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), None, Some(vec_dot));
 
 #[cfg(test)]
 mod tests {

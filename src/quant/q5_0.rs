@@ -4,9 +4,9 @@
 //! u32 = 5th bit of element `j`) | `qs: [u8; 16]` (low nibbles: element `j`
 //! in the low half of `qs[j]`, element `j + 16` in the high half).
 
+use super::legacy;
 use super::common::signed_absmax;
-use super::lanes::{dot32, Acc8};
-use super::{arr, f16_at, put_f16, q8_0};
+use super::{arr, put_f16};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 2 + 4 + QK / 2;
@@ -27,17 +27,7 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK>().0)
-    {
-        let d = f16_at(b, 0);
-        for (y, q) in y.iter_mut().zip(quants(b)) {
-            *y = q as f32 * d;
-        }
-    }
+    legacy::dequantize_scaled::<BYTES>(src, dst, quants)
 }
 
 /// `quantize_row_q5_0_ref`.
@@ -66,34 +56,10 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 
 /// `ggml_vec_dot_q5_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = Acc8::new();
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_0::BYTES }>().0)
-    {
-        let d = f16_at(wb, 0) * f16_at(ab, 0);
-        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
-    }
-    acc.hsum()
+    legacy::vec_dot_q8_0::<BYTES>(w, a, quants)
 }
 
-
-/// Q5_0 as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q5_0";
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_0;
-    const IS_WEIGHT: bool = true;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = None;
-    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
-}
+block_format!("Q5_0 as a [`BlockFormat`](super::BlockFormat).", Format, "q5_0", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), None, Some(vec_dot));
 
 #[cfg(test)]
 mod tests {

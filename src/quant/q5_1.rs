@@ -4,9 +4,9 @@
 //! little-endian u32 = 5th bit of element `j`) | `qs: [u8; 16]` (element `j`
 //! in the low nibble of `qs[j]`, element `j + 16` in the high nibble).
 
+use super::legacy;
 use super::common::min_max;
-use super::lanes::{dot32, Acc8};
-use super::{arr, f16_at, put_f16, q8_1};
+use super::{arr, put_f16};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 4 + 4 + QK / 2;
@@ -27,18 +27,7 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK>().0)
-    {
-        let d = f16_at(b, 0);
-        let m = f16_at(b, 2);
-        for (y, q) in y.iter_mut().zip(quants(b)) {
-            *y = q as f32 * d + m;
-        }
-    }
+    legacy::dequantize_with_min::<BYTES>(src, dst, quants)
 }
 
 /// `quantize_row_q5_1_ref`.
@@ -68,36 +57,10 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 
 /// `ggml_vec_dot_q5_1_q8_1`, AVX2 order (see Q4_1).
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = Acc8::new();
-    let mut summs = 0f32;
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_1::BYTES }>().0)
-    {
-        summs = f16_at(wb, 2).mul_add(f16_at(ab, 2), summs);
-        let d = f16_at(wb, 0) * f16_at(ab, 0);
-        acc.fma(d, &dot32(&quants(wb), arr(ab, 4)));
-    }
-    acc.hsum() + summs
+    legacy::vec_dot_q8_1::<BYTES>(w, a, quants)
 }
 
-
-/// Q5_1 as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q5_1";
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_1;
-    const IS_WEIGHT: bool = true;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = None;
-    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
-}
+block_format!("Q5_1 as a [`BlockFormat`](super::BlockFormat).", Format, "q5_1", QK, BYTES, Q8_1, true, dequantize, Some(quantize_ref), None, Some(vec_dot));
 
 #[cfg(test)]
 mod tests {

@@ -132,21 +132,7 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     acc.hsum() + summs
 }
 
-
-/// Q5_K as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q5_K";
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8K;
-    const IS_WEIGHT: bool = true;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = None;
-    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
-}
+block_format!("Q5_K as a [`BlockFormat`](super::BlockFormat).", Format, "q5_K", QK_K, BYTES, Q8K, true, dequantize, Some(quantize_ref), None, Some(vec_dot));
 
 #[cfg(test)]
 mod tests {

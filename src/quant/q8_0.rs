@@ -103,21 +103,7 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     acc.hsum()
 }
 
-
-/// Q8_0 as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q8_0";
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_0;
-    const IS_WEIGHT: bool = true;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = Some(quantize_x86);
-    const VEC_DOT: Option<super::VecDotFn> = Some(vec_dot);
-}
+block_format!("Q8_0 as a [`BlockFormat`](super::BlockFormat).", Format, "q8_0", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), Some(quantize_x86), Some(vec_dot));
 
 #[cfg(test)]
 mod tests {

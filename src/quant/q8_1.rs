@@ -70,21 +70,7 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-
-/// Q8_1 as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q8_1";
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8_1;
-    const IS_WEIGHT: bool = false;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize_ref);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = Some(quantize_x86);
-    const VEC_DOT: Option<super::VecDotFn> = None;
-}
+block_format!("Q8_1 as a [`BlockFormat`](super::BlockFormat).", Format, "q8_1", QK, BYTES, Q8_1, false, dequantize, Some(quantize_ref), Some(quantize_x86), None);
 
 #[cfg(test)]
 mod tests {

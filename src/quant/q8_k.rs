@@ -86,21 +86,7 @@ pub(crate) fn quantize(src: &[f32], dst: &mut [u8]) {
     }
 }
 
-
-/// Q8_K as a [`BlockFormat`](super::BlockFormat).
-pub(crate) struct Format;
-
-impl super::BlockFormat for Format {
-    const NAME: &'static str = "q8_K";
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = BYTES;
-    const VEC_DOT_TYPE: super::GgmlType = super::GgmlType::Q8K;
-    const IS_WEIGHT: bool = false;
-    const DEQUANTIZE: super::DequantizeFn = dequantize;
-    const QUANTIZE_REF: Option<super::QuantizeFn> = Some(quantize);
-    const QUANTIZE_ACT: Option<super::QuantizeFn> = Some(quantize);
-    const VEC_DOT: Option<super::VecDotFn> = None;
-}
+block_format!("Q8_K as a [`BlockFormat`](super::BlockFormat).", Format, "q8_K", QK_K, BYTES, Q8K, false, dequantize, Some(quantize), Some(quantize), None);
 
 #[cfg(test)]
 mod tests {
