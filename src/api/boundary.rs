@@ -38,6 +38,12 @@ pub fn guard<R: Fallback>(name: &str, body: impl FnOnce() -> Result<R, String>) 
 }
 
 /// As `guard`, with an explicit failure value.
+/// The one way a feature deepseek does not implement answers: logs "`name`: not supported by
+/// deepseek (`feature`)" and returns the function's failure value (NULL, -1, false, 0).
+pub fn unsupported<R: Fallback>(name: &str, feature: &str) -> R {
+    guard(name, || Err(format!("not supported by deepseek ({feature})")))
+}
+
 pub fn guard_or<R>(name: &str, on_fail: R, body: impl FnOnce() -> Result<R, String>) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(r)) => r,

@@ -16,7 +16,7 @@ use super::boundary::{as_ref, guard};
 use super::handles::{llama_context, llama_model};
 
 fn unsupported<R: super::boundary::Fallback>(name: &str) -> R {
-    guard(name, || Err("not supported by deepseek (speculative decoding)".into()))
+    super::boundary::unsupported(name, "speculative decoding")
 }
 
 /// `int32_t llama_model_n_expert(const llama_model *)`: experts per MoE layer (0 for dense models).

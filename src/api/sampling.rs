@@ -339,7 +339,7 @@ pub extern "C" fn llama_sampler_init_infill(vocab: *const llama_vocab) -> *mut l
 }
 
 fn not_supported(name: &str) -> *mut llama_sampler {
-    guard(name, || Err::<*mut llama_sampler, _>("not supported yet".into()))
+    super::boundary::unsupported(name, "this sampler is not implemented yet")
 }
 
 #[no_mangle]

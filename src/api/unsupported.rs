@@ -11,14 +11,9 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::boundary::{guard, Fallback};
+use super::boundary::{guard, unsupported, Fallback};
 use super::handles::{llama_context, llama_model};
 use super::types::*;
-
-/// Logs "`name`: not supported by deepseek (`feature`)" and returns the failure value.
-fn unsupported<R: Fallback>(name: &str, feature: &str) -> R {
-    guard(name, || Err(format!("not supported by deepseek ({feature})")))
-}
 
 /// One path loads as llama_model_load_from_file; several (split files) are not supported.
 ///
