@@ -153,8 +153,10 @@ fn check_open(app: &App) -> Result<&Ready, ApiError> {
 
 // ---- generation ----
 
+/// What the callback sends: the token and how much of its piece is output (the handler reads
+/// the bytes from the engine's piece table), so the decode thread allocates nothing per token.
 enum Msg {
-    Token { piece: Vec<u8>, probs: Option<TokenProbs> },
+    Token { token: i32, n_piece: u32, probs: Option<TokenProbs> },
     Done(FinishInfo),
 }
 
@@ -211,7 +213,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
     let (tx, rx) = mpsc::unbounded_channel();
     let callback = Box::new(move |v: &deepseek::engine::EventView<'_>| match v.event {
         // A closed channel means the client is gone: returning false cancels.
-        Event::Token { .. } => tx.send(Msg::Token { piece: v.piece.to_vec(), probs: v.probs.copied() }).is_ok(),
+        Event::Token { token, n_piece } => tx.send(Msg::Token { token, n_piece, probs: v.probs.copied() }).is_ok(),
         Event::Finish(_) => {
             let _ = tx.send(Msg::Done(v.finish.unwrap_or_default()));
             true
@@ -328,7 +330,7 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
     let mut plan = plan(&app, r, tokens, &gp)?;
     let inside = text.trim_end().ends_with("<think>");
-    plan.reasoning = Some(gp.reasoning.unwrap_or(r.reasoning)).filter(|&on| on).map(|_| inside);
+    plan.reasoning = gp.reasoning.unwrap_or(r.reasoning).then_some(inside);
     generate(app.clone(), plan, gp, Kind::Chat).await
 }
 
@@ -388,14 +390,15 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, reasoning: Option<bool>
     let mut comp_probs = CompletionLogprobs::default();
     let info = loop {
         match job.rx.recv().await {
-            Some(Msg::Token { piece, probs, .. }) => {
+            Some(Msg::Token { token, n_piece, probs }) => {
+                let piece = &r.engine.piece(token)[..n_piece as usize];
                 if let Some(p) = probs.as_ref().filter(|_| out.logprobs) {
                     match out.kind {
-                        Kind::Chat => chat_probs.push(chat_logprob(r, &piece, p, out.n_top)),
-                        Kind::Completion => comp_probs.push(r, &piece, p, out.n_top),
+                        Kind::Chat => chat_probs.push(chat_logprob(r, piece, p, out.n_top)),
+                        Kind::Completion => comp_probs.push(r, piece, p, out.n_top),
                     }
                 }
-                bytes.extend_from_slice(&piece);
+                bytes.extend_from_slice(piece);
             }
             Some(Msg::Done(info)) => break info,
             None => return Err(ApiError::internal("the engine stopped before the request ended")),
@@ -541,14 +544,15 @@ impl Streaming {
         loop {
             let Some(r) = self.app.ready.get() else { return None };
             match self.job.rx.recv().await {
-                Some(Msg::Token { piece, probs, .. }) => {
+                Some(Msg::Token { token, n_piece, probs }) => {
+                    let piece = &r.engine.piece(token)[..n_piece as usize];
                     if let Some(p) = probs.as_ref().filter(|_| self.out.logprobs) {
                         match self.out.kind {
-                            Kind::Chat => self.chat_probs.push(chat_logprob(r, &piece, p, self.out.n_top)),
-                            Kind::Completion => self.comp_probs.push(r, &piece, p, self.out.n_top),
+                            Kind::Chat => self.chat_probs.push(chat_logprob(r, piece, p, self.out.n_top)),
+                            Kind::Completion => self.comp_probs.push(r, piece, p, self.out.n_top),
                         }
                     }
-                    let text = self.utf8.push(&piece);
+                    let text = self.utf8.push(piece);
                     if let Some(c) = self.text_chunk(text, false) {
                         sse(&mut out, &c);
                         return Some(Bytes::from(out));

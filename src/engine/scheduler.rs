@@ -435,10 +435,9 @@ impl Loop {
         let input = BatchInput { tokens: &self.tokens, pos: Some(&self.pos), seq_ids: Some(&seq_of), logits: Some(&self.logits) };
         let result = self.ctx.decode(&input, None);
         self.step += 1;
-        let busy = self.slots.iter().filter(|s| s.req.is_some()).count() as u64;
         self.inner.record(|m| {
             m.steps.add(1);
-            m.busy_slot_steps.add(busy);
+            m.busy_slot_steps.add(n_occupied as u64);
         });
         if let Err(e) = result {
             crate::log_error!("ds_engine: a decode step of {} tokens failed: {e:?}; its requests end with an error", self.tokens.len());

@@ -4,8 +4,7 @@
 //! renormalisation) plus shared experts in the others; then the output head.
 
 use super::attn_mha::{self, MhaScratch, MhaWeights};
-use super::ffn::{self, Ffn};
-use super::moe::{self, Moe, MoeScratch};
+use super::moe::MoeScratch;
 use super::weights::{layer_count, vector, Mat};
 use super::{head, proj, FeedForward, HParams, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
@@ -32,7 +31,7 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
                 attn_norm: vector(f, &format!("blk.{i}.attn_norm.weight"), e)?,
                 attn: MhaWeights::load(f, hp, i)?,
                 ffn_norm: vector(f, &format!("blk.{i}.ffn_norm.weight"), e)?,
-                ffn: if i < p.n_dense_lead { FeedForward::Dense(Ffn::load(f, i, "", e, hp.n_ff)?) } else { FeedForward::Moe(Moe::load(f, p, i, e)?) },
+                ffn: FeedForward::load(f, hp, p, i)?,
             })
         })
         .collect()
@@ -62,10 +61,7 @@ pub fn forward(model: &Model, blocks: &[Block], ub: &UBatch<'_>, kv: &mut KvCach
         attn_mha::forward(model, &b.attn, il, ub, kv, c, mha, pool, rope);
         head::residual(model, c, n);
         head::norm_rows(model, c, &b.ffn_norm, n);
-        match &b.ffn {
-            FeedForward::Dense(f) => ffn::forward(model, f, c, &mut s.ffn, pool, n),
-            FeedForward::Moe(m) => moe::forward(model, p, m, c, &mut s.ffn, ms, pool, n),
-        }
+        b.ffn.forward(model, p, c, &mut s.ffn, ms, pool, n);
         head::residual(model, c, n);
     }
     head::output(model, ub, c, pool, logits, embd);

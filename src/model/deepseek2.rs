@@ -4,8 +4,7 @@
 //! others; then the output head.
 
 use super::attn_mla::{self, MlaScratch, MlaWeights};
-use super::ffn::{self, Ffn};
-use super::moe::{self, Moe, MoeScratch};
+use super::moe::MoeScratch;
 use super::weights::{layer_count, vector, Mat};
 use super::{head, proj, FeedForward, HParams, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
@@ -29,7 +28,7 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
                 attn_norm: vector(f, &format!("blk.{i}.attn_norm.weight"), e)?,
                 attn: MlaWeights::load(f, hp, m, i)?,
                 ffn_norm: vector(f, &format!("blk.{i}.ffn_norm.weight"), e)?,
-                ffn: if i < p.n_dense_lead { FeedForward::Dense(Ffn::load(f, i, "", e, hp.n_ff)?) } else { FeedForward::Moe(Moe::load(f, p, i, e)?) },
+                ffn: FeedForward::load(f, hp, p, i)?,
             })
         })
         .collect()
@@ -61,10 +60,7 @@ pub fn forward(model: &Model, blocks: &[Block], ub: &UBatch<'_>, kv: &mut KvCach
         attn_mla::forward(model, m, &b.attn, il, ub, kv, c, mla, pool, rope);
         head::residual(model, c, n);
         head::norm_rows(model, c, &b.ffn_norm, n);
-        match &b.ffn {
-            FeedForward::Dense(f) => ffn::forward(model, f, c, &mut s.ffn, pool, n),
-            FeedForward::Moe(x) => moe::forward(model, p, x, c, &mut s.ffn, ms, pool, n),
-        }
+        b.ffn.forward(model, p, c, &mut s.ffn, ms, pool, n);
         head::residual(model, c, n);
     }
     head::output(model, ub, c, pool, logits, embd);

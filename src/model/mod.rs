@@ -52,6 +52,20 @@ pub enum FeedForward {
 }
 
 impl FeedForward {
+    /// Block `i`'s: dense in the first `n_dense_lead` blocks, routed experts after.
+    pub fn load(f: &GgufFile, hp: &HParams, p: &hparams::MoeParams, i: usize) -> Result<FeedForward, String> {
+        Ok(if i < p.n_dense_lead { FeedForward::Dense(ffn::Ffn::load(f, i, "", hp.n_embd, hp.n_ff)?) } else { FeedForward::Moe(moe::Moe::load(f, p, i, hp.n_embd)?) })
+    }
+
+    /// The feed-forward of `c.xn` (`n` rows) into `c.proj`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(&self, model: &Model, p: &hparams::MoeParams, c: &mut Common, f: &mut ffn::FfnScratch, m: &mut moe::MoeScratch, pool: &ThreadPool, n: usize) {
+        match self {
+            FeedForward::Dense(x) => ffn::forward(model, x, c, f, pool, n),
+            FeedForward::Moe(x) => moe::forward(model, p, x, c, f, m, pool, n),
+        }
+    }
+
     pub fn mats(&self) -> Vec<&Mat> {
         match self {
             FeedForward::Dense(f) => f.mats().to_vec(),
