@@ -52,6 +52,7 @@ mod golden;
 mod half;
 mod lanes;
 mod legacy;
+mod kquant;
 mod q2_k;
 mod q3_k;
 mod q4_0;

@@ -8,8 +8,9 @@
 //! j < 8, high half otherwise) and its top 2 bits at `2*(j/4)` of
 //! `scales[8 + j%4]`.
 
-use super::common::{make_q3_quants_rmse, nearest_int};
-use super::lanes::{dot32, Acc8};
+use super::common::{make_q3_quants_rmse, nearest_int, signed_absmax};
+use super::kquant::{self, pack_2bit, unpack_2bit};
+use super::lanes::Acc8;
 use super::{arr, f16_at, put_f16, q8_k, QK_K};
 
 pub(crate) const BYTES: usize = QK_K / 8 + QK_K / 4 + 12 + 2;
@@ -28,67 +29,38 @@ fn scales(b: &[u8; BYTES]) -> [i8; 16] {
     })
 }
 
-/// All 256 quants, -4..=3, in element order.
+/// All 256 quants, -4..=3, in element order: the 2-bit planes of `qs`, minus 4 where the
+/// element's `hmask` bit is clear.
 #[inline(always)]
 fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
     let hmask: &[u8; 32] = arr(b, 0);
-    let qs: &[u8; 64] = arr(b, QS);
-    let mut q = [0i8; QK_K];
-    for (n, chunk) in q.chunks_exact_mut(128).enumerate() {
-        for (s, part) in chunk.chunks_exact_mut(32).enumerate() {
-            let bit = 4 * n + s;
-            for (l, v) in part.iter_mut().enumerate() {
-                let low = ((qs[32 * n + l] >> (2 * s)) & 3) as i8;
-                let high_clear = (hmask[l] >> bit) & 1 == 0;
-                *v = low - if high_clear { 4 } else { 0 };
-            }
-        }
+    let mut q = unpack_2bit(arr(b, QS));
+    for (e, v) in q.iter_mut().enumerate() {
+        let high_clear = (hmask[e % 32] >> (e / 32)) & 1 == 0;
+        *v -= if high_clear { 4 } else { 0 };
     }
     q
 }
 
+/// The 16 sub-blocks' (d·sc, 0).
+#[inline(always)]
+fn sub_scales(b: &[u8; BYTES]) -> [(f32, f32); 16] {
+    let d = f16_at(b, D);
+    scales(b).map(|sc| (d * sc as f32, 0.0))
+}
+
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK_K>().0)
-    {
-        let d_all = f16_at(b, D);
-        let q = quants(b);
-        for ((ys, qs), &sc) in y
-            .chunks_exact_mut(16)
-            .zip(q.chunks_exact(16))
-            .zip(&scales(b))
-        {
-            let dl = d_all * sc as f32;
-            for (y, &q) in ys.iter_mut().zip(qs) {
-                *y = dl * q as f32;
-            }
-        }
-    }
+    kquant::dequantize::<BYTES, 16>(src, dst, |b| (quants(b), sub_scales(b)))
 }
 
 /// `quantize_row_q3_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK_K>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
+    for (x, b) in kquant::groups::<BYTES>(src, dst) {
         let mut l = [0i8; QK_K];
-        let mut scales_f = [0f32; 16];
-        let (mut max_scale, mut amax) = (0f32, 0f32);
-        for j in 0..16 {
-            scales_f[j] =
-                make_q3_quants_rmse(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
-            let scale = scales_f[j].abs();
-            if scale > amax {
-                amax = scale;
-                max_scale = scales_f[j];
-            }
-        }
+        let scales_f: [f32; 16] = std::array::from_fn(|j| {
+            make_q3_quants_rmse(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16])
+        });
+        let (_, max_scale) = signed_absmax(&scales_f);
 
         let mut packed = [0u8; 12];
         if max_scale != 0.0 {
@@ -110,18 +82,7 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
         }
         b[SCALES..SCALES + 12].copy_from_slice(&packed);
 
-        let d_all = f16_at(b, D);
-        let sc = scales(b);
-        for j in 0..16 {
-            let d = d_all * sc[j] as f32;
-            if d == 0.0 {
-                continue;
-            }
-            for ii in 0..16 {
-                let q = nearest_int(x[16 * j + ii] / d).clamp(-4, 3);
-                l[16 * j + ii] = (q + 4) as i8;
-            }
-        }
+        kquant::requantize(x, &sub_scales(b), (-4, 3), |i, q| l[i] = q as i8);
 
         let mut hmask = [0u8; 32];
         for (e, v) in l.iter_mut().enumerate() {
@@ -131,44 +92,17 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
             }
         }
         b[..32].copy_from_slice(&hmask);
-        for n in 0..2 {
-            for i in 0..32 {
-                let e = 128 * n + i;
-                let q = |k: usize| l[e + 32 * k] as u8;
-                b[QS + 32 * n + i] = q(0) | (q(1) << 2) | (q(2) << 4) | (q(3) << 6);
-            }
-        }
+        pack_2bit(|e| l[e] as u8, &mut b[QS..QS + 64]);
     }
 }
 
 /// `ggml_vec_dot_q3_K_q8_K`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
-    {
+    for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
         let d = q8_k::d(ab) * f16_at(wb, D);
-        let sc = scales(wb);
-        let q = quants(wb);
-        let aq = q8_k::qs(ab);
-        let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q
-            .as_chunks::<32>()
-            .0
-            .iter()
-            .zip(aq.as_chunks::<32>().0)
-            .enumerate()
-        {
-            let lanes = dot32(qg, ag);
-            let (lo, hi) = (sc[2 * g] as i32, sc[2 * g + 1] as i32);
-            for k in 0..8 {
-                sumi[k] += if k < 4 { lo } else { hi } * lanes[k];
-            }
-        }
-        acc.fma(d, &sumi);
+        let sc16 = scales(wb).map(i32::from);
+        acc.fma(d, &kquant::scaled_dot(&quants(wb), q8_k::qs(ab), &sc16));
     }
     acc.hsum()
 }
@@ -224,19 +158,9 @@ mod tests {
     }
 
     #[test]
-    fn dequantize_matches_layout() {
-        weight::check_dequantize(GgmlType::Q3K, 81, randomize, decode);
-    }
-
-    #[test]
-    fn vec_dot_matches_f64() {
-        weight::check_vec_dot(GgmlType::Q3K, 82, randomize, decode);
-    }
-
-    #[test]
-    fn roundtrip_error() {
-        weight::check_roundtrip(GgmlType::Q3K, 83, |x| {
-            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+    fn layout_dot_and_roundtrip() {
+        weight::check_format(GgmlType::Q3K, 81, randomize, decode, |x| {
+            let amax = weight::amax(x);
             amax / 4.0 * 1.5
         });
         let e = weight::rms_rel_error(GgmlType::Q3K, 84);

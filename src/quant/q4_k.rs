@@ -5,9 +5,10 @@
 //! `scale_min_k4`) | `qs: [u8; 128]`. Element `e = 64*c + 32*h + l` is the
 //! low (h = 0) or high (h = 1) nibble of `qs[32*c + l]`.
 
-use super::common::{make_qkx2_quants, nearest_int, pack_scale_min_k4, scale_min_k4, Qkx2};
-use super::lanes::{dot32, Acc8};
-use super::{arr, f16_at, put_f16, q8_k, QK_K};
+use super::common::{nearest_int, pack_scale_min_k4, scale_min_k4, Qkx2};
+use super::kquant;
+use super::lanes::Acc8;
+use super::{arr, f16_at, q8_k, QK_K};
 
 pub(crate) const BYTES: usize = 4 + 12 + QK_K / 2;
 const SCALES: usize = 4;
@@ -28,60 +29,37 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
     q
 }
 
+/// The 8 sub-blocks' (d·sc, dmin·m) of a Q4_K / Q5_K block (d, dmin, scales at 0, 2, 4).
+#[inline(always)]
+pub(crate) fn sub_scales(b: &[u8]) -> [(f32, f32); 8] {
+    let (d, min) = (f16_at(b, 0), f16_at(b, 2));
+    let sm: &[u8; 12] = arr(b, SCALES);
+    std::array::from_fn(|j| {
+        let (sc, m) = scale_min_k4(j, sm);
+        (d * sc as f32, min * m as f32)
+    })
+}
+
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK_K>().0)
-    {
-        let d = f16_at(b, 0);
-        let min = f16_at(b, 2);
-        let sm: &[u8; 12] = arr(b, SCALES);
-        let q = quants(b);
-        for (j, (ys, qs)) in y.chunks_exact_mut(32).zip(q.chunks_exact(32)).enumerate() {
-            let (sc, m) = scale_min_k4(j, sm);
-            let d1 = d * sc as f32;
-            let m1 = min * m as f32;
-            for (y, &q) in ys.iter_mut().zip(qs) {
-                *y = d1 * q as f32 - m1;
-            }
-        }
-    }
+    kquant::dequantize::<BYTES, 8>(src, dst, |b| (quants(b), sub_scales(b)))
 }
 
 /// The shared part of `quantize_row_q4_K_ref` / `quantize_row_q5_K_ref`:
 /// per-32 (scale, min) by `make_qkx2_quants` with weights `av_x + |x|`,
-/// then 6-bit scales, then requantization. Returns (d, dmin, packed scales,
-/// quants in `0..=nmax`).
-pub(crate) fn quantize_scales_ref(
-    x: &[f32; QK_K],
-    params: &Qkx2,
-) -> (f32, f32, [u8; 12], [u8; QK_K]) {
+/// then 6-bit scales (written with d and dmin into the block's first 16 bytes), then
+/// requantization. Returns the quants, in `0..=nmax`.
+pub(crate) fn quantize_scales_ref(x: &[f32; QK_K], params: &Qkx2, b: &mut [u8]) -> [u8; QK_K] {
     let mut l = [0u8; QK_K];
-    let mut laux = [0u8; 32];
-    let mut scales = [0f32; 8];
-    let mut mins = [0f32; 8];
-    let (mut max_scale, mut max_min) = (0f32, 0f32);
-    for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
+    let (scales, mins, max_scale, max_min) = kquant::qkx2_sub_blocks::<8>(x, params, &mut l, |xs, w| {
         let mut sum_x2 = 0f32;
         for &v in xs {
             sum_x2 += v * v;
         }
         let av_x = (sum_x2 / 32.0).sqrt();
-        let weights: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
-        let (scale, min) =
-            make_qkx2_quants(params, xs, &weights, &mut l[32 * j..32 * j + 32], &mut laux);
-        scales[j] = scale;
-        mins[j] = min;
-        if scale > max_scale {
-            max_scale = scale;
+        for (w, v) in w.iter_mut().zip(xs) {
+            *w = av_x + v.abs();
         }
-        if min > max_min {
-            max_min = min;
-        }
-    }
+    });
 
     let inv_scale = if max_scale > 0.0 {
         63.0 / max_scale
@@ -96,19 +74,15 @@ pub(crate) fn quantize_scales_ref(
     let dmin_h = super::f32_to_f16(max_min / 63.0);
     let (d_all, dmin_all) = (super::f16_to_f32(d_h), super::f16_to_f32(dmin_h));
 
-    for j in 0..8 {
+    let dm: [(f32, f32); 8] = std::array::from_fn(|j| {
         let (sc, m) = scale_min_k4(j, &packed);
-        let d = d_all * sc as f32;
-        if d == 0.0 {
-            continue;
-        }
-        let dm = dmin_all * m as f32;
-        for ii in 0..32 {
-            let q = nearest_int((x[32 * j + ii] + dm) / d);
-            l[32 * j + ii] = q.clamp(0, params.nmax) as u8;
-        }
-    }
-    (d_all, dmin_all, packed, l)
+        (d_all * sc as f32, dmin_all * m as f32)
+    });
+    kquant::requantize(x, &dm, (0, params.nmax), |i, q| l[i] = q as u8);
+    b[0..2].copy_from_slice(&d_h.to_le_bytes());
+    b[2..4].copy_from_slice(&dmin_h.to_le_bytes());
+    b[SCALES..SCALES + 12].copy_from_slice(&packed);
+    l
 }
 
 /// `quantize_row_q4_K_ref`.
@@ -120,16 +94,8 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
         nstep: 20,
         use_mad: false,
     };
-    for (x, b) in src
-        .as_chunks::<QK_K>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
-        put_f16(b, 0, d);
-        put_f16(b, 2, dmin);
-        b[SCALES..SCALES + 12].copy_from_slice(&packed);
+    for (x, b) in kquant::groups::<BYTES>(src, dst) {
+        let l = quantize_scales_ref(x, &params, b);
         for (c, out) in b[QS..].chunks_exact_mut(32).enumerate() {
             for (i, o) in out.iter_mut().enumerate() {
                 *o = l[64 * c + i] | (l[64 * c + 32 + i] << 4);
@@ -150,43 +116,28 @@ pub(crate) fn min_products(sm: &[u8; 12], bsums: &[i16; 16]) -> [i32; 4] {
     })
 }
 
+/// The integer quant sums of a Q4_K / Q5_K block: [`kquant::scaled_dot`] with each 6-bit
+/// sub-block scale (one per 32) applied to both its 16-element halves.
+#[inline(always)]
+pub(crate) fn scaled_dot(q: &[i8; QK_K], sm: &[u8; 12], aq: &[u8; QK_K]) -> [i32; 8] {
+    kquant::scaled_dot(q, aq, &std::array::from_fn(|i| scale_min_k4(i / 2, sm).0 as i32))
+}
+
 /// `ggml_vec_dot_q4_K_q8_K`, AVX2 order: 8-lane FMA accumulator for the
 /// quants, a separate 4-lane one for the mins, added at the end.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
     let mut acc_m = [0f32; 4];
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
-    {
+    for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
         let yd = q8_k::d(ab);
         let d = yd * f16_at(wb, 0);
         let dmin = -yd * f16_at(wb, 2);
         let sm: &[u8; 12] = arr(wb, SCALES);
-
         let prod = min_products(sm, &q8_k::bsums(ab));
         for (m, &p) in acc_m.iter_mut().zip(&prod) {
             *m = dmin.mul_add(p as f32, *m);
         }
-
-        let q = quants(wb);
-        let aq = q8_k::qs(ab);
-        let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q
-            .as_chunks::<32>()
-            .0
-            .iter()
-            .zip(aq.as_chunks::<32>().0)
-            .enumerate()
-        {
-            let sc = scale_min_k4(g, sm).0 as i32;
-            for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
-                *s += sc * l;
-            }
-        }
-        acc.fma(d, &sumi);
+        acc.fma(d, &scaled_dot(&quants(wb), sm, q8_k::qs(ab)));
     }
     acc.hsum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
 }
@@ -239,22 +190,9 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn dequantize_matches_layout() {
-        weight::check_dequantize(GgmlType::Q4K, 91, randomize, decode);
-    }
-
-    #[test]
-    fn vec_dot_matches_f64() {
-        weight::check_vec_dot(GgmlType::Q4K, 92, randomize, decode);
-    }
-
-    #[test]
-    fn roundtrip_error() {
-        weight::check_roundtrip(GgmlType::Q4K, 93, |x| {
-            let (mn, mx) = x
-                .iter()
-                .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
-            ((mx - mn) / 15.0) as f64
+    fn layout_dot_and_roundtrip() {
+        weight::check_format(GgmlType::Q4K, 91, randomize, decode, |x| {
+                        weight::span0(x) / 15.0
         });
         let e = weight::rms_rel_error(GgmlType::Q4K, 94);
         assert!(e < 0.12, "rms rel error {e}");

@@ -6,10 +6,11 @@
 //! low 4 bits in the low (h = 0) or high (h = 1) nibble of `qs[32*c + l]`
 //! and its 5th bit at bit `e / 32` of `qh[l]`.
 
-use super::common::{scale_min_k4, Qkx2};
-use super::lanes::{dot32, Acc8};
-use super::q4_k::{min_products, quantize_scales_ref};
-use super::{arr, f16_at, put_f16, q8_k, QK_K};
+use super::common::Qkx2;
+use super::kquant;
+use super::lanes::Acc8;
+use super::q4_k::{min_products, quantize_scales_ref, scaled_dot, sub_scales};
+use super::{arr, f16_at, q8_k, QK_K};
 
 pub(crate) const BYTES: usize = 4 + 12 + QK_K / 8 + QK_K / 2;
 const SCALES: usize = 4;
@@ -34,25 +35,7 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK_K>().0)
-    {
-        let d = f16_at(b, 0);
-        let min = f16_at(b, 2);
-        let sm: &[u8; 12] = arr(b, SCALES);
-        let q = quants(b);
-        for (j, (ys, qs)) in y.chunks_exact_mut(32).zip(q.chunks_exact(32)).enumerate() {
-            let (sc, m) = scale_min_k4(j, sm);
-            let d1 = d * sc as f32;
-            let m1 = min * m as f32;
-            for (y, &q) in ys.iter_mut().zip(qs) {
-                *y = d1 * q as f32 - m1;
-            }
-        }
-    }
+    kquant::dequantize::<BYTES, 8>(src, dst, |b| (quants(b), sub_scales(b)))
 }
 
 /// `quantize_row_q5_K_ref`.
@@ -64,16 +47,8 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
         nstep: 15,
         use_mad: false,
     };
-    for (x, b) in src
-        .as_chunks::<QK_K>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let (d, dmin, packed, l) = quantize_scales_ref(x, &params);
-        put_f16(b, 0, d);
-        put_f16(b, 2, dmin);
-        b[SCALES..SCALES + 12].copy_from_slice(&packed);
+    for (x, b) in kquant::groups::<BYTES>(src, dst) {
+        let l = quantize_scales_ref(x, &params, b);
         let mut qh = [0u8; 32];
         for c in 0..4 {
             for j in 0..32 {
@@ -98,36 +73,14 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
     let mut summs = 0f32;
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
-    {
+    for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
         let yd = q8_k::d(ab);
         let d = yd * f16_at(wb, 0);
         let dmin = -yd * f16_at(wb, 2);
         let sm: &[u8; 12] = arr(wb, SCALES);
-
         let mins: i32 = min_products(sm, &q8_k::bsums(ab)).iter().sum();
         summs = dmin.mul_add(mins as f32, summs);
-
-        let q = quants(wb);
-        let aq = q8_k::qs(ab);
-        let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q
-            .as_chunks::<32>()
-            .0
-            .iter()
-            .zip(aq.as_chunks::<32>().0)
-            .enumerate()
-        {
-            let sc = scale_min_k4(g, sm).0 as i32;
-            for (s, l) in sumi.iter_mut().zip(dot32(qg, ag)) {
-                *s += sc * l;
-            }
-        }
-        acc.fma(d, &sumi);
+        acc.fma(d, &scaled_dot(&quants(wb), sm, q8_k::qs(ab)));
     }
     acc.hsum() + summs
 }
@@ -173,22 +126,9 @@ mod tests {
     }
 
     #[test]
-    fn dequantize_matches_layout() {
-        weight::check_dequantize(GgmlType::Q5K, 101, randomize, decode);
-    }
-
-    #[test]
-    fn vec_dot_matches_f64() {
-        weight::check_vec_dot(GgmlType::Q5K, 102, randomize, decode);
-    }
-
-    #[test]
-    fn roundtrip_error() {
-        weight::check_roundtrip(GgmlType::Q5K, 103, |x| {
-            let (mn, mx) = x
-                .iter()
-                .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
-            ((mx - mn) / 31.0) as f64
+    fn layout_dot_and_roundtrip() {
+        weight::check_format(GgmlType::Q5K, 101, randomize, decode, |x| {
+                        weight::span0(x) / 31.0
         });
         let e = weight::rms_rel_error(GgmlType::Q5K, 104);
         assert!(e < 0.06, "rms rel error {e}");

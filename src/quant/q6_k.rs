@@ -6,8 +6,9 @@
 //! `ql[64*n + 32*(s%2) + l]` (low nibble for s < 2, high otherwise) and its
 //! top 2 bits at `2s` of `qh[32*n + l]`.
 
-use super::common::{make_qx_quants_rmse1, nearest_int, GROUP_MAX_EPS};
-use super::lanes::{dot32, Acc8};
+use super::common::{make_qx_quants_rmse1, nearest_int, signed_absmax, GROUP_MAX_EPS};
+use super::kquant;
+use super::lanes::Acc8;
 use super::{arr, f16_at, put_f16, q8_k, QK_K};
 
 pub(crate) const BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
@@ -20,18 +21,13 @@ const D: usize = 208;
 fn quants(b: &[u8; BYTES]) -> [i8; QK_K] {
     let ql: &[u8; 128] = arr(b, 0);
     let qh: &[u8; 64] = arr(b, QH);
-    let mut q = [0i8; QK_K];
-    for (n, chunk) in q.chunks_exact_mut(128).enumerate() {
-        for (s, part) in chunk.chunks_exact_mut(32).enumerate() {
-            for (l, v) in part.iter_mut().enumerate() {
-                let lowbyte = ql[64 * n + 32 * (s % 2) + l];
-                let low = if s < 2 { lowbyte & 0x0f } else { lowbyte >> 4 };
-                let high = (qh[32 * n + l] >> (2 * s)) & 3;
-                *v = (low | (high << 4)) as i8;
-            }
-        }
-    }
-    q
+    std::array::from_fn(|e| {
+        let (n, s, l) = (e / 128, e % 128 / 32, e % 32);
+        let lowbyte = ql[64 * n + 32 * (s % 2) + l];
+        let low = if s < 2 { lowbyte & 0x0f } else { lowbyte >> 4 };
+        let high = (qh[32 * n + l] >> (2 * s)) & 3;
+        (low | (high << 4)) as i8
+    })
 }
 
 #[inline(always)]
@@ -39,48 +35,25 @@ fn scales(b: &[u8; BYTES]) -> [i8; 16] {
     arr::<16>(b, SCALES).map(|v| v as i8)
 }
 
+/// The 16 sub-blocks' (d·sc, 0).
+#[inline(always)]
+fn sub_scales(b: &[u8; BYTES]) -> [(f32, f32); 16] {
+    let d = f16_at(b, D);
+    scales(b).map(|sc| (d * sc as f32, 0.0))
+}
+
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK_K>().0)
-    {
-        let d = f16_at(b, D);
-        let q = quants(b);
-        for ((ys, qs), &sc) in y
-            .chunks_exact_mut(16)
-            .zip(q.chunks_exact(16))
-            .zip(&scales(b))
-        {
-            let ds = d * sc as f32;
-            for (y, &q) in ys.iter_mut().zip(qs) {
-                *y = ds * (q - 32) as f32;
-            }
-        }
-    }
+    kquant::dequantize::<BYTES, 16>(src, dst, |b| (quants(b).map(|q| q - 32), sub_scales(b)))
 }
 
 /// `quantize_row_q6_K_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK_K>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
+    for (x, b) in kquant::groups::<BYTES>(src, dst) {
         let mut l = [0i8; QK_K];
-        let mut scales_f = [0f32; 16];
-        let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
-        for ib in 0..16 {
-            let scale =
-                make_qx_quants_rmse1(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-            scales_f[ib] = scale;
-            if scale.abs() > max_abs_scale {
-                max_abs_scale = scale.abs();
-                max_scale = scale;
-            }
-        }
+        let scales_f: [f32; 16] = std::array::from_fn(|ib| {
+            make_qx_quants_rmse1(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16])
+        });
+        let (max_abs_scale, max_scale) = signed_absmax(&scales_f);
         if max_abs_scale < GROUP_MAX_EPS {
             b.fill(0);
             continue;
@@ -88,25 +61,11 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 
         let iscale = -128.0 / max_scale;
         put_f16(b, D, 1.0 / iscale);
-        let mut sc = [0i8; 16];
-        for (s, &f) in sc.iter_mut().zip(&scales_f) {
-            *s = nearest_int(iscale * f).min(127) as i8;
-        }
-        for (o, &s) in b[SCALES..SCALES + 16].iter_mut().zip(&sc) {
-            *o = s as u8;
+        for (o, &f) in b[SCALES..SCALES + 16].iter_mut().zip(&scales_f) {
+            *o = nearest_int(iscale * f).min(127) as i8 as u8;
         }
 
-        let d_all = f16_at(b, D);
-        for j in 0..16 {
-            let d = d_all * sc[j] as f32;
-            if d == 0.0 {
-                continue;
-            }
-            for ii in 0..16 {
-                let q = nearest_int(x[16 * j + ii] / d).clamp(-32, 31);
-                l[16 * j + ii] = (q + 32) as i8;
-            }
-        }
+        kquant::requantize(x, &sub_scales(b), (-32, 31), |i, q| l[i] = q as i8);
 
         for n in 0..2 {
             for i in 0..32 {
@@ -126,31 +85,11 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 /// sub-blocks (lane k: sub-blocks 2k, 2k+1) before the FMA.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     let mut acc = Acc8::new();
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<{ q8_k::BYTES }>().0)
-    {
+    for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
         let d = q8_k::d(ab) * f16_at(wb, D);
         let sc = scales(wb);
         let bsums = q8_k::bsums(ab);
-        let q = quants(wb);
-        let aq = q8_k::qs(ab);
-        let mut sumi = [0i32; 8];
-        for (g, (qg, ag)) in q
-            .as_chunks::<32>()
-            .0
-            .iter()
-            .zip(aq.as_chunks::<32>().0)
-            .enumerate()
-        {
-            let lanes = dot32(qg, ag);
-            let (lo, hi) = (sc[2 * g] as i32, sc[2 * g + 1] as i32);
-            for k in 0..8 {
-                sumi[k] += if k < 4 { lo } else { hi } * lanes[k];
-            }
-        }
+        let mut sumi = kquant::scaled_dot(&quants(wb), q8_k::qs(ab), &sc.map(i32::from));
         for (k, s) in sumi.iter_mut().enumerate() {
             let sub = bsums[2 * k] as i32 * sc[2 * k] as i32
                 + bsums[2 * k + 1] as i32 * sc[2 * k + 1] as i32;
@@ -196,19 +135,9 @@ mod tests {
     }
 
     #[test]
-    fn dequantize_matches_layout() {
-        weight::check_dequantize(GgmlType::Q6K, 111, randomize, decode);
-    }
-
-    #[test]
-    fn vec_dot_matches_f64() {
-        weight::check_vec_dot(GgmlType::Q6K, 112, randomize, decode);
-    }
-
-    #[test]
-    fn roundtrip_error() {
-        weight::check_roundtrip(GgmlType::Q6K, 113, |x| {
-            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+    fn layout_dot_and_roundtrip() {
+        weight::check_format(GgmlType::Q6K, 111, randomize, decode, |x| {
+            let amax = weight::amax(x);
             amax / 32.0
         });
         let e = weight::rms_rel_error(GgmlType::Q6K, 114);

@@ -3,8 +3,8 @@
 //!
 //! Layout (34 bytes): `d: f16` | `qs: [i8; 32]`.
 
-use super::lanes::{dot32, Acc8};
-use super::{arr, f16_at, put_f16};
+use super::legacy;
+use super::{arr, put_f16};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 2 + QK;
@@ -15,17 +15,7 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK>().0)
-    {
-        let d = f16_at(b, 0);
-        for (y, q) in y.iter_mut().zip(quants(b)) {
-            *y = q as f32 * d;
-        }
-    }
+    legacy::dequantize_scaled::<BYTES>(src, dst, quants)
 }
 
 /// Largest |x| of a group (`_mm256_max_ps` over `andnot(-0.0, x)`).
@@ -49,58 +39,47 @@ pub(crate) fn round_pack_i8(v: f32) -> i8 {
     i.clamp(-128, 127) as i8
 }
 
-/// x86 `quantize_row_q8_0` (AVX path): multiplier `127 / amax`, round half
-/// to even. Returns nothing; also used by Q8_1.
-pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let amax = absmax(x);
-        let d = amax / 127.0;
+/// The Q8_0 / Q8_1 quantizers: `d` (f16) at 0, the quants at `QS` (2 for Q8_0; 4 for Q8_1,
+/// which also stores `s = f16(d · Σq)` at 2, with the unrounded f32 `d`). `X86`: ggml-cpu's
+/// AVX path (multiplier `127 / amax`, round half to even); otherwise `quantize_row_q8_*_ref`
+/// (multiplier `1 / d`, `roundf`: half away from zero).
+#[inline(always)]
+pub(crate) fn quantize_blocks<const B: usize, const QS: usize, const X86: bool>(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.as_chunks::<QK>().0.iter().zip(dst.as_chunks_mut::<B>().0) {
+        let (d, q): (f32, [i8; QK]) = if X86 {
+            let amax = absmax(x);
+            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+            (amax / 127.0, x.map(|v| round_pack_i8(v * id)))
+        } else {
+            let amax = x.iter().fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            (d, x.map(|v| (v * id).round() as i8))
+        };
         put_f16(b, 0, d);
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        for (q, &v) in b[2..].iter_mut().zip(x) {
-            *q = round_pack_i8(v * id) as u8;
+        for (o, &v) in b[QS..].iter_mut().zip(&q) {
+            *o = v as u8;
+        }
+        if QS == 4 {
+            let sum: i32 = q.iter().map(|&v| v as i32).sum();
+            put_f16(b, 2, d * sum as f32);
         }
     }
 }
 
-/// `quantize_row_q8_0_ref`: multiplier `1 / d`, `roundf` (half away from 0).
+/// x86 `quantize_row_q8_0` (AVX path).
+pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
+    quantize_blocks::<BYTES, 2, true>(src, dst)
+}
+
+/// `quantize_row_q8_0_ref`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let amax = x
-            .iter()
-            .fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        put_f16(b, 0, d);
-        for (q, &v) in b[2..].iter_mut().zip(x) {
-            *q = (v * id).round() as i8 as u8;
-        }
-    }
+    quantize_blocks::<BYTES, 2, false>(src, dst)
 }
 
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = Acc8::new();
-    for (wb, ab) in w
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(a.as_chunks::<BYTES>().0)
-    {
-        let d = f16_at(wb, 0) * f16_at(ab, 0);
-        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
-    }
-    acc.hsum()
+    legacy::vec_dot_q8_0::<BYTES>(w, a, quants)
 }
 
 block_format!("Q8_0 as a [`BlockFormat`](super::BlockFormat).", Format, "q8_0", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), Some(quantize_x86), Some(vec_dot));
@@ -130,19 +109,9 @@ mod tests {
     }
 
     #[test]
-    fn dequantize_matches_layout() {
-        weight::check_dequantize(GgmlType::Q8_0, 41, randomize, decode);
-    }
-
-    #[test]
-    fn vec_dot_matches_f64() {
-        weight::check_vec_dot(GgmlType::Q8_0, 42, randomize, decode);
-    }
-
-    #[test]
-    fn roundtrip_within_step() {
-        weight::check_roundtrip(GgmlType::Q8_0, 43, |x| {
-            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+    fn layout_dot_and_roundtrip() {
+        weight::check_format(GgmlType::Q8_0, 41, randomize, decode, |x| {
+            let amax = weight::amax(x);
             amax / 127.0 * 0.5 + amax * 2f64.powi(-11)
         });
     }

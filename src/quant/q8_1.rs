@@ -3,71 +3,24 @@
 //!
 //! Layout (36 bytes): `d: f16` | `s: f16` | `qs: [i8; 32]`.
 
-use super::q8_0::{absmax, round_pack_i8};
-use super::{arr, f16_at, put_f16};
+use super::{arr, legacy, q8_0};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 4 + QK;
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    for (b, y) in src
-        .as_chunks::<BYTES>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<QK>().0)
-    {
-        let d = f16_at(b, 0);
-        for (y, &q) in y.iter_mut().zip(arr::<QK>(b, 4)) {
-            *y = (q as i8) as f32 * d;
-        }
-    }
+    legacy::dequantize_scaled::<BYTES>(src, dst, |b| arr::<QK>(b, 4).map(|v| v as i8))
 }
 
 /// x86 `quantize_row_q8_1` (AVX2 path): as Q8_0, and `s = f16(d * sum)`
 /// with the unrounded f32 `d`.
 pub(crate) fn quantize_x86(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let amax = absmax(x);
-        let d = amax / 127.0;
-        put_f16(b, 0, d);
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        let mut sum = 0i32;
-        for (q, &v) in b[4..].iter_mut().zip(x) {
-            let qi = round_pack_i8(v * id);
-            sum += qi as i32;
-            *q = qi as u8;
-        }
-        put_f16(b, 2, d * sum as f32);
-    }
+    q8_0::quantize_blocks::<BYTES, 4, true>(src, dst)
 }
 
 /// `quantize_row_q8_1_ref`: multiplier `1 / d`, `roundf`.
 pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in src
-        .as_chunks::<QK>()
-        .0
-        .iter()
-        .zip(dst.as_chunks_mut::<BYTES>().0)
-    {
-        let amax = x
-            .iter()
-            .fold(0f32, |m, v| if m > v.abs() { m } else { v.abs() });
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        put_f16(b, 0, d);
-        let mut sum = 0i32;
-        for (q, &v) in b[4..].iter_mut().zip(x) {
-            let qi = (v * id).round() as i8;
-            sum += qi as i32;
-            *q = qi as u8;
-        }
-        put_f16(b, 2, sum as f32 * d);
-    }
+    q8_0::quantize_blocks::<BYTES, 4, false>(src, dst)
 }
 
 block_format!("Q8_1 as a [`BlockFormat`](super::BlockFormat).", Format, "q8_1", QK, BYTES, Q8_1, false, dequantize, Some(quantize_ref), Some(quantize_x86), None);

@@ -267,6 +267,32 @@ pub(crate) mod weight {
             .collect()
     }
 
+    /// All three checks of a weight format (seeds `seed`, `seed + 1`, `seed + 2`):
+    /// [`check_dequantize`] and [`check_vec_dot`] with `randomize` / `decode`, and
+    /// [`check_roundtrip`] with `bound`.
+    pub(crate) fn check_format(
+        ty: GgmlType,
+        seed: u64,
+        randomize: impl Fn(&mut Rng, &mut [u8]),
+        decode: impl Fn(&[u8]) -> Vec<(f64, f64)>,
+        bound: impl Fn(&[f32]) -> f64,
+    ) {
+        check_dequantize(ty, seed, &randomize, &decode);
+        check_vec_dot(ty, seed + 1, &randomize, &decode);
+        check_roundtrip(ty, seed + 2, bound);
+    }
+
+    /// Largest |x| of a block.
+    pub(crate) fn amax(x: &[f32]) -> f64 {
+        x.iter().fold(0f32, |m, v| m.max(v.abs())) as f64
+    }
+
+    /// The spread of a block with 0 included: max(0, max x) − min(0, min x).
+    pub(crate) fn span0(x: &[f32]) -> f64 {
+        let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+        (mx - mn) as f64
+    }
+
     /// quantize_row_ref -> dequantize_row on random rows; `bound` gives the
     /// allowed |error| for each block of input.
     pub(crate) fn check_roundtrip(ty: GgmlType, seed: u64, bound: impl Fn(&[f32]) -> f64) {
