@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::boundary::{as_ref, guard, guard_or};
 use super::handles::{llama_context, llama_model, ContextOwned};
 use super::types::*;
-use crate::batch::BatchInput;
+use super::batch::with_input;
 use crate::context::{Context, ContextParams, DecodeError};
 use crate::model::hparams::RopeScaling;
 
@@ -259,33 +259,22 @@ pub unsafe extern "C" fn llama_decode(ctx: *mut llama_context, batch: llama_batc
     guard_or("llama_decode", -1, || {
         // SAFETY: live context handle used by one thread at a time (llama.h's contract).
         let c = unsafe { as_ref(ctx, "ctx")?.owned() };
-        if batch.n_tokens <= 0 {
-            return Err(format!("n_tokens = {} (must be positive)", batch.n_tokens));
-        }
-        if batch.token.is_null() {
-            return Err(if batch.embd.is_null() { "batch has neither token ids nor embeddings".into() } else { "embedding input (batch.embd) is not supported yet".into() });
-        }
-        let n = batch.n_tokens as usize;
-        if n > c.ctx.n_batch as usize {
-            return Err(format!("n_tokens = {n} exceeds n_batch = {}", c.ctx.n_batch));
-        }
-        // SAFETY: the caller's arrays hold n_tokens entries (llama.h's contract for llama_batch).
-        let tokens = unsafe { std::slice::from_raw_parts(batch.token, n) };
-        // SAFETY: as above.
-        let pos = (!batch.pos.is_null()).then(|| unsafe { std::slice::from_raw_parts(batch.pos as *const i32, n) });
-        // SAFETY: as above.
-        let logits = (!batch.logits.is_null()).then(|| unsafe { std::slice::from_raw_parts(batch.logits as *const i8, n) });
-        if batch.seq_id.is_null() != batch.n_seq_id.is_null() {
-            return Err("seq_id and n_seq_id must both be set or both be NULL".into());
-        }
-        let lookup = seq_lookup(&batch);
-        let input = BatchInput { tokens, pos, seq_ids: if batch.seq_id.is_null() { None } else { Some(&lookup) }, logits };
         let (cb, data) = (c.abort_callback, c.abort_callback_data);
         // SAFETY: the caller's abort callback with its own data pointer.
         let abort = move || cb.is_some_and(|f| unsafe { f(data) });
         let check: Option<&dyn Fn() -> bool> = if cb.is_some() { Some(&abort) } else { None };
         let began = std::time::Instant::now();
-        match c.ctx.decode(&input, check) {
+        // SAFETY: the caller's arrays hold n_tokens entries (llama.h's contract for llama_batch).
+        let decoded = unsafe {
+            with_input(&batch, |input| {
+                if input.tokens.len() > c.ctx.n_batch as usize {
+                    return Err(format!("n_tokens = {} exceeds n_batch = {}", input.tokens.len(), c.ctx.n_batch));
+                }
+                Ok(c.ctx.decode(input, check))
+            })?
+        };
+        let n = batch.n_tokens as usize;
+        match decoded {
             Ok(()) => {
                 c.perf.record_decode(n, began);
                 Ok(0)
@@ -298,22 +287,6 @@ pub unsafe extern "C" fn llama_decode(ctx: *mut llama_context, batch: llama_batc
             Err(DecodeError::Invalid(reason)) => Err(reason),
         }
     })
-}
-
-/// The sequence ids of token i of a caller's batch.
-fn seq_lookup<'a>(batch: &'a llama_batch) -> impl Fn(usize) -> &'a [i32] + 'a {
-    move |i| {
-        // SAFETY: for i < n_tokens, n_seq_id[i] entries of seq_id[i] are readable (llama.h).
-        unsafe {
-            let cnt = (*batch.n_seq_id.add(i)).max(0) as usize;
-            let p = *batch.seq_id.add(i);
-            if p.is_null() || cnt == 0 {
-                &[]
-            } else {
-                std::slice::from_raw_parts(p as *const i32, cnt)
-            }
-        }
-    }
 }
 
 #[no_mangle]
