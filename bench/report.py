@@ -12,7 +12,7 @@ import statistics
 import sys
 
 # engine ids of the records and REPORT_ENGINES (ours first, the others compared with it) -> report names
-ENGINE_NAMES = {"ours": "deepseek", "upstream": "llama.cpp", "ik": "ik_llama.cpp"}
+ENGINE_NAMES = {"ours": "deepseek", "base": "deepseek (BASE_LIB)", "upstream": "llama.cpp", "ik": "ik_llama.cpp"}
 CPU_FLAGS = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"]
 
 

@@ -13,12 +13,15 @@
 #   LLAMA_LIB=DIR  upstream's libllama.so (default /work/ref/build/bin); LLAMA_INC="DIR..." its
 #                  llama.h and ggml.h directories (default: found under /work/ref)
 #   IK_LLAMA_LIB=DIR IK_LLAMA_INC="DIR..."  ik_llama.cpp's libllama.so and headers: a third engine
+#   BASE_LIB=DIR   another build of libdeepseek.so (e.g. the previous commit's): an engine "base"
+#                  run through our header, for an A/B of a change in one run
+#   NO_UPSTREAM=1  leave llama.cpp out (with BASE_LIB: ours against base only)
 # Our library is tested from a copy, so rebuilding it during a run does not change it.
 set -euo pipefail
 
 quote_command() { # the invocation with the settings it was given, for the report
   local name argument words=()
-  for name in THREADS N_PROMPT N_GEN N_SEQ N_BATCH_STEPS OURS_LIB LLAMA_LIB LLAMA_INC IK_LLAMA_LIB IK_LLAMA_INC; do
+  for name in THREADS N_PROMPT N_GEN N_SEQ N_BATCH_STEPS OURS_LIB LLAMA_LIB LLAMA_INC IK_LLAMA_LIB IK_LLAMA_INC BASE_LIB NO_UPSTREAM; do
     if [ -n "${!name+set}" ]; then words+=("$name=$(printf '%q' "${!name}")"); fi
   done
   for argument in "$0" "$@"; do words+=("$(printf '%q' "$argument")"); done
@@ -61,14 +64,24 @@ cp "$OURS_SRC/libdeepseek.so" "$WORK/ours/"
 ln -s libdeepseek.so "$WORK/ours/libdeepseek.so.0"
 cc -std=c11 -O2 -Iinclude bench/suite.c -o "$WORK/suite-ours" -L"$WORK/ours" -ldeepseek -Wl,-rpath,"$WORK/ours"
 
-if [ ! -e "$LLAMA_LIB/libllama.so" ]; then echo "no libllama.so in $LLAMA_LIB (set LLAMA_LIB)" >&2; exit 1; fi
-if [ -z "${LLAMA_INC:-}" ]; then
-  LLAMA_INC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)") $(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
-fi
 include_flags() { local dir; for dir in $1; do printf -- '-I%s ' "$dir"; done; }
-# shellcheck disable=SC2046 # one -I per directory
-cc -std=c11 -O2 $(include_flags "$LLAMA_INC") bench/suite.c -o "$WORK/suite-upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")"
-ENGINES=(ours upstream)
+ENGINES=(ours)
+if [ -n "${BASE_LIB:-}" ]; then
+  mkdir "$WORK/base"
+  cp "$BASE_LIB/libdeepseek.so" "$WORK/base/"
+  ln -s libdeepseek.so "$WORK/base/libdeepseek.so.0"
+  cc -std=c11 -O2 -Iinclude bench/suite.c -o "$WORK/suite-base" -L"$WORK/base" -ldeepseek -Wl,-rpath,"$WORK/base"
+  ENGINES+=(base)
+fi
+if [ -z "${NO_UPSTREAM:-}" ]; then
+  if [ ! -e "$LLAMA_LIB/libllama.so" ]; then echo "no libllama.so in $LLAMA_LIB (set LLAMA_LIB)" >&2; exit 1; fi
+  if [ -z "${LLAMA_INC:-}" ]; then
+    LLAMA_INC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)") $(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
+  fi
+  # shellcheck disable=SC2046 # one -I per directory
+  cc -std=c11 -O2 $(include_flags "$LLAMA_INC") bench/suite.c -o "$WORK/suite-upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")"
+  ENGINES+=(upstream)
+fi
 
 if [ -n "${IK_LLAMA_LIB:-}" ] || [ -n "${IK_LLAMA_INC:-}" ]; then
   if [ -z "${IK_LLAMA_LIB:-}" ] || [ -z "${IK_LLAMA_INC:-}" ]; then
