@@ -1251,6 +1251,17 @@ struct llama_model *llama_model_load_from_file(const char *path_model,
                                                struct llama_model_params params);
 
 /**
+ * A split model from the list of its shards, in order (the list's length must be the first
+ * shard's `split.count`, as upstream requires).
+ *
+ * # Safety
+ * `paths` must point to `n_paths` NUL-terminated strings.
+ */
+struct llama_model *llama_model_load_from_splits(const char **paths,
+                                                 size_t n_paths,
+                                                 struct llama_model_params params);
+
+/**
  * # Safety
  * As llama_model_load_from_file.
  */
@@ -1876,16 +1887,6 @@ int32_t llama_split_prefix(char *split_prefix,
                            int32_t split_count);
 
 struct llama_model_quantize_params llama_model_quantize_default_params(void);
-
-/**
- * One path loads as llama_model_load_from_file; several (split files) are not supported.
- *
- * # Safety
- * `paths` must point to `n_paths` NUL-terminated strings.
- */
-struct llama_model *llama_model_load_from_splits(const char **paths,
-                                                 size_t n_paths,
-                                                 struct llama_model_params params);
 
 /**
  * Not supported: model quantization. Logs one line; returns 1 (upstream's failure value).

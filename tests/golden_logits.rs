@@ -12,7 +12,11 @@ use deepseek::api::vocab::llama_vocab_n_tokens;
 
 /// Runs scenarios A–D and returns the produced rows in the reference's order.
 fn run_scenarios(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
-    let m = load_model(model_path);
+    run_scenarios_on(load_model(model_path), g)
+}
+
+/// As `run_scenarios` on a loaded model, which it frees.
+fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -> Vec<Vec<f32>> {
     let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize;
     assert_eq!(n_vocab, g.get("n_vocab").num() as usize);
     let c = new_context(m, 256, 4, 2);
@@ -202,4 +206,49 @@ golden_family! {
     deepseek_moe_f32 => "tiny-deepseek-moe-f32",
     deepseek_moe_q8_0 => "tiny-deepseek-moe-q8_0",
     deepseek_moe_q4_k_m => "tiny-deepseek-moe-q4_k_m",
+}
+
+/// Split models (tests/data/splits, cut by upstream's llama-gguf-split): loaded from the first
+/// shard, which brings the others, against upstream's logits for the same call.
+fn check_split(model: &str, count: usize, tol: Tolerance) {
+    let dir = data("splits");
+    let first = dir.join(format!("{model}-00001-of-{count:05}.gguf"));
+    check_files(model, &first, &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), tol);
+}
+
+#[test]
+fn split_qwen2_q8_0() {
+    check_split("tiny-qwen2-q8_0", 3, Tolerance::Quantized);
+}
+
+/// The first shard holds metadata only (`--no-tensor-first-split`).
+#[test]
+fn split_qwen2_q2_k_metadata_only_first_shard() {
+    check_split("tiny-qwen2-q2_k-meta1", 3, Tolerance::Quantized);
+}
+
+#[test]
+fn split_deepseek3_q4_k_m() {
+    check_split("tiny-deepseek3-q4_k_m", 4, Tolerance::QuantizedMoe);
+}
+
+/// A split model gives the unsplit file's logits bit for bit (upstream's do too), loaded from the first shard or
+/// from the explicit list (`llama_model_load_from_splits`); the list must have every shard.
+#[test]
+fn split_equals_unsplit() {
+    use deepseek::api::model::{llama_model_default_params, llama_model_load_from_splits};
+    let g = Json::parse(&std::fs::read_to_string(data("splits/golden/tiny-qwen2-q8_0.json")).unwrap());
+    let unsplit = run_scenarios(&data("tiny/tiny-qwen2-q8_0.gguf"), &g);
+    let first = run_scenarios(&data("splits/tiny-qwen2-q8_0-00001-of-00003.gguf"), &g);
+    let names: Vec<std::ffi::CString> = (1..=3)
+        .map(|i| std::ffi::CString::new(data(&format!("splits/tiny-qwen2-q8_0-{i:05}-of-00003.gguf")).to_str().unwrap()).unwrap())
+        .collect();
+    let mut ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|c| c.as_ptr()).collect();
+    // SAFETY: three NUL-terminated paths.
+    let m = unsafe { llama_model_load_from_splits(ptrs.as_mut_ptr(), 3, llama_model_default_params()) };
+    assert!(!m.is_null());
+    let listed = run_scenarios_on(m, &g);
+    assert!(unsplit == first && first == listed, "split and unsplit logits differ");
+    // SAFETY: two of the three paths: refused (tests/splits.rs checks the reasons).
+    assert!(unsafe { llama_model_load_from_splits(ptrs.as_mut_ptr(), 2, llama_model_default_params()) }.is_null());
 }

@@ -333,8 +333,7 @@ pub unsafe extern "C" fn llama_split_path(split_path: *mut c_char, maxlen: usize
             // SAFETY: as above.
             unsafe { CStr::from_ptr(p) }
         })?;
-        let mut s = prefix.to_bytes().to_vec();
-        s.extend_from_slice(format!("-{:05}-of-{:05}.gguf", split_no as i64 + 1, split_count).as_bytes());
+        let s = crate::gguf::split::path(prefix.to_bytes(), split_no as i64, split_count as i64);
         let n = s.len();
         if split_path.is_null() || n >= maxlen {
             return Ok(0);
@@ -361,17 +360,13 @@ pub unsafe extern "C" fn llama_split_prefix(split_prefix: *mut c_char, maxlen: u
             // SAFETY: as above.
             unsafe { CStr::from_ptr(p) }
         })?;
-        let path = path.to_bytes();
-        let postfix = format!("-{:05}-of-{:05}.gguf", split_no as i64 + 1, split_count);
-        if path.len() <= postfix.len() || !path.ends_with(postfix.as_bytes()) {
-            return Ok(0);
-        }
-        let n = path.len() - postfix.len();
+        let Some(prefix) = crate::gguf::split::prefix(path.to_bytes(), split_no as i64, split_count as i64) else { return Ok(0) };
+        let n = prefix.len();
         if !split_prefix.is_null() && maxlen > 0 {
             let c = n.min(maxlen - 1);
             // SAFETY: split_prefix is writable for maxlen > c bytes.
             unsafe {
-                ptr::copy_nonoverlapping(path.as_ptr(), split_prefix as *mut u8, c);
+                ptr::copy_nonoverlapping(prefix.as_ptr(), split_prefix as *mut u8, c);
                 *split_prefix.add(c) = 0;
             }
         }

@@ -8,6 +8,7 @@ use super::boundary::{as_ref, as_str, guard, guard_or, write_c_string};
 use super::handles::{llama_model, llama_vocab};
 use super::types::*;
 use crate::kernels::rope::RopeMode;
+use crate::gguf::Source;
 use crate::model::Model;
 
 #[no_mangle]
@@ -69,46 +70,87 @@ fn ftype_name(ft: u32) -> &'static str {
 pub unsafe extern "C" fn llama_model_load_from_file(path_model: *const c_char, params: llama_model_params) -> *mut llama_model {
     guard("llama_model_load_from_file", || {
         // SAFETY: the caller passes a NUL-terminated path.
-        let path = unsafe { as_str(path_model, "path_model") }?;
-        let mmap = match raw_enum(&params.load_mode) {
-            -1 | 1 | 3 => true,
-            0 | 2 | 4 => false,
-            other => return Err(format!("invalid load_mode {other}")),
-        };
-        if !params.kv_overrides.is_null() {
-            // SAFETY: a non-NULL kv_overrides points to an array ended by an entry with an empty key.
-            let first_key = unsafe { (*params.kv_overrides).key[0] };
-            if first_key != 0 {
-                return Err("kv_overrides are not supported yet".into());
-            }
-        }
-        let load_start = std::time::Instant::now();
-        let model = match params.progress_callback {
-            _ if params.vocab_only => Model::load_vocab_only(std::path::Path::new(path), mmap),
-            None => Model::load(std::path::Path::new(path), mmap),
-            Some(cb) => {
-                let user_data = params.progress_callback_user_data;
-                // SAFETY: the caller's callback with its own user data, as llama.h documents.
-                let mut report = |p: f32| unsafe { cb(p, user_data) };
-                Model::load_with_progress(std::path::Path::new(path), mmap, &mut report)
-            }
-        }
-        .map_err(|e| format!("{path}: {e}"))?;
-        let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
-        let desc = CString::new(describe(&model)).expect("no NUL in description");
-        let templates = model
-            .file
-            .kvs()
-            .iter()
-            .filter(|(k, _)| k.starts_with("tokenizer.chat_template"))
-            .filter_map(|(k, v)| match v {
-                crate::gguf::GgufValue::Str(s) => CString::new(s.as_str()).ok().map(|c| (k.clone(), c)),
-                _ => None,
-            })
-            .collect();
-        let model = Arc::new(model);
-        Ok(Box::into_raw(Box::new(llama_model { vocab: llama_vocab::new(Arc::clone(&model)), model, desc, templates, t_load_us })))
+        let path = unsafe { as_path(path_model, "path_model") }?;
+        load(Source::File(&path), &params)
     })
+}
+
+/// A split model from the list of its shards, in order (the list's length must be the first
+/// shard's `split.count`, as upstream requires).
+///
+/// # Safety
+/// `paths` must point to `n_paths` NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn llama_model_load_from_splits(paths: *mut *const c_char, n_paths: usize, params: llama_model_params) -> *mut llama_model {
+    guard("llama_model_load_from_splits", || {
+        if n_paths == 0 {
+            return Err("list of splits is empty".into());
+        }
+        as_ref(paths, "paths")?;
+        let owned = (0..n_paths)
+            .map(|i| {
+                // SAFETY: paths points to n_paths NUL-terminated strings (the caller's contract).
+                unsafe { as_path(*paths.add(i), "paths[i]") }.map_err(|e| format!("split {i}: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let refs: Vec<&std::path::Path> = owned.iter().map(|p| p.as_path()).collect();
+        load(Source::Splits(&refs), &params)
+    })
+}
+
+/// A C path string as a path (any bytes but NUL; not necessarily UTF-8).
+///
+/// # Safety
+/// `p` is NULL or NUL-terminated.
+unsafe fn as_path(p: *const c_char, what: &str) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = as_ref(p, what)?;
+    // SAFETY: NUL-terminated (the caller's contract); NULL was refused above.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
+    Ok(std::path::Path::new(std::ffi::OsStr::from_bytes(bytes)).to_path_buf())
+}
+
+/// The loader behind both entry points: the load mode, the refused parameters, the progress
+/// callback, vocab-only; the model handle with its description and chat templates.
+fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_model, String> {
+    let mmap = match raw_enum(&params.load_mode) {
+        -1 | 1 | 3 => true,
+        0 | 2 | 4 => false,
+        other => return Err(format!("invalid load_mode {other}")),
+    };
+    if !params.kv_overrides.is_null() {
+        // SAFETY: a non-NULL kv_overrides points to an array ended by an entry with an empty key.
+        let first_key = unsafe { (*params.kv_overrides).key[0] };
+        if first_key != 0 {
+            return Err("kv_overrides are not supported yet".into());
+        }
+    }
+    let load_start = std::time::Instant::now();
+    let model = match params.progress_callback {
+        _ if params.vocab_only => Model::load_vocab_only(source, mmap),
+        None => Model::load_source(source, mmap),
+        Some(cb) => {
+            let user_data = params.progress_callback_user_data;
+            // SAFETY: the caller's callback with its own user data, as llama.h documents.
+            let mut report = |p: f32| unsafe { cb(p, user_data) };
+            Model::load_with_progress(source, mmap, &mut report)
+        }
+    }
+    .map_err(|e| format!("{}: {e}", source.display()))?;
+    let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
+    let desc = CString::new(describe(&model)).expect("no NUL in description");
+    let templates = model
+        .file
+        .kvs()
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer.chat_template"))
+        .filter_map(|(k, v)| match v {
+            crate::gguf::GgufValue::Str(s) => CString::new(s.as_str()).ok().map(|c| (k.clone(), c)),
+            _ => None,
+        })
+        .collect();
+    let model = Arc::new(model);
+    Ok(Box::into_raw(Box::new(llama_model { vocab: llama_vocab::new(Arc::clone(&model)), model, desc, templates, t_load_us })))
 }
 
 /// # Safety

@@ -15,21 +15,6 @@ use super::boundary::{guard, unsupported, Fallback};
 use super::handles::{llama_context, llama_model};
 use super::types::*;
 
-/// One path loads as llama_model_load_from_file; several (split files) are not supported.
-///
-/// # Safety
-/// `paths` must point to `n_paths` NUL-terminated strings.
-#[no_mangle]
-pub unsafe extern "C" fn llama_model_load_from_splits(paths: *mut *const c_char, n_paths: usize, params: llama_model_params) -> *mut llama_model {
-    if n_paths == 1 && !paths.is_null() {
-        // SAFETY: paths points to n_paths (1) strings (caller).
-        let p = unsafe { *paths };
-        // SAFETY: p is a NUL-terminated path (caller).
-        return unsafe { super::model::llama_model_load_from_file(p, params) };
-    }
-    unsupported("llama_model_load_from_splits", "split model files")
-}
-
 /// Not supported: model quantization. Logs one line; returns 1 (upstream's failure value).
 #[no_mangle]
 pub extern "C" fn llama_model_quantize(fname_inp: *const c_char, fname_out: *const c_char, params: *const llama_model_quantize_params) -> u32 {

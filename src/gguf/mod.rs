@@ -1,13 +1,15 @@
 //! gguf: the GGUF container, versions 2 and 3. `reader` parses and validates untrusted bytes
 //! (every count and length is checked against the bytes that remain before anything is
-//! allocated from it); `writer` produces files for tests and tools.
+//! allocated from it); `split` joins the shards of a split model into one `GgufFile`; `writer`
+//! produces files for tests and tools.
 
 pub(crate) mod cursor;
 pub mod reader;
+pub mod split;
 pub mod value;
 pub mod writer;
 
-pub use reader::{GgufFile, TensorInfo};
+pub use reader::{GgufFile, Source, TensorInfo};
 pub use value::{GgufArray, GgufValue, ValueType};
 pub use writer::GgufWriter;
 

@@ -20,7 +20,9 @@ pub struct TensorInfo {
     /// ne[0] is the row length (contiguous), as in ggml.
     pub dims: Vec<usize>,
     pub ty: GgmlType,
-    /// Offset of the data from the start of the file.
+    /// Which file of a split model holds the data (0 for an unsplit file).
+    pub shard: usize,
+    /// Offset of the data from the start of its file.
     pub file_offset: usize,
     pub n_bytes: usize,
 }
@@ -35,6 +37,28 @@ impl TensorInfo {
     }
 }
 
+/// Where a model's GGUF data comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// One file; the first shard of a split model brings the others (`GgufFile::open`).
+    File(&'a Path),
+    /// The shards of a split model, in order (`GgufFile::open_paths`).
+    Splits(&'a [&'a Path]),
+}
+
+impl Source<'_> {
+    /// The path errors name: the file, or the first shard.
+    pub fn display(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Splits(ps) => ps.first().map_or_else(|| "(no files)".into(), |p| p.display().to_string()),
+        }
+    }
+}
+
+/// A model's GGUF data: one file, or the shards of a split model (`split.rs`) seen as one —
+/// the first shard's metadata, every shard's tensors in one index, each shard's bytes mapped
+/// (or read) separately and released together when this is dropped.
 pub struct GgufFile {
     pub version: u32,
     pub alignment: usize,
@@ -43,23 +67,61 @@ pub struct GgufFile {
     kv_index: HashMap<String, usize>,
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
-    bytes: FileBytes,
+    shards: Vec<FileBytes>,
 }
 
 impl GgufFile {
-    /// Opens a file, mapped (`mmap = true`) or read into an owned buffer.
+    /// Opens a model file, mapped (`mmap = true`) or read into an owned buffer. The first
+    /// shard of a split model (`split.count` > 1) brings the others, named as upstream names
+    /// them (`NAME-%05d-of-%05d.gguf`, `split.rs`).
     pub fn open(path: &Path, mmap: bool) -> Result<GgufFile, String> {
+        let first = Self::open_one(path, mmap, 0)?;
+        match super::split::shard_count(&first)? {
+            1 => Ok(first),
+            n => {
+                let paths = super::split::shard_paths(path, n)?;
+                super::split::join(first, &paths, mmap)
+            }
+        }
+    }
+
+    /// Opens a split model from the list of its shards, in order (llama.h's
+    /// `llama_model_load_from_splits`): the list's length must be the first shard's
+    /// `split.count`. One path of an unsplit file opens it as `open` does.
+    pub fn open_paths(paths: &[&Path], mmap: bool) -> Result<GgufFile, String> {
+        let first_path = paths.first().ok_or("the list of split files is empty")?;
+        let first = Self::open_one(first_path, mmap, 0)?;
+        let n = super::split::shard_count(&first)?;
+        if n != paths.len() {
+            return Err(format!("invalid split count, given: {} splits, but expected {n}", paths.len()));
+        }
+        if n == 1 {
+            return Ok(first);
+        }
+        super::split::join(first, paths, mmap)
+    }
+
+    /// Opens what `source` names.
+    pub fn open_source(source: Source<'_>, mmap: bool) -> Result<GgufFile, String> {
+        match source {
+            Source::File(p) => Self::open(p, mmap),
+            Source::Splits(ps) => Self::open_paths(ps, mmap),
+        }
+    }
+
+    /// One file, its tensors marked as held by shard `shard`.
+    pub(super) fn open_one(path: &Path, mmap: bool, shard: usize) -> Result<GgufFile, String> {
         let bytes = if mmap { FileBytes::map(path)? } else { FileBytes::read(path)? };
-        Self::parse(bytes)
+        Self::parse(bytes, shard)
     }
 
     /// Parses bytes already in memory (copied into an owned aligned buffer).
     pub fn from_slice(data: &[u8]) -> Result<GgufFile, String> {
-        Self::parse(FileBytes::from_slice(data)?)
+        Self::parse(FileBytes::from_slice(data)?, 0)
     }
 
-    fn parse(bytes: FileBytes) -> Result<GgufFile, String> {
-        let (version, alignment, data_offset, kvs, tensors) = parse_layout(bytes.as_slice())?;
+    fn parse(bytes: FileBytes, shard: usize) -> Result<GgufFile, String> {
+        let (version, alignment, data_offset, kvs, mut tensors) = parse_layout(bytes.as_slice())?;
         let mut kv_index = HashMap::with_capacity(kvs.len());
         for (i, (k, _)) in kvs.iter().enumerate() {
             if kv_index.insert(k.clone(), i).is_some() {
@@ -67,19 +129,41 @@ impl GgufFile {
             }
         }
         let mut tensor_index = HashMap::with_capacity(tensors.len());
-        for (i, t) in tensors.iter().enumerate() {
+        for (i, t) in tensors.iter_mut().enumerate() {
+            t.shard = shard;
             if tensor_index.insert(t.name.clone(), i).is_some() {
                 return Err(format!("duplicate tensor name '{}'", t.name));
             }
         }
-        Ok(GgufFile { version, alignment, data_offset, kvs, kv_index, tensors, tensor_index, bytes })
+        Ok(GgufFile { version, alignment, data_offset, kvs, kv_index, tensors, tensor_index, shards: vec![bytes] })
     }
 
-    pub fn is_mapped(&self) -> bool {
-        self.bytes.is_mapped()
+    /// Adds `other`'s tensors and bytes as the next shard (its metadata is dropped); a tensor
+    /// name already present is an error naming both shards.
+    pub(super) fn append_shard(&mut self, other: GgufFile) -> Result<(), String> {
+        let shard = self.shards.len();
+        for t in other.tensors {
+            if let Some(&i) = self.tensor_index.get(&t.name) {
+                return Err(format!("invalid model: tensor '{}' is duplicated (in shards {} and {})", t.name, self.tensors[i].shard + 1, shard + 1));
+            }
+            self.tensor_index.insert(t.name.clone(), self.tensors.len());
+            self.tensors.push(TensorInfo { shard, ..t });
+        }
+        self.shards.extend(other.shards);
+        Ok(())
     }
+
+    /// Whether the bytes are mapped (all shards are, or none).
+    pub fn is_mapped(&self) -> bool {
+        self.shards[0].is_mapped()
+    }
+    /// The files' total size.
     pub fn file_len(&self) -> usize {
-        self.bytes.as_slice().len()
+        self.shards.iter().map(|b| b.as_slice().len()).sum()
+    }
+    /// How many files the model's data is in.
+    pub fn n_shards(&self) -> usize {
+        self.shards.len()
     }
 
     pub fn kvs(&self) -> &[(String, GgufValue)] {
@@ -125,11 +209,12 @@ impl GgufFile {
     }
     /// The bytes of a tensor (validated in bounds at parse time).
     pub fn tensor_data(&self, t: &TensorInfo) -> &[u8] {
-        &self.bytes.as_slice()[t.file_offset..t.file_offset + t.n_bytes]
+        &self.shards[t.shard].as_slice()[t.file_offset..t.file_offset + t.n_bytes]
     }
-    /// The whole file, for code that keeps byte ranges instead of slices.
-    pub fn bytes(&self) -> &[u8] {
-        self.bytes.as_slice()
+    /// The whole of shard `shard` (0 for an unsplit file), for code that keeps byte ranges
+    /// instead of slices.
+    pub fn shard_bytes(&self, shard: usize) -> &[u8] {
+        self.shards[shard].as_slice()
     }
 }
 
@@ -200,7 +285,7 @@ fn parse_layout(bytes: &[u8]) -> Result<Layout, String> {
             .checked_next_multiple_of(alignment)
             .and_then(|p| expected.checked_add(p))
             .ok_or_else(|| format!("tensor '{name}': data section size overflows"))?;
-        tensors.push(TensorInfo { name, dims, ty, file_offset, n_bytes });
+        tensors.push(TensorInfo { name, dims, ty, shard: 0, file_offset, n_bytes });
     }
     Ok((version, alignment, data_offset, kvs, tensors))
 }

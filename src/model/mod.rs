@@ -23,7 +23,7 @@ pub mod weights;
 
 use std::path::Path;
 
-use crate::gguf::GgufFile;
+use crate::gguf::{GgufFile, Source};
 use crate::kernels::rope::RopeParams;
 use crate::kv::KvCache;
 use crate::sys::alloc::try_zeroed;
@@ -152,14 +152,19 @@ pub struct Model {
 }
 
 impl Model {
+    /// Loads a model file (the first shard of a split model brings the others).
     pub fn load(path: &Path, mmap: bool) -> Result<Model, String> {
-        Self::from_file(GgufFile::open(path, mmap)?)
+        Self::load_source(Source::File(path), mmap)
+    }
+
+    pub fn load_source(source: Source<'_>, mmap: bool) -> Result<Model, String> {
+        Self::from_file(GgufFile::open_source(source, mmap)?)
     }
 
     /// Only the vocabulary and hyper-parameters (llama.h's `vocab_only`): tensors are neither
     /// needed nor read, and no context can be made from the result.
-    pub fn load_vocab_only(path: &Path, mmap: bool) -> Result<Model, String> {
-        let file = GgufFile::open(path, mmap)?;
+    pub fn load_vocab_only(source: Source<'_>, mmap: bool) -> Result<Model, String> {
+        let file = GgufFile::open_source(source, mmap)?;
         let vocab = Vocab::from_gguf(&file)?;
         let hp = HParams::from_gguf(&file, vocab.n_tokens())?;
         crate::sys::stats::MODELS.add(1);
@@ -170,8 +175,8 @@ impl Model {
     /// reporting the fraction done to `progress`; a `false` from it cancels the load.
     /// Reading the weights up front is what makes a progress report honest for a mapped
     /// file, and it takes the page faults off the first decode.
-    pub fn load_with_progress(path: &Path, mmap: bool, progress: &mut dyn FnMut(f32) -> bool) -> Result<Model, String> {
-        let model = Self::load(path, mmap)?;
+    pub fn load_with_progress(source: Source<'_>, mmap: bool, progress: &mut dyn FnMut(f32) -> bool) -> Result<Model, String> {
+        let model = Self::load_source(source, mmap)?;
         if !progress(0.0) {
             return Err("loading cancelled by the progress callback".into());
         }
@@ -232,7 +237,7 @@ impl Model {
 
     /// A weight matrix view.
     pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
-        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.bytes()[m.offset..m.offset + m.n_bytes] }
+        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes] }
     }
 
     /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens

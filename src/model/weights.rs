@@ -14,6 +14,8 @@ pub struct Mat {
     pub ty: GgmlType,
     pub rows: usize,
     pub cols: usize,
+    /// The file of a split model that holds it (0 for an unsplit file), and where in it.
+    pub shard: usize,
     pub offset: usize,
     pub n_bytes: usize,
 }
@@ -57,7 +59,7 @@ pub fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, St
     if !t.ty.is_weight_type() {
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
-    Ok(Mat { ty: t.ty, rows, cols, offset: t.file_offset, n_bytes: t.n_bytes })
+    Ok(Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes: t.n_bytes })
 }
 
 fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, String> {
@@ -91,7 +93,7 @@ pub fn stack(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize) -
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
     let n_bytes = t.n_bytes / count;
-    Ok(Stack { first: Mat { ty: t.ty, rows, cols, offset: t.file_offset, n_bytes }, count })
+    Ok(Stack { first: Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes }, count })
 }
 
 pub fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
@@ -105,7 +107,7 @@ pub fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32
 impl Weights {
     /// No weights (a vocab-only model).
     pub fn absent() -> Weights {
-        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, offset: 0, n_bytes: 0 };
+        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, shard: 0, offset: 0, n_bytes: 0 };
         Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None }
     }
 
