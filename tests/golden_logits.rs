@@ -208,6 +208,14 @@ golden_family! {
     deepseek_moe_q4_k_m => "tiny-deepseek-moe-q4_k_m",
 }
 
+// deepseek2 in the legacy layout (one attn_kv_b per block, converted before absorption): split
+// into attn_k_b / attn_v_b at load and run as MLA, against upstream's non-absorbed logits.
+golden_family! {
+    deepseek2_legacy_f32 => "tiny-deepseek2-legacy-f32",
+    deepseek2_legacy_q8_0 => "tiny-deepseek2-legacy-q8_0",
+    deepseek2_legacy_q4_k_m => "tiny-deepseek2-legacy-q4_k_m",
+}
+
 /// Split models (tests/data/splits, cut by upstream's llama-gguf-split): loaded from the first
 /// shard, which brings the others, against upstream's logits for the same call.
 fn check_split(model: &str, count: usize, tol: Tolerance) {

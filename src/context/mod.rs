@@ -193,10 +193,11 @@ impl Context {
             n_ctx_orig: if p.yarn_orig_ctx != 0 { p.yarn_orig_ctx } else { hp.n_ctx_orig_yarn },
             mode: hp.arch.rope_mode(),
         };
+        let (n_head_kv, head_dim) = hp.kv_cache_heads();
         let shape = KvShape {
             n_layer: hp.n_layer,
-            n_head_kv: hp.n_head_kv,
-            head_dim: hp.head_dim_k,
+            n_head_kv,
+            head_dim,
             n_stream,
             n_cells: n_ctx_seq as usize,
             n_seq_max: p.n_seq_max as usize,

@@ -153,11 +153,37 @@ impl GgufFile {
         Ok(())
     }
 
+    /// Adds tensors the loader derives from the file's own (e.g. a legacy layout converted to
+    /// the current one) as one more shard, owned (copied into one aligned buffer, 64-byte
+    /// aligned each) and freed with the rest. Their names must be new.
+    pub fn append_owned(&mut self, tensors: Vec<(String, Vec<usize>, GgmlType, Vec<u8>)>) -> Result<(), String> {
+        const ALIGN: usize = 64;
+        let total = tensors.iter().try_fold(0usize, |a, t| t.3.len().checked_next_multiple_of(ALIGN).and_then(|n| a.checked_add(n))).ok_or("derived tensors overflow")?;
+        let mut buf = crate::sys::pages::Pages::<u8>::zeroed(total, "derived tensors")?;
+        let shard = self.shards.len();
+        let mut off = 0;
+        for (name, dims, ty, bytes) in tensors {
+            if self.tensor_index.contains_key(&name) {
+                return Err(format!("derived tensor '{name}' already exists in the file"));
+            }
+            let n_elems: usize = dims.iter().product();
+            if dims[0] % ty.block_len() != 0 || n_elems / ty.block_len() * ty.block_bytes() != bytes.len() {
+                return Err(format!("derived tensor '{name}': {} bytes do not fit {dims:?} of {}", bytes.len(), ty.name()));
+            }
+            buf.as_mut_slice()[off..off + bytes.len()].copy_from_slice(&bytes);
+            self.tensor_index.insert(name.clone(), self.tensors.len());
+            self.tensors.push(TensorInfo { name, dims, ty, shard, file_offset: off, n_bytes: bytes.len() });
+            off += bytes.len().next_multiple_of(ALIGN);
+        }
+        self.shards.push(FileBytes::from_pages(buf));
+        Ok(())
+    }
+
     /// Whether the bytes are mapped (all shards are, or none).
     pub fn is_mapped(&self) -> bool {
         self.shards[0].is_mapped()
     }
-    /// The files' total size.
+    /// The bytes of every shard (the files, and derived tensors).
     pub fn file_len(&self) -> usize {
         self.shards.iter().map(|b| b.as_slice().len()).sum()
     }

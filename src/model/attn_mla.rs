@@ -77,6 +77,47 @@ impl MlaWeights {
     }
 }
 
+/// Legacy deepseek2 files (converted before absorption) carry per block one `attn_kv_b`
+/// {kv_lora_rank, n_head·(qk_nope + v_head)}: per head qk_nope rows of W_UK, then v_head rows
+/// of W_UV, each of kv_lora_rank columns (HF's `kv_b_proj`). Upstream b11312 runs them as plain
+/// multi-head attention over heads decompressed from the latent (its non-MLA branch, caching
+/// n_head·(qk_head + v_head) values per token). As ik_llama.cpp does, the loader splits the
+/// matrix into the absorbed layout instead — `attn_k_b` {qk_nope, kv_lora_rank, n_head}: W_UK
+/// per head transposed, dequantized exactly and stored as F16 (the precision upstream's
+/// decompressed keys are cached in); `attn_v_b` {kv_lora_rank, v_head, n_head}: W_UV's rows
+/// copied as they are — so legacy files run this block with its cache of kv_lora_rank + rope
+/// dims per token (for V3/R1 576 against 40,960 values). The derived tensors are owned by the
+/// model's file set and freed with it.
+pub fn absorb_legacy(f: &mut GgufFile, hp: &HParams) -> Result<(), String> {
+    let m = hp.mla.as_ref().ok_or("absorb_legacy: not an MLA model")?;
+    let (h, c, nope, v) = (hp.n_head, m.kv_lora_rank, m.qk_nope, m.v_head);
+    let mut derived = Vec::new();
+    let mut row = vec![0f32; c];
+    for i in 0..super::weights::layer_count(f, hp)? {
+        let name = format!("blk.{i}.attn_kv_b.weight");
+        let kv_b = mat(f, &name, c, h * (nope + v)).map_err(|e| format!("{e} (a deepseek2 file without key_length_mla / value_length_mla has the legacy layout)"))?;
+        let data = f.tensor_data(super::weights::find(f, &name)?);
+        let row_bytes = kv_b.n_bytes / kv_b.rows;
+        let rows = |r: usize, n: usize| &data[r * row_bytes..(r + n) * row_bytes];
+        let mut k_b = vec![0u8; 2 * h * c * nope];
+        let mut v_b = Vec::with_capacity(h * v * row_bytes);
+        for head in 0..h {
+            let first = head * (nope + v);
+            for n in 0..nope {
+                crate::quant::dequantize_row(kv_b.ty, rows(first + n, 1), &mut row);
+                for (ci, &x) in row.iter().enumerate() {
+                    let at = 2 * ((head * c + ci) * nope + n);
+                    k_b[at..at + 2].copy_from_slice(&crate::quant::f32_to_f16(x).to_le_bytes());
+                }
+            }
+            v_b.extend_from_slice(rows(first + nope, v));
+        }
+        derived.push((format!("blk.{i}.attn_k_b.weight"), vec![nope, c, h], crate::quant::GgmlType::F16, k_b));
+        derived.push((format!("blk.{i}.attn_v_b.weight"), vec![c, v, h], kv_b.ty, v_b));
+    }
+    f.append_owned(derived)
+}
+
 pub struct MlaScratch {
     qa: Vec<f32>,
     qa_normed: Vec<f32>,

@@ -100,6 +100,10 @@ pub struct MlaParams {
     pub qk_head: usize,
     /// Per-head value size (value_length_mla).
     pub v_head: usize,
+    /// The file has the legacy layout (one `attn_kv_b` per block, no `key_length_mla` /
+    /// `value_length_mla`: converted before absorption); the loader splits `attn_kv_b` into
+    /// `attn_k_b` / `attn_v_b` (`attn_mla::absorb_legacy`) and runs it as MLA.
+    pub legacy: bool,
 }
 
 /// The routed experts' hyper-parameters (deepseek, deepseek2).
@@ -216,6 +220,15 @@ impl HParams {
     pub fn kv_dim_v(&self) -> usize {
         self.n_head_kv * self.head_dim_v
     }
+    /// The KV cache's heads and row size per head: MLA caches one row of the latent and the
+    /// rope key per token (also for legacy files, whose `head_count_kv` and `key_length` describe
+    /// the per-head K/V upstream caches instead).
+    pub fn kv_cache_heads(&self) -> (usize, usize) {
+        match &self.mla {
+            Some(m) => (1, m.kv_lora_rank + self.n_rot),
+            None => (self.n_head_kv, self.head_dim_k),
+        }
+    }
     /// Whether the KV cache holds V rows (MLA's values are its cached latent).
     pub fn kv_with_v(&self) -> bool {
         self.mla.is_none()
@@ -236,16 +249,20 @@ impl MlaParams {
         let kv_lora_rank = required_u32(f, &k("attention.kv_lora_rank"))? as usize;
         let qk_head = f.get_u32(&k("attention.key_length_mla")).map(|v| v as usize);
         let v_head = f.get_u32(&k("attention.value_length_mla")).map(|v| v as usize);
-        let (Some(qk_head), Some(v_head)) = (qk_head, v_head) else {
-            return Err("deepseek2 GGUF without key_length_mla/value_length_mla (the non-absorbed attn_kv_b layout) is not supported yet; reconvert with a current converter".into());
+        // Upstream's is_mla(): both keys present. Without them (the legacy layout) key_length
+        // and value_length are the per-head sizes themselves.
+        let legacy = qk_head.is_none() || v_head.is_none();
+        let (qk_head, v_head) = match (qk_head, v_head) {
+            (Some(k), Some(v)) => (k, v),
+            _ => (key_length, value_length),
         };
         if qk_head <= n_rot || v_head == 0 {
-            return Err(format!("key_length_mla {qk_head} must exceed the rope dimension {n_rot}, value_length_mla {v_head} must be positive"));
+            return Err(format!("per-head key size {qk_head} must exceed the rope dimension {n_rot}, value size {v_head} must be positive"));
         }
-        if key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank {
+        if !legacy && (key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank) {
             return Err(format!("key_length {key_length} / value_length {value_length} must be kv_lora_rank + rope dims / kv_lora_rank ({kv_lora_rank}, {n_rot})"));
         }
-        Ok(MlaParams { q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head })
+        Ok(MlaParams { q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head, legacy })
     }
 }
 

@@ -202,7 +202,7 @@ impl Model {
         Ok(model)
     }
 
-    pub fn from_file(file: GgufFile) -> Result<Model, String> {
+    pub fn from_file(mut file: GgufFile) -> Result<Model, String> {
         let embd = file.tensor("token_embd.weight").ok_or("missing required tensor 'token_embd.weight'")?;
         if embd.dims.len() != 2 {
             return Err(format!("token_embd.weight has {} dimensions, expected 2", embd.dims.len()));
@@ -213,6 +213,12 @@ impl Model {
             return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", vocab.n_tokens()));
         }
         let mut hp = HParams::from_gguf(&file, n_vocab)?;
+        // Counted as the file has them (before any derived tensor).
+        let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
+        let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
+        if hp.mla.as_ref().is_some_and(|m| m.legacy) {
+            attn_mla::absorb_legacy(&mut file, &hp)?;
+        }
         let weights = Weights::from_file(&file, &hp)?;
         let layers = match hp.arch {
             Arch::Llama | Arch::Qwen2 => Layers::Llama(llama::load(&file, &hp)?),
@@ -229,8 +235,6 @@ impl Model {
                 Layers::Deepseek2(blocks)
             }
         };
-        let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
-        let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
         crate::sys::stats::MODELS.add(1);
         Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
     }

@@ -48,6 +48,11 @@ impl FileBytes {
         Ok(FileBytes::owned(buf))
     }
 
+    /// An owned buffer already filled (derived tensors).
+    pub fn from_pages(buf: Pages<u8>) -> FileBytes {
+        FileBytes::owned(buf)
+    }
+
     fn owned(buf: Pages<u8>) -> FileBytes {
         stats::OWNED_MODEL_BYTES.add(buf.bytes() as i64);
         FileBytes::Owned(buf)
