@@ -175,6 +175,33 @@ fn deepseek2(v3: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
     b.w.to_bytes()
 }
 
+/// `bytes` (a model) cut in two shards as llama-gguf-split cuts (split.* keys, every other key in
+/// the first shard, half the tensors in each), framed as the gguf_model target reads a split set:
+/// `SPLT`, the shard count, the first shard's length (u32 LE), then the shards.
+fn split_seed(bytes: &[u8]) -> Vec<u8> {
+    let f = GgufFile::from_slice(bytes).unwrap();
+    let n = f.tensors().len() as i32;
+    let mut shards = [GgufWriter::new(), GgufWriter::new()];
+    for (k, v) in f.kvs() {
+        shards[0].kv(k, v.clone());
+    }
+    for (s, w) in shards.iter_mut().enumerate() {
+        w.kv("split.no", GgufValue::U16(s as u16)).kv("split.count", GgufValue::U16(2)).kv("split.tensors.count", GgufValue::I32(n));
+    }
+    for (i, t) in f.tensors().iter().enumerate() {
+        shards[(2 * i) / f.tensors().len()].tensor(&t.name, &t.dims, t.ty, f.tensor_data(t).to_vec());
+    }
+    let (a, b) = (shards[0].to_bytes(), shards[1].to_bytes());
+    let joined = GgufFile::from_slices(&[&a, &b]).unwrap();
+    deepseek::model::Model::from_file(joined).unwrap_or_else(|e| panic!("split seed does not load: {e}"));
+    let mut out = b"SPLT".to_vec();
+    out.push(2);
+    out.extend_from_slice(&(a.len() as u32).to_le_bytes());
+    out.extend(a);
+    out.extend(b);
+    out
+}
+
 fn main() {
     let out = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: make_fuzz_seeds OUT_DIR"));
     std::fs::create_dir_all(&out).unwrap();
@@ -187,10 +214,13 @@ fn main() {
         ("deepseek2-lite-q8_0", deepseek2(false, GgmlType::Q8_0, &tok)),
         ("deepseek3-q4_1", deepseek2(true, GgmlType::Q4_1, &tok)),
     ];
+    let split = split_seed(&seeds[2].1);
     for (name, bytes) in seeds {
         let file = GgufFile::from_slice(&bytes).unwrap();
         deepseek::model::Model::from_file(file).unwrap_or_else(|e| panic!("seed {name} does not load: {e}"));
         std::fs::write(out.join(name), &bytes).unwrap();
         println!("{name}: {} bytes", bytes.len());
     }
+    std::fs::write(out.join("qwen2-q8_0-split2"), &split).unwrap();
+    println!("qwen2-q8_0-split2: {} bytes", split.len());
 }

@@ -120,6 +120,20 @@ impl GgufFile {
         Self::parse(FileBytes::from_slice(data)?, 0)
     }
 
+    /// The shards of a split model already in memory (tests, fuzzing), in order: joined as
+    /// `open_paths` joins files; one unsplit file parses as `from_slice`.
+    pub fn from_slices(shards: &[&[u8]]) -> Result<GgufFile, String> {
+        let first = Self::parse(FileBytes::from_slice(shards.first().ok_or("the list of split files is empty")?)?, 0)?;
+        let n = super::split::shard_count(&first)?;
+        if n != shards.len() {
+            return Err(format!("invalid split count, given: {} splits, but expected {n}", shards.len()));
+        }
+        if n == 1 {
+            return Ok(first);
+        }
+        super::split::join_with(first, n, |i| Ok((format!("shard {}", i + 1), Self::parse(FileBytes::from_slice(shards[i])?, i)?)))
+    }
+
     fn parse(bytes: FileBytes, shard: usize) -> Result<GgufFile, String> {
         let (version, alignment, data_offset, kvs, mut tensors) = parse_layout(bytes.as_slice())?;
         let mut kv_index = HashMap::with_capacity(kvs.len());

@@ -66,23 +66,31 @@ pub(super) fn shard_paths(first: &Path, count: usize) -> Result<Vec<PathBuf>, St
 }
 
 /// Opens shards 1.. of `paths` (shard 0 is `first`, already open) and joins them into one.
-pub(super) fn join(mut first: GgufFile, paths: &[impl AsRef<Path>], mmap: bool) -> Result<GgufFile, String> {
+pub(super) fn join(first: GgufFile, paths: &[impl AsRef<Path>], mmap: bool) -> Result<GgufFile, String> {
     let count = paths.len();
+    join_with(first, count, |i| {
+        let p = paths[i].as_ref();
+        let shard = GgufFile::open_one(p, mmap, i).map_err(|e| format!("failed to load GGUF split {} of {count} from {}: {e}", i + 1, p.display()))?;
+        Ok((p.display().to_string(), shard))
+    })
+}
+
+/// Joins `first` (shard 0 of `count`) with shards 1.. that `open(i)` gives (a name for errors,
+/// and the parsed shard), checking every rule of the module header.
+pub(super) fn join_with(mut first: GgufFile, count: usize, mut open: impl FnMut(usize) -> Result<(String, GgufFile), String>) -> Result<GgufFile, String> {
     let n_tensors = first.get(KEY_TENSORS).ok_or_else(|| format!("key not found in model: {KEY_TENSORS} (the first of {count} shards)"))?;
     let n_tensors = n_tensors.as_i64().ok_or_else(|| format!("{KEY_TENSORS} must be an integer, got {n_tensors:?}"))?;
-    for (i, p) in paths.iter().enumerate().skip(1) {
-        let p = p.as_ref();
-        let shard = GgufFile::open_one(p, mmap, i).map_err(|e| format!("failed to load GGUF split {} of {count} from {}: {e}", i + 1, p.display()))?;
-        let no = shard_no(&shard).ok_or_else(|| format!("missing key {KEY_NO} in GGUF split {}", p.display()))?;
+    for i in 1..count {
+        let (name, shard) = open(i)?;
+        let no = shard_no(&shard).ok_or_else(|| format!("missing key {KEY_NO} in GGUF split {name}"))?;
         if no != i as i64 {
-            return Err(format!("invalid split file idx: {no} (file: {}), expected {i}", p.display()));
+            return Err(format!("invalid split file idx: {no} (file: {name}), expected {i}"));
         }
         let other_count = shard.get(KEY_COUNT).and_then(|v| v.as_i64());
         let other_tensors = shard.get(KEY_TENSORS).and_then(|v| v.as_i64());
         if other_count != Some(count as i64) || other_tensors != Some(n_tensors) {
             return Err(format!(
-                "{} is not a shard of this model: it says {KEY_COUNT} = {}, {KEY_TENSORS} = {}, the first shard {count} and {n_tensors}",
-                p.display(),
+                "{name} is not a shard of this model: it says {KEY_COUNT} = {}, {KEY_TENSORS} = {}, the first shard {count} and {n_tensors}",
                 other_count.map_or("(none)".into(), |v| v.to_string()),
                 other_tensors.map_or("(none)".into(), |v| v.to_string())
             ));
