@@ -47,7 +47,7 @@ macro_rules! block_format {
 }
 
 mod common;
-mod fp4;
+pub(crate) mod fp4;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
@@ -62,7 +62,7 @@ mod iq3_s;
 mod iq3_xxs;
 mod iq4_nl;
 mod iq4_xs;
-mod iq_tables;
+pub(crate) mod iq_tables;
 mod iquant;
 mod lanes;
 mod legacy;
@@ -225,6 +225,12 @@ formats! {
 }
 
 impl GgmlType {
+    /// Whether `quantize_row_ref` can write this type (the IQ, ternary, FP4 and 1/2-bit
+    /// formats have no reference quantizer here: they are read, not written).
+    pub(crate) fn has_quantize_ref(self) -> bool {
+        self.quantize_ref_fn().is_some()
+    }
+
     /// The type with ggml id `v`; None for unknown or unsupported ids.
     pub fn from_u32(v: u32) -> Option<GgmlType> {
         GgmlType::ALL.iter().copied().find(|t| *t as u32 == v)

@@ -20,6 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::ActAux;
+use crate::quant::fp4::{e8m0_half, KVALUES_FP4};
+use crate::quant::iq_tables::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use crate::quant::GgmlType;
 
 const QK_K: usize = crate::quant::QK_K;
@@ -35,6 +37,17 @@ const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
 const Q8_K_B: usize = GgmlType::Q8K.block_bytes();
+const IQ2_XXS_B: usize = GgmlType::IQ2_XXS.block_bytes();
+const IQ2_XS_B: usize = GgmlType::IQ2_XS.block_bytes();
+const IQ2_S_B: usize = GgmlType::IQ2_S.block_bytes();
+const IQ3_XXS_B: usize = GgmlType::IQ3_XXS.block_bytes();
+const IQ3_S_B: usize = GgmlType::IQ3_S.block_bytes();
+const IQ1_S_B: usize = GgmlType::IQ1_S.block_bytes();
+const IQ4_XS_B: usize = GgmlType::IQ4_XS.block_bytes();
+const IQ4_NL_B: usize = GgmlType::IQ4_NL.block_bytes();
+const MXFP4_B: usize = GgmlType::MXFP4.block_bytes();
+/// `IQ1S_DELTA` (ggml-common.h:1132).
+const IQ1S_DELTA: f32 = 0.125;
 
 // ---------------------------------------------------------------------------------------------
 // helpers (always inlined into the `#[target_feature]` kernels that call them)
@@ -378,6 +391,275 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
             *out.add(r * out_stride) = hsum_float_8(acc[r]);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// IQ formats against Q8_K (the reference: `quant::iquant`)
+
+/// One 32-weight group of an IQ block: its bytes (grid magnitudes, or signed values with
+/// `signs == 0`), the sign bits (bit `j` negates weight `j`) and the scales of its two halves.
+struct IqGroup {
+    q: __m256i,
+    signs: u32,
+    lo: i16,
+    hi: i16,
+}
+
+/// The sign bits of four 7-bit `ksigns_iq2xs` indices packed at bits 0, 7, 14, 21 of `sg`.
+#[inline(always)]
+fn ksigns4(sg: u32) -> u32 {
+    let k = |i: u32| KSIGNS_IQ2XS[((sg >> (7 * i)) & 127) as usize] as u32;
+    k(0) | (k(1) << 8) | (k(2) << 16) | (k(3) << 24)
+}
+
+#[inline(always)]
+unsafe fn grid64x4(g: &[u64], i: [usize; 4]) -> __m256i {
+    // SAFETY: register-only AVX intrinsic; indexing is bounds-checked.
+    unsafe { _mm256_set_epi64x(g[i[3]] as i64, g[i[2]] as i64, g[i[1]] as i64, g[i[0]] as i64) }
+}
+
+#[inline(always)]
+unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
+    // SAFETY: register-only AVX intrinsic; indexing is bounds-checked.
+    unsafe { _mm256_setr_epi32(g[i[0]] as i32, g[i[1]] as i32, g[i[2]] as i32, g[i[3]] as i32, g[i[4]] as i32, g[i[5]] as i32, g[i[6]] as i32, g[i[7]] as i32) }
+}
+
+/// The IQ super-block dot product: per block the 8 groups decoded once (signs applied), then
+/// per activation row `maddubs(|w|, sign_epi8(a, w))`, `madd` with the per-16 scales, one FMA
+/// with `d_w · d_a`; `factor · hsum`. With `EXTRA`, `extra(w_block, a_block)` is an integer
+/// term added as `acc1 = fma(d, extra, acc1)` and `DELTA1 · acc1` at the end (IQ1_S's deltas).
+#[inline(always)]
+unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    factor: f32,
+    group: impl Fn(*const u8, usize) -> IqGroup,
+    extra: impl Fn(*const u8, *const u8) -> i32,
+) {
+    // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc1 = [0f32; R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let dw = f16_at(wb);
+            let mut wq = [_mm256_setzero_si256(); 8];
+            let mut ax = [_mm256_setzero_si256(); 8];
+            let mut sc = [_mm256_setzero_si256(); 8];
+            for g in 0..8 {
+                let gr = group(wb, g);
+                let m = bytes_from_bits_32(gr.signs);
+                wq[g] = _mm256_sub_epi8(_mm256_xor_si256(gr.q, m), m);
+                ax[g] = _mm256_sign_epi8(wq[g], wq[g]);
+                sc[g] = _mm256_set_m128i(_mm_set1_epi16(gr.hi), _mm_set1_epi16(gr.lo));
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let mut sumi = _mm256_setzero_si256();
+                for g in 0..8 {
+                    let qy = load256(ab.add(4 + 32 * g));
+                    let p = _mm256_maddubs_epi16(ax[g], _mm256_sign_epi8(qy, wq[g]));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc[g]));
+                }
+                let d = dw * f32_at(ab);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
+                if EXTRA {
+                    acc1[r] = d.mul_add(extra(wb, ab) as f32, acc1[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            let s = factor * hsum_float_8(acc[r]);
+            *out.add(r * out_stride) = if EXTRA { s + IQ1S_DELTA * acc1[r] } else { s };
+        }
+    }
+}
+
+/// The per-32 scale `2·ls + 1` of both halves.
+#[inline(always)]
+fn odd_scale(q: __m256i, signs: u32, ls: u32) -> IqGroup {
+    let s = (2 * ls + 1) as i16;
+    IqGroup { q, signs, lo: s, hi: s }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | per 32: 4 grid bytes, u32 signs + scale.
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 4]);
+            let sg = std::ptr::read_unaligned(wb.add(6 + 8 * g) as *const u32);
+            odd_scale(grid64x4(&IQ2XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
+        };
+        dot_iq::<R, IQ2_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | 64 grid bytes | per 32 a u32 of signs + scale.
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
+            let sg = std::ptr::read_unaligned(wb.add(66 + 4 * g) as *const u32);
+            odd_scale(grid32x8(&IQ3XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
+        };
+        dot_iq::<R, IQ3_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_, _| 0)
+    }
+}
+
+/// Two 4-bit scales of a byte as the per-16 factors `2·s + 1` (low nibble first).
+#[inline(always)]
+fn nibble_scales(q: __m256i, signs: u32, s: u8) -> IqGroup {
+    IqGroup { q, signs, lo: 2 * (s & 15) as i16 + 1, hi: 2 * (s >> 4) as i16 + 1 }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | u16 qs[32] (9-bit index, 7 sign bits) | scales[8].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
+            let signs = v.iter().enumerate().fold(0u32, |s, (k, &v)| s | ((KSIGNS_IQ2XS[(v >> 9) as usize] as u32) << (8 * k)));
+            nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
+        };
+        dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[32] | signs[32] | qh[8] | scales[8].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let qs = std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]);
+            let qh = *wb.add(66 + g) as usize;
+            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | ((qh << (8 - 2 * l)) & 0x300));
+            let signs = std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32);
+            nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
+        };
+        dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[64] | qh[8] | signs[32] | scales[4].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let qs = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
+            let qh = *wb.add(66 + g) as usize;
+            let idx: [usize; 8] = std::array::from_fn(|i| qs[i] as usize | ((qh << (8 - i)) & 256));
+            let signs = std::ptr::read_unaligned(wb.add(74 + 4 * g) as *const u32);
+            let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
+            odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
+        };
+        dot_iq::<R, IQ3_S_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_, _| 0)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | scales_h u16 | scales_l[4] | qs[128].
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+        let group = |wb: *const u8, g: usize| {
+            let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(8 + 16 * g)));
+            let sh = std::ptr::read_unaligned(wb.add(2) as *const u16);
+            let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
+            IqGroup { q, signs: 0, lo: ls, hi: ls }
+        };
+        dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_, _| 0)
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[32] | qh u16[8]; Q8_K bsums at 4 + 256.
+    unsafe {
+        let qh = |wb: *const u8, g: usize| std::ptr::read_unaligned(wb.add(34 + 2 * g) as *const u16) as usize;
+        let group = |wb: *const u8, g: usize| {
+            let (h, qs) = (qh(wb, g), std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]));
+            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | (((h >> (3 * l)) & 7) << 8));
+            odd_scale(grid64x4(&IQ1S_GRID, idx), 0, ((h >> 12) & 7) as u32)
+        };
+        let extra = |wb: *const u8, ab: *const u8| {
+            let bs = std::ptr::read_unaligned(ab.add(4 + QK_K) as *const [i16; 16]);
+            (0..8)
+                .map(|g| {
+                    let h = qh(wb, g);
+                    let s = 2 * ((h >> 12) & 7) as i32 + 1;
+                    (bs[2 * g] as i32 + bs[2 * g + 1] as i32) * if h & 0x8000 != 0 { -s } else { s }
+                })
+                .sum()
+        };
+        dot_iq::<R, IQ1_S_B, true>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
+    }
+}
+
+/// IQ4_NL / MXFP4 × Q8_0 in upstream's pairs (the reference: `quant::legacy::vec_dot_q8_0_pairs`):
+/// even and odd blocks in two accumulators, `hsum(acc1 + acc2)`, an odd last block added as
+/// `sumf + d · sumi` with the exact integer sum.
+#[inline(always)]
+unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    values: &[i8; 16],
+    qs_off: usize,
+    scale: impl Fn(*const u8) -> f32,
+) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(values.as_ptr() as *const __m128i));
+        let mut acc = [[_mm256_setzero_ps(); R]; 2];
+        let pairs = nb / 2 * 2;
+        for ib in 0..pairs {
+            let wb = w.add(ib * WB);
+            let dw = scale(wb);
+            let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(qs_off)));
+            let ax = _mm256_sign_epi8(q, q);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_0_B);
+                let p = mul_sum_us8_pairs(ax, _mm256_sign_epi8(load256(ab.add(2)), q));
+                let d = _mm256_set1_ps(f16_at(ab) * dw);
+                acc[ib % 2][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[ib % 2][r]);
+            }
+        }
+        for r in 0..R {
+            let mut sumf = hsum_float_8(_mm256_add_ps(acc[0][r], acc[1][r]));
+            if pairs < nb {
+                let (wb, ab) = (w.add(pairs * WB), a.add(r * a_stride + pairs * Q8_0_B));
+                let mut sumi = 0i32;
+                for j in 0..16 {
+                    let byte = *wb.add(qs_off + j);
+                    sumi += values[(byte & 15) as usize] as i32 * *ab.add(2 + j) as i8 as i32;
+                    sumi += values[(byte >> 4) as usize] as i32 * *ab.add(18 + j) as i8 as i32;
+                }
+                sumf += f16_at(ab) * scale(wb) * sumi as f32;
+            }
+            *out.add(r * out_stride) = sumf;
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_nl<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[16].
+    unsafe { dot_nl_pairs::<R, IQ4_NL_B>(nb, w, a, a_stride, out, out_stride, &KVALUES_IQ4NL, 2, |b| f16_at(b)) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_mxfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: e | qs[16].
+    unsafe { dot_nl_pairs::<R, MXFP4_B>(nb, w, a, a_stride, out, out_stride, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -178,7 +178,25 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static F16: DotFns = table!(avx2, dot_f16);
             static F32: DotFns = table!(avx2, dot_f32);
             static BF16: DotFns = table!(avx2, dot_bf16);
+            static IQ2_XXS: DotFns = table!(avx2, dot_iq2_xxs);
+            static IQ2_XS: DotFns = table!(avx2, dot_iq2_xs);
+            static IQ2_S: DotFns = table!(avx2, dot_iq2_s);
+            static IQ3_XXS: DotFns = table!(avx2, dot_iq3_xxs);
+            static IQ3_S: DotFns = table!(avx2, dot_iq3_s);
+            static IQ1_S: DotFns = table!(avx2, dot_iq1_s);
+            static IQ4_XS: DotFns = table!(avx2, dot_iq4_xs);
+            static IQ4_NL: DotFns = table!(avx2, dot_iq4_nl);
+            static MXFP4: DotFns = table!(avx2, dot_mxfp4);
             match ty {
+                GgmlType::IQ2_XXS => Some(&IQ2_XXS),
+                GgmlType::IQ2_XS => Some(&IQ2_XS),
+                GgmlType::IQ2_S => Some(&IQ2_S),
+                GgmlType::IQ3_XXS => Some(&IQ3_XXS),
+                GgmlType::IQ3_S => Some(&IQ3_S),
+                GgmlType::IQ1_S => Some(&IQ1_S),
+                GgmlType::IQ4_XS => Some(&IQ4_XS),
+                GgmlType::IQ4_NL => Some(&IQ4_NL),
+                GgmlType::MXFP4 => Some(&MXFP4),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q4_1 => Some(&Q4_1),
                 GgmlType::Q5_0 => Some(&Q5_0),
