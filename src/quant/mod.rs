@@ -227,7 +227,7 @@ formats! {
 impl GgmlType {
     /// Whether `quantize_row_ref` can write this type (the IQ, ternary, FP4 and 1/2-bit
     /// formats have no reference quantizer here: they are read, not written).
-    pub(crate) fn has_quantize_ref(self) -> bool {
+    pub fn has_quantize_ref(self) -> bool {
         self.quantize_ref_fn().is_some()
     }
 
@@ -308,6 +308,39 @@ pub fn quantize_row_ref(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
     match ty.quantize_ref_fn() {
         Some(f) => f(src, dst),
         None => panic!("quantize_row_ref: cannot quantize to {}", ty.name()),
+    }
+}
+
+/// Fills `dst` (whole blocks of `ty`) with pseudo-random but valid blocks: random bytes with
+/// the scale fields set to moderate values. For benchmarks of the types that have no reference
+/// quantizer (`quantize_row_ref` cannot write them).
+#[doc(hidden)]
+pub fn random_blocks(ty: GgmlType, seed: u64, dst: &mut [u8]) {
+    let mut s = seed | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for b in dst.iter_mut() {
+        *b = next() as u8;
+    }
+    let bb = ty.block_bytes();
+    for blk in dst.chunks_exact_mut(bb) {
+        let h = f32_to_f16(((next() % 1000) as f32 / 1000.0 + 0.1) * 0.01);
+        match ty {
+            GgmlType::IQ1_M => {
+                for i in 0..4 {
+                    blk[49 + 2 * i] = (blk[49 + 2 * i] & 0x0f) | ((((h >> (4 * i)) & 0xf) as u8) << 4);
+                }
+            }
+            GgmlType::MXFP4 => blk[0] = 118 + (next() % 12) as u8,
+            GgmlType::NVFP4 => blk[..4].iter_mut().for_each(|b| *b = 0x08 + (next() % 0x70) as u8),
+            GgmlType::TQ1_0 | GgmlType::TQ2_0 => blk[bb - 2..].copy_from_slice(&h.to_le_bytes()),
+            _ if ty.block_len() > 1 => blk[..2].copy_from_slice(&h.to_le_bytes()),
+            _ => {}
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use std::arch::x86_64::*;
 
 use super::ActAux;
 use crate::quant::fp4::{e8m0_half, KVALUES_FP4};
-use crate::quant::iq_tables::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL};
+use crate::quant::iq_tables::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::quant::GgmlType;
 
 const QK_K: usize = crate::quant::QK_K;
@@ -54,8 +54,18 @@ const IQ1S_DELTA: f32 = 0.125;
 
 #[inline(always)]
 unsafe fn f16_at(p: *const u8) -> f32 {
-    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
-    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const u16) as i32))) }
+    // SAFETY: caller guarantees 2 readable bytes at p.
+    let h = unsafe { std::ptr::read_unaligned(p as *const u16) } as u32;
+    // Integer and scalar-float steps, not F16C: for a one-lane `_mm_cvtph_ps` LLVM emits a
+    // `vpinsrw` merging into whatever register it likes, once an FMA accumulator, which put
+    // the conversion on the loop-carried chain (IQ4_NL ran at half speed). Exact: the f16's
+    // exponent and mantissa as an f32 scaled by 2^112 (subnormals included); inf/NaN apart.
+    let mag = if h & 0x7c00 == 0x7c00 {
+        f32::from_bits(0x7f80_0000 | ((h & 0x3ff) << 13))
+    } else {
+        f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000)
+    };
+    f32::from_bits(mag.to_bits() | ((h & 0x8000) << 16))
 }
 
 #[inline(always)]
@@ -396,20 +406,53 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 // ---------------------------------------------------------------------------------------------
 // IQ formats against Q8_K (the reference: `quant::iquant`)
 
-/// One 32-weight group of an IQ block: its bytes (grid magnitudes, or signed values with
-/// `signs == 0`), the sign bits (bit `j` negates weight `j`) and the scales of its two halves.
+/// One 32-weight group of an IQ block: the weights' magnitudes `ax`, a sign source `s` for
+/// `sign_epi8(a, s)` (the signed weights themselves, or ±1 bytes) and the scales of its two
+/// halves: the group's lane sums are `madd(maddubs(ax, sign_epi8(a, s)), scales)`.
 struct IqGroup {
-    q: __m256i,
-    signs: u32,
+    ax: __m256i,
+    s: __m256i,
     lo: i16,
     hi: i16,
 }
 
-/// The sign bits of four 7-bit `ksigns_iq2xs` indices packed at bits 0, 7, 14, 21 of `sg`.
+/// `ksigns_iq2xs[i]` as 8 bytes of ±1 (−1 where bit `j` is set; upstream's `keven_signs_q2xs`):
+/// the 7 sign bits of `i` and their parity (checked against the table in the tests).
+pub(crate) static KSIGNS64: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let bits = i as u32 | ((i as u32).count_ones() & 1) << 7;
+        let mut j = 0;
+        while j < 8 {
+            t[i] |= (if bits >> j & 1 == 1 { 0xffu64 } else { 0x01 }) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The ±1 sign bytes of four 7-bit `ksigns_iq2xs` indices at bits 0, 7, 14, 21 of `sg`.
 #[inline(always)]
-fn ksigns4(sg: u32) -> u32 {
-    let k = |i: u32| KSIGNS_IQ2XS[((sg >> (7 * i)) & 127) as usize] as u32;
-    k(0) | (k(1) << 8) | (k(2) << 16) | (k(3) << 24)
+unsafe fn ksigns4(sg: u32) -> __m256i {
+    let k = |i: u32| KSIGNS64[((sg >> (7 * i)) & 127) as usize] as i64;
+    // SAFETY: register-only AVX intrinsic.
+    unsafe { _mm256_set_epi64x(k(3), k(2), k(1), k(0)) }
+}
+
+/// ±1 bytes from 32 sign bits (bit `j` set: −1), as upstream's IQ2_S / IQ3_S kernels make them.
+#[inline(always)]
+unsafe fn signs_from_bits(bits: u32) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_or_si256(bytes_from_bits_32(bits), _mm256_set1_epi8(1)) }
+}
+
+/// Signed weight bytes as a group: magnitudes and themselves as the sign source.
+#[inline(always)]
+unsafe fn signed_group(q: __m256i, lo: i16, hi: i16) -> IqGroup {
+    // SAFETY: register-only AVX2 intrinsic.
+    IqGroup { ax: unsafe { _mm256_sign_epi8(q, q) }, s: q, lo, hi }
 }
 
 #[inline(always)]
@@ -452,9 +495,7 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
             let mut sc = [_mm256_setzero_si256(); 8];
             for g in 0..8 {
                 let gr = group(wb, g);
-                let m = bytes_from_bits_32(gr.signs);
-                wq[g] = _mm256_sub_epi8(_mm256_xor_si256(gr.q, m), m);
-                ax[g] = _mm256_sign_epi8(wq[g], wq[g]);
+                (ax[g], wq[g]) = (gr.ax, gr.s);
                 sc[g] = _mm256_set_m128i(_mm_set1_epi16(gr.hi), _mm_set1_epi16(gr.lo));
             }
             for r in 0..R {
@@ -481,9 +522,9 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
 
 /// The per-32 scale `2·ls + 1` of both halves.
 #[inline(always)]
-fn odd_scale(q: __m256i, signs: u32, ls: u32) -> IqGroup {
-    let s = (2 * ls + 1) as i16;
-    IqGroup { q, signs, lo: s, hi: s }
+fn odd_scale(ax: __m256i, s: __m256i, ls: u32) -> IqGroup {
+    let sc = (2 * ls + 1) as i16;
+    IqGroup { ax, s, lo: sc, hi: sc }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -514,8 +555,8 @@ pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8,
 
 /// Two 4-bit scales of a byte as the per-16 factors `2·s + 1` (low nibble first).
 #[inline(always)]
-fn nibble_scales(q: __m256i, signs: u32, s: u8) -> IqGroup {
-    IqGroup { q, signs, lo: 2 * (s & 15) as i16 + 1, hi: 2 * (s >> 4) as i16 + 1 }
+fn nibble_scales(ax: __m256i, s: __m256i, sc: u8) -> IqGroup {
+    IqGroup { ax, s, lo: 2 * (sc & 15) as i16 + 1, hi: 2 * (sc >> 4) as i16 + 1 }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -524,7 +565,8 @@ pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
     unsafe {
         let group = |wb: *const u8, g: usize| {
             let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
-            let signs = v.iter().enumerate().fold(0u32, |s, (k, &v)| s | ((KSIGNS_IQ2XS[(v >> 9) as usize] as u32) << (8 * k)));
+            let k = |i: usize| KSIGNS64[(v[i] >> 9) as usize] as i64;
+            let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
             nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
         };
         dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
@@ -539,7 +581,7 @@ pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let qs = std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]);
             let qh = *wb.add(66 + g) as usize;
             let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | ((qh << (8 - 2 * l)) & 0x300));
-            let signs = std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32);
+            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
             nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
         };
         dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
@@ -554,7 +596,7 @@ pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let qs = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
             let qh = *wb.add(66 + g) as usize;
             let idx: [usize; 8] = std::array::from_fn(|i| qs[i] as usize | ((qh << (8 - i)) & 256));
-            let signs = std::ptr::read_unaligned(wb.add(74 + 4 * g) as *const u32);
+            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(74 + 4 * g) as *const u32));
             let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
             odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
         };
@@ -571,7 +613,7 @@ pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
             let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(8 + 16 * g)));
             let sh = std::ptr::read_unaligned(wb.add(2) as *const u16);
             let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
-            IqGroup { q, signs: 0, lo: ls, hi: ls }
+            signed_group(q, ls, ls)
         };
         dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_, _| 0)
     }
@@ -585,7 +627,8 @@ pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
         let group = |wb: *const u8, g: usize| {
             let (h, qs) = (qh(wb, g), std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]));
             let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | (((h >> (3 * l)) & 7) << 8));
-            odd_scale(grid64x4(&IQ1S_GRID, idx), 0, ((h >> 12) & 7) as u32)
+            let sc = 2 * ((h >> 12) & 7) as i16 + 1;
+            signed_group(grid64x4(&IQ1S_GRID, idx), sc, sc)
         };
         let extra = |wb: *const u8, ab: *const u8| {
             let bs = std::ptr::read_unaligned(ab.add(4 + QK_K) as *const [i16; 16]);
@@ -619,22 +662,24 @@ unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
     // SAFETY: see the module docs.
     unsafe {
         let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(values.as_ptr() as *const __m128i));
-        let mut acc = [[_mm256_setzero_ps(); R]; 2];
+        let (mut acc1, mut acc2) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
         let pairs = nb / 2 * 2;
-        for ib in 0..pairs {
-            let wb = w.add(ib * WB);
-            let dw = scale(wb);
-            let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(qs_off)));
-            let ax = _mm256_sign_epi8(q, q);
+        for ib in (0..pairs).step_by(2) {
+            let (w1, w2) = (w.add(ib * WB), w.add((ib + 1) * WB));
+            let (d1, d2) = (scale(w1), scale(w2));
+            let q1 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w1.add(qs_off)));
+            let q2 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w2.add(qs_off)));
+            let (ax1, ax2) = (_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(q2, q2));
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_0_B);
-                let p = mul_sum_us8_pairs(ax, _mm256_sign_epi8(load256(ab.add(2)), q));
-                let d = _mm256_set1_ps(f16_at(ab) * dw);
-                acc[ib % 2][r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[ib % 2][r]);
+                let p1 = mul_sum_us8_pairs(ax1, _mm256_sign_epi8(load256(ab.add(2)), q1));
+                let p2 = mul_sum_us8_pairs(ax2, _mm256_sign_epi8(load256(ab.add(Q8_0_B + 2)), q2));
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(ab) * d1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(ab.add(Q8_0_B)) * d2), _mm256_cvtepi32_ps(p2), acc2[r]);
             }
         }
         for r in 0..R {
-            let mut sumf = hsum_float_8(_mm256_add_ps(acc[0][r], acc[1][r]));
+            let mut sumf = hsum_float_8(_mm256_add_ps(acc1[r], acc2[r]));
             if pairs < nb {
                 let (wb, ab) = (w.add(pairs * WB), a.add(r * a_stride + pairs * Q8_0_B));
                 let mut sumi = 0i32;

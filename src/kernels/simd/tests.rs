@@ -432,6 +432,16 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
 }
 
 #[test]
+fn ksigns64_is_upstreams_table() {
+    for (i, &k) in crate::quant::iq_tables::KSIGNS_IQ2XS.iter().enumerate() {
+        let bytes = avx2::KSIGNS64[i].to_le_bytes();
+        for (j, &b) in bytes.iter().enumerate() {
+            assert_eq!(b, if k >> j & 1 == 1 { 0xff } else { 1 }, "{i} {j}");
+        }
+    }
+}
+
+#[test]
 fn iq2_xxs() {
     check_type(GgmlType::IQ2_XXS, &[256, 768, 4864]);
 }
