@@ -469,8 +469,9 @@ unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
 
 /// The IQ super-block dot product: per block the 8 groups decoded once (signs applied), then
 /// per activation row `maddubs(|w|, sign_epi8(a, w))`, `madd` with the per-16 scales, one FMA
-/// with `d_w · d_a`; `factor · hsum`. With `EXTRA`, `extra(w_block, a_block)` is an integer
-/// term added as `acc1 = fma(d, extra, acc1)` and `DELTA1 · acc1` at the end (IQ1_S's deltas).
+/// with `d_w · d_a`; `factor · hsum`. With `EXTRA`, `extra(w_block)` gives 16 i16 factors of
+/// the Q8_K block sums whose (exact) total is added as `acc1 = fma(d, total, acc1)`, and
+/// `IQ1S_DELTA · acc1` at the end (IQ1_S's deltas).
 #[inline(always)]
 unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
     nb: usize,
@@ -481,7 +482,7 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
     out_stride: usize,
     factor: f32,
     group: impl Fn(*const u8, usize) -> IqGroup,
-    extra: impl Fn(*const u8, *const u8) -> i32,
+    extra: impl Fn(*const u8) -> __m256i,
 ) {
     // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
     unsafe {
@@ -490,26 +491,28 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
         for ib in 0..nb {
             let wb = w.add(ib * WB);
             let dw = f16_at(wb);
-            let mut wq = [_mm256_setzero_si256(); 8];
-            let mut ax = [_mm256_setzero_si256(); 8];
-            let mut sc = [_mm256_setzero_si256(); 8];
+            let mut sumi = [_mm256_setzero_si256(); R];
+            let ex = if EXTRA { extra(wb) } else { _mm256_setzero_si256() };
             for g in 0..8 {
                 let gr = group(wb, g);
-                (ax[g], wq[g]) = (gr.ax, gr.s);
-                sc[g] = _mm256_set_m128i(_mm_set1_epi16(gr.hi), _mm_set1_epi16(gr.lo));
+                let sc = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(gr.lo), _mm256_set1_epi16(gr.hi));
+                for r in 0..R {
+                    let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
+                    let p = _mm256_maddubs_epi16(gr.ax, _mm256_sign_epi8(qy, gr.s));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, sc));
+                }
             }
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let mut sumi = _mm256_setzero_si256();
-                for g in 0..8 {
-                    let qy = load256(ab.add(4 + 32 * g));
-                    let p = _mm256_maddubs_epi16(ax[g], _mm256_sign_epi8(qy, wq[g]));
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc[g]));
-                }
+                let sumi = sumi[r];
                 let d = dw * f32_at(ab);
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
                 if EXTRA {
-                    acc1[r] = d.mul_add(extra(wb, ab) as f32, acc1[r]);
+                    let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), ex);
+                    let t = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                    let t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+                    let t = _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0b01)));
+                    acc1[r] = d.mul_add(t as f32, acc1[r]);
                 }
             }
         }
@@ -536,7 +539,7 @@ pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8,
             let sg = std::ptr::read_unaligned(wb.add(6 + 8 * g) as *const u32);
             odd_scale(grid64x4(&IQ2XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ2_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+        dot_iq::<R, IQ2_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -549,7 +552,7 @@ pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8,
             let sg = std::ptr::read_unaligned(wb.add(66 + 4 * g) as *const u32);
             odd_scale(grid32x8(&IQ3XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ3_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_, _| 0)
+        dot_iq::<R, IQ3_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -569,7 +572,7 @@ pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
             let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
             nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
         };
-        dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+        dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -584,7 +587,7 @@ pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
             nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
         };
-        dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_, _| 0)
+        dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -600,7 +603,7 @@ pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
             odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
         };
-        dot_iq::<R, IQ3_S_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_, _| 0)
+        dot_iq::<R, IQ3_S_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -615,7 +618,7 @@ pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
             let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
             signed_group(q, ls, ls)
         };
-        dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_, _| 0)
+        dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -630,15 +633,13 @@ pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let sc = 2 * ((h >> 12) & 7) as i16 + 1;
             signed_group(grid64x4(&IQ1S_GRID, idx), sc, sc)
         };
-        let extra = |wb: *const u8, ab: *const u8| {
-            let bs = std::ptr::read_unaligned(ab.add(4 + QK_K) as *const [i16; 16]);
-            (0..8)
-                .map(|g| {
-                    let h = qh(wb, g);
-                    let s = 2 * ((h >> 12) & 7) as i32 + 1;
-                    (bs[2 * g] as i32 + bs[2 * g + 1] as i32) * if h & 0x8000 != 0 { -s } else { s }
-                })
-                .sum()
+        // per group g: bsums 2g and 2g + 1 times ±(2·s + 1), the sign from bit 15 (in
+        // registers: a vector built in memory from 16 stores stalls the 256-bit reload)
+        let extra = |wb: *const u8| {
+            let h = _mm_loadu_si128(wb.add(34) as *const __m128i);
+            let sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+            let f = _mm_sign_epi16(sc, _mm_or_si128(h, _mm_set1_epi16(1)));
+            _mm256_set_m128i(_mm_unpackhi_epi16(f, f), _mm_unpacklo_epi16(f, f))
         };
         dot_iq::<R, IQ1_S_B, true>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
     }
