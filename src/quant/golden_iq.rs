@@ -126,3 +126,28 @@ fn matches_upstream_ggml() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every tensor of the IQ / ternary / FP4 / 1-2-bit types in the golden fixtures
+/// (`tests/data/quants/*.gguf`, made by upstream's llama-quantize) dequantizes to the bits of
+/// upstream's `to_float` (`gen_ref.c tensors`).
+#[test]
+fn fixture_tensors_match_upstream() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/quants");
+    let mut files: std::collections::HashMap<String, crate::gguf::GgufFile> = std::collections::HashMap::new();
+    let (mut checked, mut failures) = (0, Vec::new());
+    for line in include_str!("../../tests/data/quants/ref_tensors.txt").lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let file = files.entry(f[0].to_string()).or_insert_with(|| crate::gguf::GgufFile::open(&dir.join(f[0]), true).unwrap());
+        let t = file.tensor(f[1]).unwrap_or_else(|| panic!("{} {}", f[0], f[1]));
+        assert_eq!(t.ty.name(), f[2], "{} {}", f[0], f[1]);
+        let mut y = vec![0f32; t.dims.iter().product()];
+        dequantize_row(t.ty, file.tensor_data(t), &mut y);
+        let h = fnv1a(&f32_bytes(&y));
+        if h != u64::from_str_radix(f[3], 16).unwrap() {
+            failures.push(format!("{} {} ({}): {h:016x} != {}", f[0], f[1], f[2], f[3]));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 370, "{checked} tensors");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -2,8 +2,12 @@
 // types, for src/quant/golden_iq.rs. Links upstream's built libraries (not compiled by cargo):
 //
 //   R=/work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp/ggml B=/work/ref/build/bin
-//   gcc -std=gnu11 -O2 -I$R/include tests/data/quants/gen_ref.c -L$B -lggml-cpu -lggml-base -lm
+//   gcc -std=gnu11 -O2 -I$R/include tests/data/quants/gen_ref.c -L$B -lggml-cpu -lggml-base -lggml -lm
 //       -Wl,-rpath,$B -o /tmp/gen_ref && /tmp/gen_ref > tests/data/quants/ref_vectors.txt
+//   /tmp/gen_ref tensors tests/data/quants/*.gguf > tests/data/quants/ref_tensors.txt
+//
+// The `tensors` mode: every tensor of the fixtures whose type is one of these, dequantized by
+// upstream's `to_float` as one row: file, tensor, type, FNV-1a of the f32 bit patterns.
 //
 // For each type: deterministic pseudo-random weight blocks (random bytes with the scale fields
 // set to moderate values: every other bit pattern is a valid block) and activations from the
@@ -27,6 +31,7 @@
 
 #include "ggml.h"
 #include "ggml-cpu.h"
+#include "gguf.h"
 
 // ---- RNG identical to src/quant/test_util.rs
 static uint64_t S;
@@ -97,10 +102,48 @@ static void random_act(int vt, uint8_t *a, size_t nblocks) {
     }
 }
 
+static int is_new_type(int t) {
+    switch (t) {
+    case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS: case GGML_TYPE_IQ3_XXS: case GGML_TYPE_IQ1_S: case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_IQ3_S: case GGML_TYPE_IQ2_S: case GGML_TYPE_IQ4_XS: case GGML_TYPE_IQ1_M: case GGML_TYPE_TQ1_0:
+    case GGML_TYPE_TQ2_0: case GGML_TYPE_MXFP4: case GGML_TYPE_NVFP4: case GGML_TYPE_Q1_0: case GGML_TYPE_Q2_0: return 1;
+    default: return 0;
+    }
+}
+
+static int tensors(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        struct gguf_init_params p = {.no_alloc = true, .ctx = NULL};
+        struct gguf_context *g = gguf_init_from_file(argv[i], p);
+        if (!g) { fprintf(stderr, "cannot read %s\n", argv[i]); return 1; }
+        FILE *f = fopen(argv[i], "rb");
+        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        for (int64_t k = 0; k < gguf_get_n_tensors(g); k++) {
+            const int t = gguf_get_tensor_type(g, k);
+            if (!is_new_type(t)) continue;
+            const size_t size = gguf_get_tensor_size(g, k);
+            const struct ggml_type_traits *tr = ggml_get_type_traits(t);
+            const int64_t n = (int64_t)(size / tr->type_size * tr->blck_size);
+            uint8_t *q = malloc(size);
+            float *y = malloc(sizeof(float) * (size_t)n);
+            fseek(f, (long)(gguf_get_data_offset(g) + gguf_get_tensor_offset(g, k)), SEEK_SET);
+            if (fread(q, 1, size, f) != size) { fprintf(stderr, "short read\n"); return 1; }
+            tr->to_float(q, y, n);
+            printf("%s %s %s %016llx\n", base, gguf_get_tensor_name(g, k), ggml_type_name(t), (unsigned long long)fnv(y, sizeof(float) * (size_t)n));
+            free(q);
+            free(y);
+        }
+        fclose(f);
+        gguf_free(g);
+    }
+    return 0;
+}
+
 #define R 4
 #define NMAX 2048
-int main(void) {
+int main(int argc, char **argv) {
     ggml_cpu_init();
+    if (argc > 1 && strcmp(argv[1], "tensors") == 0) return tensors(argc - 2, argv + 2);
     const int types[] = {GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ3_XXS, GGML_TYPE_IQ1_S, GGML_TYPE_IQ4_NL,
                          GGML_TYPE_IQ3_S, GGML_TYPE_IQ2_S, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ1_M, GGML_TYPE_TQ1_0,
                          GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4, GGML_TYPE_NVFP4, GGML_TYPE_Q1_0, GGML_TYPE_Q2_0};
