@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::ActAux;
-use crate::quant::fp4::{e8m0_half, KVALUES_FP4};
+use crate::quant::fp4::{e8m0_half, ue4m3, KVALUES_FP4};
 use crate::quant::iq_tables::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::quant::GgmlType;
 
@@ -46,6 +46,12 @@ const IQ1_S_B: usize = GgmlType::IQ1_S.block_bytes();
 const IQ4_XS_B: usize = GgmlType::IQ4_XS.block_bytes();
 const IQ4_NL_B: usize = GgmlType::IQ4_NL.block_bytes();
 const MXFP4_B: usize = GgmlType::MXFP4.block_bytes();
+const IQ1_M_B: usize = GgmlType::IQ1_M.block_bytes();
+const TQ1_0_B: usize = GgmlType::TQ1_0.block_bytes();
+const TQ2_0_B: usize = GgmlType::TQ2_0.block_bytes();
+const NVFP4_B: usize = GgmlType::NVFP4.block_bytes();
+const Q1_0_B: usize = GgmlType::Q1_0.block_bytes();
+const Q2_0_B: usize = GgmlType::Q2_0.block_bytes();
 /// `IQ1S_DELTA` (ggml-common.h:1132).
 const IQ1S_DELTA: f32 = 0.125;
 
@@ -642,6 +648,255 @@ pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             _mm256_set_m128i(_mm_unpackhi_epi16(f, f), _mm_unpacklo_epi16(f, f))
         };
         dot_iq::<R, IQ1_S_B, true>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
+    }
+}
+
+/// IQ1_M × Q8_K (the reference: `quant::iq1_m::vec_dot`): the grid products and the
+/// delta-signed activations in two 8-lane FMA accumulators with the per-16 scales, then
+/// `fma(hsum(acc2), DELTA, hsum(acc1))`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_m<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: qs[32] | qh[16] | scales[8] (4 u16).
+    unsafe {
+        let (mut acc1, mut acc2) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        for ib in 0..nb {
+            let wb = w.add(ib * IQ1_M_B);
+            let sc = std::ptr::read_unaligned(wb.add(48) as *const [u16; 4]);
+            let dh = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+            let dw = f16_at(dh.to_le_bytes().as_ptr());
+            let (mut s1, mut s2) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+            for g in 0..8 {
+                let qh = [*wb.add(32 + 2 * g), *wb.add(33 + 2 * g)];
+                let h = |k: usize| (qh[k / 2] >> (4 * (k % 2))) as usize;
+                let idx: [usize; 4] = std::array::from_fn(|k| *wb.add(4 * g + k) as usize | ((h(k) & 7) << 8));
+                let q = grid64x4(&IQ1S_GRID, idx);
+                let dsign = |k: usize| if h(k) & 8 != 0 { -1i64 } else { 0x0101_0101_0101_0101 };
+                let delta = _mm256_set_epi64x(dsign(3), dsign(2), dsign(1), dsign(0));
+                let sl = 2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) as i16 + 1;
+                let shi = 2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) as i16 + 1;
+                let scv = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(sl), _mm256_set1_epi16(shi));
+                let ax = _mm256_sign_epi8(q, q);
+                for r in 0..R {
+                    let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
+                    let p1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, q));
+                    let p2 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_sign_epi8(qy, delta));
+                    s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(p1, scv));
+                    s2[r] = _mm256_add_epi32(s2[r], _mm256_madd_epi16(p2, scv));
+                }
+            }
+            for r in 0..R {
+                let d = _mm256_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)) * dw);
+                acc1[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s1[r]), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s2[r]), acc2[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc2[r]).mul_add(IQ1S_DELTA, hsum_float_8(acc1[r]));
+        }
+    }
+}
+
+/// TQ1_0 / TQ2_0 × Q8_K (the reference: `quant::tq2_0::vec_dot_ternary`): `chunks(w_block)`
+/// gives the block's 8 runs of 32 unsigned quants in element order; per lane the exact
+/// products minus the block sums' pairs, one FMA with `d_a · d_w` (`d_w` the last 2 bytes).
+#[inline(always)]
+unsafe fn dot_ternary<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    chunks: impl Fn(*const u8) -> [__m256i; 8],
+) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let ones = _mm256_set1_epi16(1);
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let q = chunks(wb);
+            let dw = f16_at(wb.add(WB - 2));
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(load256(ab.add(4 + QK_K)), ones));
+                for c in 0..8 {
+                    sumi = _mm256_add_epi32(sumi, mul_sum_us8_pairs(q[c], load256(ab.add(4 + 32 * c))));
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f32_at(ab) * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_tq2_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: qs[64] (2-bit planes of two 128-weight runs) | d.
+    unsafe {
+        let chunks = |wb: *const u8| {
+            let m3 = _mm256_set1_epi8(3);
+            std::array::from_fn(|c| _mm256_and_si256(_mm256_srl_epi16(load256(wb.add(32 * (c / 4))), _mm_cvtsi32_si128(2 * (c % 4) as i32)), m3))
+        };
+        dot_ternary::<R, TQ2_0_B>(nb, w, a, a_stride, out, out_stride, chunks)
+    }
+}
+
+/// Trits of bytes already multiplied by 3^n (mod 256): `((q · 3) >> 8)`, computed as
+/// upstream's kernel does (saturating −1, two `avg_epu8`, `>> 6`; equal for every byte).
+#[inline(always)]
+unsafe fn trits(q: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe {
+        let t = _mm256_subs_epu8(q, _mm256_set1_epi8(1));
+        let t = _mm256_avg_epu8(t, _mm256_avg_epu8(t, _mm256_setzero_si256()));
+        _mm256_and_si256(_mm256_srli_epi16(t, 6), _mm256_set1_epi8(3))
+    }
+}
+
+/// Bytes times 3 and 9 (mod 256) without 8-bit multiplies.
+#[inline(always)]
+unsafe fn times3(x: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_add_epi8(x, _mm256_add_epi8(x, x)) }
+}
+#[inline(always)]
+unsafe fn times9(x: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(-8)), x) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_tq1_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: qs[48] (5 trits a byte) | qh[4] (4) | d.
+    unsafe {
+        let chunks = |wb: *const u8| {
+            // weights 0..160: trit n of qs[m] (m < 32) is weight 32n + m
+            let x = load256(wb);
+            let (x3, x9) = (times3(x), times9(x));
+            // weights 160..240: trit n of qs[32 + m] is 160 + 16n + m; 240..256: trit n of
+            // qh[m] is 240 + 4n + m, i.e. byte p of the 16 is qh[p % 4] · 3^(p / 4)
+            let y = _mm_loadu_si128(wb.add(32) as *const __m128i);
+            let y = _mm256_set_m128i(y, y);
+            let (y3, y9) = (times3(y), times9(y));
+            let qh = _mm256_cvtepu8_epi16(_mm_set1_epi32(std::ptr::read_unaligned(wb.add(48) as *const i32)));
+            let qh = _mm256_and_si256(_mm256_mullo_epi16(qh, _mm256_set_epi16(27, 27, 27, 27, 9, 9, 9, 9, 3, 3, 3, 3, 1, 1, 1, 1)), _mm256_set1_epi16(0xff));
+            let qh = _mm_packus_epi16(_mm256_castsi256_si128(qh), _mm256_extracti128_si256(qh, 1));
+            let y01 = _mm256_blend_epi32::<0xf0>(y, y3);
+            let y23 = _mm256_blend_epi32::<0xf0>(y9, times3(y9));
+            let y4h = _mm256_set_m128i(qh, _mm256_castsi256_si128(times9(y9)));
+            [x, x3, x9, times3(x9), times9(x9), y01, y23, y4h].map(|v| trits(v))
+        };
+        dot_ternary::<R, TQ1_0_B>(nb, w, a, a_stride, out, out_stride, chunks)
+    }
+}
+
+/// NVFP4 × Q8_0 (the reference: `quant::nvfp4::vec_dot`): per 32 weights one FMA whose lanes
+/// 0..4 carry one 16-weight sub-block's `ue4m3(d_s) · d_a` and lanes 4..8 the next one's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_nvfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d[4] | qs[32] (8 bytes per 16 weights).
+    unsafe {
+        let table = _mm_loadu_si128(KVALUES_FP4.as_ptr() as *const __m128i);
+        let m4 = _mm_set1_epi8(0x0f);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * NVFP4_B);
+            for h in 0..2 {
+                let bits = _mm_loadu_si128(wb.add(4 + 16 * h) as *const __m128i);
+                let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
+                let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bits, 4), m4));
+                let q = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+                let ax = _mm256_sign_epi8(q, q);
+                let (s0, s1) = (ue4m3(*wb.add(2 * h)), ue4m3(*wb.add(2 * h + 1)));
+                for r in 0..R {
+                    let ab = a.add(r * a_stride + (2 * ib + h) * Q8_0_B);
+                    let dy = f16_at(ab);
+                    let p = mul_sum_us8_pairs(ax, _mm256_sign_epi8(load256(ab.add(2)), q));
+                    let sc = _mm256_set_m128(_mm_set1_ps(s1 * dy), _mm_set1_ps(s0 * dy));
+                    acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q1_0 × Q8_0 (the reference: `quant::q1_0::vec_dot`): per Q8_0 block the activations
+/// negated where the bit is clear and summed in lanes, scaled by `d_a` into a block accumulator
+/// (a multiply, then three FMAs), one FMA with `d_w` into the row's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q1_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d | qs[16].
+    unsafe {
+        let ones = _mm256_set1_epi8(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q1_0_B);
+            let dw = f16_at(wb);
+            let neg: [__m256i; 4] = std::array::from_fn(|k| {
+                let set = bytes_from_bits_32(std::ptr::read_unaligned(wb.add(2 + 4 * k) as *const u32));
+                _mm256_xor_si256(set, _mm256_set1_epi8(-1))
+            });
+            for r in 0..R {
+                let ab = a.add(r * a_stride + 4 * ib * Q8_0_B);
+                let mut blk = _mm256_setzero_ps();
+                for k in 0..4 {
+                    let y = ab.add(k * Q8_0_B);
+                    let sy = _mm256_sub_epi8(_mm256_xor_si256(load256(y.add(2)), neg[k]), neg[k]);
+                    let s = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ones, sy));
+                    blk = if k == 0 { _mm256_mul_ps(_mm256_set1_ps(f16_at(y)), s) } else { _mm256_fmadd_ps(_mm256_set1_ps(f16_at(y)), s, blk) };
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw), blk, acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q2_0 × Q8_0 (the reference: `quant::q2_0::vec_dot`, upstream's generic loop): the exact
+/// integer sums of each Q8_0 block in SIMD, the float steps as the scalar reference's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q2_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d | qs[16], weight j at bits 2(j % 4) of byte j / 4.
+    unsafe {
+        // byte b of 8 repeated at 4b..4b+4 (each 128-bit lane holds 4 of the 8), then field p % 4
+        let rep = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let pos = |j: i32| _mm256_set1_epi32(0xff << (8 * j));
+        let (m3, ones) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+        let mut sumf = [0f32; R];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q2_0_B);
+            let dw = f16_at(wb);
+            let q: [__m256i; 2] = std::array::from_fn(|k| {
+                let x = _mm256_shuffle_epi8(_mm256_set1_epi64x(std::ptr::read_unaligned(wb.add(2 + 8 * k) as *const i64)), rep);
+                let f = |j: i32| _mm256_and_si256(_mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)), m3), pos(j));
+                _mm256_or_si256(_mm256_or_si256(f(0), f(1)), _mm256_or_si256(f(2), f(3)))
+            });
+            for r in 0..R {
+                let mut sumi = 0f32;
+                for k in 0..2 {
+                    let y = a.add(r * a_stride + (2 * ib + k) * Q8_0_B);
+                    let qy = load256(y.add(2));
+                    // Σ (q − 1)·y = Σ q·y − Σ y, both exact
+                    let v = _mm256_sub_epi32(mul_sum_us8_pairs(q[k], qy), mul_sum_us8_pairs(ones, qy));
+                    let v = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                    let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+                    let s = _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0b01)));
+                    sumi += f16_at(y) * s as f32;
+                }
+                sumf[r] += dw * sumi;
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = sumf[r];
+        }
     }
 }
 

@@ -187,7 +187,19 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static IQ4_XS: DotFns = table!(avx2, dot_iq4_xs);
             static IQ4_NL: DotFns = table!(avx2, dot_iq4_nl);
             static MXFP4: DotFns = table!(avx2, dot_mxfp4);
+            static IQ1_M: DotFns = table!(avx2, dot_iq1_m);
+            static TQ1_0: DotFns = table!(avx2, dot_tq1_0);
+            static TQ2_0: DotFns = table!(avx2, dot_tq2_0);
+            static NVFP4: DotFns = table!(avx2, dot_nvfp4);
+            static Q1_0: DotFns = table!(avx2, dot_q1_0);
+            static Q2_0: DotFns = table!(avx2, dot_q2_0);
             match ty {
+                GgmlType::IQ1_M => Some(&IQ1_M),
+                GgmlType::TQ1_0 => Some(&TQ1_0),
+                GgmlType::TQ2_0 => Some(&TQ2_0),
+                GgmlType::NVFP4 => Some(&NVFP4),
+                GgmlType::Q1_0 => Some(&Q1_0),
+                GgmlType::Q2_0 => Some(&Q2_0),
                 GgmlType::IQ2_XXS => Some(&IQ2_XXS),
                 GgmlType::IQ2_XS => Some(&IQ2_XS),
                 GgmlType::IQ2_S => Some(&IQ2_S),

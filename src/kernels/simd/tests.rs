@@ -479,6 +479,31 @@ fn mxfp4() {
 }
 
 #[test]
+fn iq1_m() {
+    check_type(GgmlType::IQ1_M, &[256, 768, 4864]);
+}
+#[test]
+fn tq1_0() {
+    check_type(GgmlType::TQ1_0, &[256, 768, 4864]);
+}
+#[test]
+fn tq2_0() {
+    check_type(GgmlType::TQ2_0, &[256, 768, 4864]);
+}
+#[test]
+fn nvfp4() {
+    check_type(GgmlType::NVFP4, &[64, 192, 448, 896]);
+}
+#[test]
+fn q1_0() {
+    check_type(GgmlType::Q1_0, &[128, 384, 896]);
+}
+#[test]
+fn q2_0() {
+    check_type(GgmlType::Q2_0, &[64, 192, 448, 896]);
+}
+
+#[test]
 fn panels_q4_0() {
     check_panels(GgmlType::Q4_0, &[32, 96, 896]);
 }
