@@ -7,8 +7,8 @@
 //! (ggml-cpu/arch/x86/quants.c:3075).
 
 use super::iq_tables::IQ2S_GRID;
-use super::iquant::{self, half_scales};
-use super::{arr, f16_at, kquant, QK_K};
+use super::iquant;
+use super::{arr, QK_K};
 
 pub(crate) const BYTES: usize = 2 + QK_K / 4 + QK_K / 16;
 const SIGNS: usize = 2 + QK_K / 8;
@@ -24,23 +24,16 @@ fn decode(b: &[u8; BYTES]) -> ([i8; QK_K], [u8; 16]) {
         let grid = IQ2S_GRID[b[2 + k] as usize | hi].to_le_bytes();
         iquant::put_signed(q8, &grid, b[SIGNS + k]);
     }
-    let sc: &[u8; 8] = arr(b, SCALES);
-    (q, std::array::from_fn(|i| (sc[i / 2] >> (4 * (i % 2))) & 15))
+    (q, iquant::nibbles16(arr(b, SCALES)))
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    kquant::dequantize::<BYTES, 16>(src, dst, |b| {
-        let (q, ls) = decode(b);
-        (q, half_scales(f16_at(b, 0), &ls, 0.25))
-    })
+    iquant::dequantize_half::<BYTES, 16>(src, dst, 0.25, decode)
 }
 
 /// `ggml_vec_dot_iq2_s_q8_K`, AVX2 order: per-16 scales `2·ls + 1`, `0.125 · hsum`.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    iquant::vec_dot::<BYTES>(w, a, 0.125, |b, aq| {
-        let (q, ls) = decode(b);
-        iquant::scaled_dot(&q, aq, &ls.map(|s| 2 * s as i32 + 1))
-    })
+    iquant::vec_dot_half::<BYTES, 16>(w, a, 0.125, decode)
 }
 
 block_format!("IQ2_S as a [`BlockFormat`](super::BlockFormat).", Format, "iq2_s", QK_K, BYTES, Q8K, true, dequantize, None, None, Some(vec_dot));

@@ -6,8 +6,8 @@
 //! `ggml_vec_dot_iq2_xs_q8_K` (ggml-cpu/arch/x86/quants.c:2778).
 
 use super::iq_tables::{IQ2XS_GRID, KSIGNS_IQ2XS};
-use super::iquant::{self, half_scales};
-use super::{arr, f16_at, kquant, QK_K};
+use super::iquant;
+use super::{arr, QK_K};
 
 pub(crate) const BYTES: usize = 2 + QK_K / 4 + QK_K / 32;
 const SCALES: usize = 2 + QK_K / 4;
@@ -21,23 +21,16 @@ fn decode(b: &[u8; BYTES]) -> ([i8; QK_K], [u8; 16]) {
         let grid = IQ2XS_GRID[(v & 511) as usize].to_le_bytes();
         iquant::put_signed(q8, &grid, KSIGNS_IQ2XS[(v >> 9) as usize]);
     }
-    let sc: &[u8; 8] = arr(b, SCALES);
-    (q, std::array::from_fn(|i| (sc[i / 2] >> (4 * (i % 2))) & 15))
+    (q, iquant::nibbles16(arr(b, SCALES)))
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    kquant::dequantize::<BYTES, 16>(src, dst, |b| {
-        let (q, ls) = decode(b);
-        (q, half_scales(f16_at(b, 0), &ls, 0.25))
-    })
+    iquant::dequantize_half::<BYTES, 16>(src, dst, 0.25, decode)
 }
 
 /// `ggml_vec_dot_iq2_xs_q8_K`, AVX2 order: per-16 scales `2·ls + 1`, `0.125 · hsum`.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    iquant::vec_dot::<BYTES>(w, a, 0.125, |b, aq| {
-        let (q, ls) = decode(b);
-        iquant::scaled_dot(&q, aq, &ls.map(|s| 2 * s as i32 + 1))
-    })
+    iquant::vec_dot_half::<BYTES, 16>(w, a, 0.125, decode)
 }
 
 block_format!("IQ2_XS as a [`BlockFormat`](super::BlockFormat).", Format, "iq2_xs", QK_K, BYTES, Q8K, true, dequantize, None, None, Some(vec_dot));

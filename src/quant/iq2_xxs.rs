@@ -6,8 +6,8 @@
 //! (ggml-quants.c:2488), `ggml_vec_dot_iq2_xxs_q8_K` (ggml-cpu/arch/x86/quants.c:2660).
 
 use super::iq_tables::{IQ2XXS_GRID, KSIGNS_IQ2XS};
-use super::iquant::{self, half_scales, per32};
-use super::{arr, f16_at, kquant, QK_K};
+use super::iquant;
+use super::{arr, QK_K};
 
 pub(crate) const BYTES: usize = 2 + QK_K / 4;
 
@@ -29,18 +29,12 @@ fn decode(b: &[u8; BYTES]) -> ([i8; QK_K], [u8; 8]) {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    kquant::dequantize::<BYTES, 8>(src, dst, |b| {
-        let (q, ls) = decode(b);
-        (q, half_scales(f16_at(b, 0), &ls, 0.25))
-    })
+    iquant::dequantize_half::<BYTES, 8>(src, dst, 0.25, decode)
 }
 
 /// `ggml_vec_dot_iq2_xxs_q8_K`, AVX2 order: per-32 scales `2·ls + 1`, `0.125 · hsum`.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    iquant::vec_dot::<BYTES>(w, a, 0.125, |b, aq| {
-        let (q, ls) = decode(b);
-        iquant::scaled_dot(&q, aq, &per32(ls.map(|s| 2 * s as i32 + 1)))
-    })
+    iquant::vec_dot_half::<BYTES, 8>(w, a, 0.125, decode)
 }
 
 block_format!("IQ2_XXS as a [`BlockFormat`](super::BlockFormat).", Format, "iq2_xxs", QK_K, BYTES, Q8K, true, dequantize, None, None, Some(vec_dot));

@@ -6,8 +6,8 @@
 //! (ggml-cpu/arch/x86/quants.c:3260).
 
 use super::iq_tables::{IQ3XXS_GRID, KSIGNS_IQ2XS};
-use super::iquant::{self, half_scales, per32};
-use super::{arr, f16_at, kquant, QK_K};
+use super::iquant;
+use super::{arr, QK_K};
 
 pub(crate) const BYTES: usize = 2 + 3 * QK_K / 8;
 const SIGNS: usize = 2 + QK_K / 4;
@@ -32,18 +32,12 @@ fn decode(b: &[u8; BYTES]) -> ([i8; QK_K], [u8; 8]) {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    kquant::dequantize::<BYTES, 8>(src, dst, |b| {
-        let (q, ls) = decode(b);
-        (q, half_scales(f16_at(b, 0), &ls, 0.5))
-    })
+    iquant::dequantize_half::<BYTES, 8>(src, dst, 0.5, decode)
 }
 
 /// `ggml_vec_dot_iq3_xxs_q8_K`, AVX2 order: per-32 scales `2·ls + 1`, `0.25 · hsum`.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    iquant::vec_dot::<BYTES>(w, a, 0.25, |b, aq| {
-        let (q, ls) = decode(b);
-        iquant::scaled_dot(&q, aq, &per32(ls.map(|s| 2 * s as i32 + 1)))
-    })
+    iquant::vec_dot_half::<BYTES, 8>(w, a, 0.25, decode)
 }
 
 block_format!("IQ3_XXS as a [`BlockFormat`](super::BlockFormat).", Format, "iq3_xxs", QK_K, BYTES, Q8K, true, dequantize, None, None, Some(vec_dot));

@@ -80,11 +80,37 @@ pub(crate) fn put_signed(q: &mut [i8], grid: &[u8], signs: u8) {
     }
 }
 
+/// Two 4-bit scales per byte, low nibble first (IQ2_XS, IQ2_S: one per 16 weights).
+#[inline(always)]
+pub(crate) fn nibbles16(sc: &[u8; 8]) -> [u8; 16] {
+    std::array::from_fn(|i| (sc[i / 2] >> (4 * (i % 2))) & 15)
+}
+
 /// The 4-bit scales `(0.5 + ls) · d · f` of IQ2_XXS / IQ2_XS / IQ2_S / IQ3_XXS as
 /// ggml's dequantizers compute them: `d * (0.5f + ls) * f`.
 #[inline(always)]
 pub(crate) fn half_scales<const N: usize>(d: f32, ls: &[u8; N], f: f32) -> [(f32, f32); N] {
     ls.map(|s| (d * (0.5 + s as f32) * f, 0.0))
+}
+
+/// The formats with 4-bit `ls` per 32 or 16 weights (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS; `decode`
+/// gives a block's signed grid values and its `N` scales): dequantized as
+/// `d · (0.5 + ls) · f · q` ...
+#[inline(always)]
+pub(crate) fn dequantize_half<const B: usize, const N: usize>(src: &[u8], dst: &mut [f32], f: f32, decode: impl Fn(&[u8; B]) -> ([i8; QK_K], [u8; N])) {
+    kquant::dequantize::<B, N>(src, dst, |b| {
+        let (q, ls) = decode(b);
+        (q, half_scales(f16_at(b, 0), &ls, f))
+    })
+}
+
+/// ... and multiplied with the factors `2·ls + 1`, `factor · hsum` ([`vec_dot`]).
+#[inline(always)]
+pub(crate) fn vec_dot_half<const B: usize, const N: usize>(w: &[u8], a: &[u8], factor: f32, decode: impl Fn(&[u8; B]) -> ([i8; QK_K], [u8; N])) -> f32 {
+    vec_dot::<B>(w, a, factor, |b, aq| {
+        let (q, ls) = decode(b);
+        scaled_dot(&q, aq, &std::array::from_fn(|i| 2 * ls[i * N / 16] as i32 + 1))
+    })
 }
 
 #[cfg(test)]
