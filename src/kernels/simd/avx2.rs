@@ -74,6 +74,17 @@ unsafe fn f16_at(p: *const u8) -> f32 {
     f32::from_bits(mag.to_bits() | ((h & 0x8000) << 16))
 }
 
+/// Two f16 fields converted by one `vcvtph2ps` (both lanes used, so no partial-register merge).
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8, q: *const u8) -> (f32, f32) {
+    // SAFETY: caller guarantees 2 readable bytes at p and q; F16C is enabled in every caller.
+    unsafe {
+        let (x, y) = (std::ptr::read_unaligned(p as *const u16), std::ptr::read_unaligned(q as *const u16));
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128((x as u32 | (y as u32) << 16) as i32));
+        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    }
+}
+
 #[inline(always)]
 unsafe fn f32_to_f16_bits(x: f32) -> u16 {
     // SAFETY: register-only F16C intrinsic; callers enable F16C.
@@ -902,9 +913,9 @@ pub unsafe fn dot_q2_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 
 /// IQ4_NL / MXFP4 × Q8_0 in upstream's pairs (the reference: `quant::legacy::vec_dot_q8_0_pairs`):
 /// even and odd blocks in two accumulators, `hsum(acc1 + acc2)`, an odd last block added as
-/// `sumf + d · sumi` with the exact integer sum.
+/// `sumf + d · sumi` with the exact integer sum. `F16`: the scales are f16 at the block start.
 #[inline(always)]
-unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
+unsafe fn dot_nl_pairs<const R: usize, const WB: usize, const F16: bool>(
     nb: usize,
     w: *const u8,
     a: *const u8,
@@ -922,7 +933,7 @@ unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
         let pairs = nb / 2 * 2;
         for ib in (0..pairs).step_by(2) {
             let (w1, w2) = (w.add(ib * WB), w.add((ib + 1) * WB));
-            let (d1, d2) = (scale(w1), scale(w2));
+            let (d1, d2) = if F16 { (0.0, 0.0) } else { (scale(w1), scale(w2)) };
             let q1 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w1.add(qs_off)));
             let q2 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w2.add(qs_off)));
             let (ax1, ax2) = (_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(q2, q2));
@@ -930,8 +941,18 @@ unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
                 let ab = a.add(r * a_stride + ib * Q8_0_B);
                 let p1 = mul_sum_us8_pairs(ax1, _mm256_sign_epi8(load256(ab.add(2)), q1));
                 let p2 = mul_sum_us8_pairs(ax2, _mm256_sign_epi8(load256(ab.add(Q8_0_B + 2)), q2));
-                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(ab) * d1), _mm256_cvtepi32_ps(p1), acc1[r]);
-                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(ab.add(Q8_0_B)) * d2), _mm256_cvtepi32_ps(p2), acc2[r]);
+                let (s1, s2) = if F16 {
+                    // d_a · d_w of both blocks from one conversion of the four f16 fields
+                    let h = |p: *const u8| std::ptr::read_unaligned(p as *const u16) as i64;
+                    let v = _mm_cvtph_ps(_mm_cvtsi64_si128(h(ab) | h(ab.add(Q8_0_B)) << 16 | h(w1) << 32 | h(w2) << 48));
+                    let m = _mm_mul_ps(v, _mm_movehl_ps(v, v));
+                    (_mm_cvtss_f32(m), _mm_cvtss_f32(_mm_movehdup_ps(m)))
+                } else {
+                    let (a1, a2) = f16_pair(ab, ab.add(Q8_0_B));
+                    (a1 * d1, a2 * d2)
+                };
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(s1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(s2), _mm256_cvtepi32_ps(p2), acc2[r]);
             }
         }
         for r in 0..R {
@@ -954,13 +975,13 @@ unsafe fn dot_nl_pairs<const R: usize, const WB: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_iq4_nl<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[16].
-    unsafe { dot_nl_pairs::<R, IQ4_NL_B>(nb, w, a, a_stride, out, out_stride, &KVALUES_IQ4NL, 2, |b| f16_at(b)) }
+    unsafe { dot_nl_pairs::<R, IQ4_NL_B, true>(nb, w, a, a_stride, out, out_stride, &KVALUES_IQ4NL, 2, |b| f16_at(b)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_mxfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: e | qs[16].
-    unsafe { dot_nl_pairs::<R, MXFP4_B>(nb, w, a, a_stride, out, out_stride, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
+    unsafe { dot_nl_pairs::<R, MXFP4_B, false>(nb, w, a, a_stride, out, out_stride, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
 }
 
 // ---------------------------------------------------------------------------------------------
