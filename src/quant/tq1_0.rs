@@ -47,8 +47,9 @@ mod tests {
         for v in 0..=255u8 {
             for n in 0..5 {
                 let q = v.wrapping_mul([1, 3, 9, 27, 81][n]);
+                let avg_epu8 = |a: u32, b: u32| (a + b + 1) >> 1;
                 let q1 = q.saturating_sub(1) as u32;
-                let avx = ((q1 + (q1 + 1) / 2 + 1) / 2 >> 6) as i8;
+                let avx = (avg_epu8(q1, avg_epu8(q1, 0)) >> 6) as i8;
                 assert_eq!(super::trit(v, n), avx, "{v} {n}");
             }
         }
