@@ -855,12 +855,16 @@ pub unsafe fn dot_q1_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
             });
             for r in 0..R {
                 let ab = a.add(r * a_stride + 4 * ib * Q8_0_B);
+                // the four activation scales by one vcvtph2ps (every lane used: no partial merge)
+                let h = |k: usize| std::ptr::read_unaligned(ab.add(k * Q8_0_B) as *const u16) as i64;
+                let dy = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48)));
                 let mut blk = _mm256_setzero_ps();
                 for k in 0..4 {
                     let y = ab.add(k * Q8_0_B);
                     let sy = _mm256_sub_epi8(_mm256_xor_si256(load256(y.add(2)), neg[k]), neg[k]);
                     let s = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ones, sy));
-                    blk = if k == 0 { _mm256_mul_ps(_mm256_set1_ps(f16_at(y)), s) } else { _mm256_fmadd_ps(_mm256_set1_ps(f16_at(y)), s, blk) };
+                    let d = _mm256_permutevar8x32_ps(dy, _mm256_set1_epi32(k as i32));
+                    blk = if k == 0 { _mm256_mul_ps(d, s) } else { _mm256_fmadd_ps(d, s, blk) };
                 }
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw), blk, acc[r]);
             }
