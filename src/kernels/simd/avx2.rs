@@ -662,6 +662,22 @@ pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
     }
 }
 
+/// ±1 bytes for the 4 × 8 weights of an IQ1_M group from its 4 delta-sign bits (bit k: the
+/// k-th 8 weights' delta is negative).
+static IQ1M_DELTA_SIGNS: [[u64; 4]; 16] = {
+    let mut t = [[0u64; 4]; 16];
+    let mut i = 0;
+    while i < 16 {
+        let mut k = 0;
+        while k < 4 {
+            t[i][k] = if i >> k & 1 == 1 { u64::MAX } else { 0x0101_0101_0101_0101 };
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// IQ1_M × Q8_K (the reference: `quant::iq1_m::vec_dot`): the grid products and the
 /// delta-signed activations in two 8-lane FMA accumulators with the per-16 scales, then
 /// `fma(hsum(acc2), DELTA, hsum(acc1))`.
@@ -677,12 +693,13 @@ pub unsafe fn dot_iq1_m<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let dw = f16_at(dh.to_le_bytes().as_ptr());
             let (mut s1, mut s2) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
             for g in 0..8 {
-                let qh = [*wb.add(32 + 2 * g), *wb.add(33 + 2 * g)];
-                let h = |k: usize| (qh[k / 2] >> (4 * (k % 2))) as usize;
-                let idx: [usize; 4] = std::array::from_fn(|k| *wb.add(4 * g + k) as usize | ((h(k) & 7) << 8));
+                // the group's 4 nibbles: 3 high index bits and the delta sign (bit 3) per 8 weights
+                let qh = std::ptr::read_unaligned(wb.add(32 + 2 * g) as *const u16) as usize;
+                let qs = std::ptr::read_unaligned(wb.add(4 * g) as *const [u8; 4]);
+                let idx: [usize; 4] = std::array::from_fn(|k| qs[k] as usize | (((qh >> (4 * k)) & 7) << 8));
                 let q = grid64x4(&IQ1S_GRID, idx);
-                let dsign = |k: usize| if h(k) & 8 != 0 { -1i64 } else { 0x0101_0101_0101_0101 };
-                let delta = _mm256_set_epi64x(dsign(3), dsign(2), dsign(1), dsign(0));
+                let signs = (qh >> 3 & 1) | (qh >> 6 & 2) | (qh >> 9 & 4) | (qh >> 12 & 8);
+                let delta = _mm256_loadu_si256(IQ1M_DELTA_SIGNS[signs].as_ptr() as *const __m256i);
                 let sl = 2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) as i16 + 1;
                 let shi = 2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) as i16 + 1;
                 let scv = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(sl), _mm256_set1_epi16(shi));
