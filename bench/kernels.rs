@@ -33,7 +33,11 @@ fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
                 seed ^= seed << 17;
                 *v = ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5;
             }
-            quant::quantize_row_ref(ty, &x, &mut one);
+            if ty.has_quantize_ref() {
+                quant::quantize_row_ref(ty, &x, &mut one);
+            } else {
+                quant::random_blocks(ty, seed, &mut one);
+            }
             one.clone()
         })
         .collect();
@@ -59,13 +63,18 @@ fn main() {
     }
     if types.is_empty() {
         types = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K", "f16"].map(String::from).to_vec();
+        // the IQ, ternary, FP4 and 1/2-bit types
+        types.extend(
+            ["iq4_xs", "iq2_xxs", "iq1_s", "iq3_xxs", "iq4_nl", "mxfp4", "iq1_m", "iq2_xs", "iq2_s", "iq3_s", "tq1_0", "tq2_0", "nvfp4", "q1_0", "q2_0"]
+                .map(String::from),
+        );
     }
     let pool = ThreadPool::new(threads).unwrap();
     println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s)", deepseek::kernels::simd::level());
     for name in types {
         let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
         let rb = ty.row_bytes(cols).unwrap();
-        let mut line = format!("{:>5}", ty.name());
+        let mut line = format!("{:>7}", ty.name());
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
             let rows = bytes / rb;
             let data = random_rows(ty, rows, cols);

@@ -6,7 +6,7 @@
 //! usage: make_fuzz_seeds OUT_DIR
 
 use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
-use deepseek::quant::{quantize_row_ref, GgmlType};
+use deepseek::quant::{quantize_row_ref, random_blocks, GgmlType};
 
 struct Rng(u64);
 impl Rng {
@@ -54,7 +54,12 @@ impl Builder {
         let mut src = vec![0f32; cols];
         for r in 0..rows {
             src.iter_mut().for_each(|x| *x = self.rng.next() / (cols as f32).sqrt() * 3.0);
-            quantize_row_ref(ty, &src, &mut data[r * rb..(r + 1) * rb]);
+            if ty.has_quantize_ref() {
+                quantize_row_ref(ty, &src, &mut data[r * rb..(r + 1) * rb]);
+            } else {
+                // the IQ / ternary / FP4 / 1-2-bit types: random valid blocks
+                random_blocks(ty, (self.rng.next().to_bits() as u64) << 1 | 1, &mut data[r * rb..(r + 1) * rb]);
+            }
         }
         self.w.tensor(name, dims, ty, data);
     }
@@ -213,6 +218,10 @@ fn main() {
         ("qwen2-f16", dense("qwen2", GgmlType::F16, 32, &tok)),
         ("deepseek2-lite-q8_0", deepseek2(false, GgmlType::Q8_0, &tok)),
         ("deepseek3-q4_1", deepseek2(true, GgmlType::Q4_1, &tok)),
+        // the IQ / FP4 families: a 256-block type needs 256 columns
+        ("qwen2-iq1_s", dense("qwen2", GgmlType::IQ1_S, 256, &tok)),
+        ("llama-iq4_nl", dense("llama", GgmlType::IQ4_NL, 32, &tok)),
+        ("qwen2-mxfp4", dense("qwen2", GgmlType::MXFP4, 32, &tok)),
     ];
     let split = split_seed(&seeds[2].1);
     for (name, bytes) in seeds {

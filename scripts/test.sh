@@ -17,8 +17,8 @@ cargo test --release -p deepseek-server
 # The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
 # scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
 # kernels take minutes; they run at the AVX2 level.)
-DEEPSEEK_KERNELS=avx2 cargo test --release --test golden_logits --test engine --test real_models
-DEEPSEEK_KERNELS=scalar cargo test --release --test golden_logits --test engine
+DEEPSEEK_KERNELS=avx2 cargo test --release --test golden_logits --test golden_quants --test engine --test real_models
+DEEPSEEK_KERNELS=scalar cargo test --release --test golden_logits --test golden_quants --test engine
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
 scripts/loom.sh
 # Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).

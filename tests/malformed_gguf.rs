@@ -1,7 +1,8 @@
 //! Hostile model files: the structured generator (tests/common/malformed.rs) makes over 1,000
-//! variants of three models (a qwen2 fixture, a V2-Lite-style and a V3-style deepseek2 seed);
-//! each is parsed and built, decoded when it loads, and freed. A variant must end in a clean
-//! error or a model that decodes — never a panic, never a hang (watchdog: 10 s per variant).
+//! variants of four models (a qwen2 fixture, a V2-Lite-style and a V3-style deepseek2 seed, an
+//! IQ1_S qwen2 seed); each is parsed and built, decoded when it loads, and freed. A variant must
+//! end in a clean error or a model that decodes — never a panic, never a hang (watchdog: 10 s
+//! per variant).
 
 mod common;
 
@@ -66,7 +67,7 @@ fn cap_address_space(bytes: u64) {
 fn a_thousand_malformed_files_fail_cleanly() {
     cap_address_space(16 << 30);
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let originals = ["tests/data/tiny/tiny-qwen2-q4_0.gguf", "fuzz/corpus/gguf_model/deepseek2-lite-q8_0", "fuzz/corpus/gguf_model/deepseek3-q4_1"];
+    let originals = ["tests/data/tiny/tiny-qwen2-q4_0.gguf", "fuzz/corpus/gguf_model/deepseek2-lite-q8_0", "fuzz/corpus/gguf_model/deepseek3-q4_1", "fuzz/corpus/gguf_model/qwen2-iq1_s"];
     let started_ms = Arc::new(AtomicU64::new(u64::MAX));
     let current = Arc::new(std::sync::Mutex::new(String::new()));
     let epoch = Instant::now();
@@ -100,4 +101,46 @@ fn a_thousand_malformed_files_fail_cleanly() {
     }
     let total = worker.join().expect("a variant failed");
     assert!(total >= 1000, "only {total} variants");
+}
+
+/// Every tensor type the reader knows (the IQ, ternary, FP4 and 1/2-bit ones included), in a
+/// tensor whose data the file cannot hold (the next tensor starts inside it, or the file ends
+/// before it), or whose rows are not a multiple of the type's block: rejected with a reason
+/// that names the tensor. The same tensors with the right size load (the control).
+#[test]
+fn every_type_with_a_wrong_size_is_rejected() {
+    use deepseek::gguf::{GgufValue, GgufWriter};
+    use deepseek::quant::GgmlType;
+    for id in 0..64u32 {
+        let Some(ty) = GgmlType::from_u32(id) else { continue };
+        let n = 2 * ty.block_len().max(32);
+        let rb = ty.row_bytes(n).unwrap();
+        let file = |dims: &[usize], bytes: usize, then_another: bool| {
+            let mut w = GgufWriter::new();
+            w.kv("general.architecture", GgufValue::Str("llama".into()));
+            w.tensor("w", dims, ty, vec![0; bytes]);
+            if then_another {
+                w.tensor("next", &[32], GgmlType::F32, vec![0; 128]);
+            }
+            GgufFile::from_slice(&w.to_bytes()).map(|_| ())
+        };
+        for then_another in [false, true] {
+            assert!(file(&[n, 3], 3 * rb, then_another).is_ok(), "{}: the right size is refused", ty.name());
+        }
+        // one row short with a tensor after it (rows are >= 32 bytes: past the alignment)
+        let e = file(&[n, 3], 2 * rb, true).expect_err(ty.name());
+        assert!(e.contains("'w'") || e.contains("next"), "{}: {e}", ty.name());
+        // the file ends one byte before the tensor's data does
+        let mut w = GgufWriter::new();
+        w.kv("general.architecture", GgufValue::Str("llama".into()));
+        w.tensor("w", &[n, 3], ty, vec![0; 3 * rb]);
+        let bytes = w.to_bytes();
+        let t = GgufFile::from_slice(&bytes).unwrap().tensor("w").map(|t| t.file_offset + t.n_bytes).unwrap();
+        let e = GgufFile::from_slice(&bytes[..t - 1]).map(|_| ()).expect_err(ty.name());
+        assert!(e.contains("'w'"), "{}: {e}", ty.name());
+        if ty.block_len() > 1 {
+            let e = file(&[ty.block_len() + 1], rb, false).expect_err(ty.name());
+            assert!(e.contains("'w'") && e.contains(ty.name()), "{}: {e}", ty.name());
+        }
+    }
 }

@@ -53,9 +53,21 @@ pub(crate) fn dequantize<const B: usize, const N: usize>(
 /// per-16 scales. Formats with sub-blocks of 32 pass each scale twice.
 #[inline(always)]
 pub(crate) fn scaled_dot(q: &[i8; QK_K], aq: &[u8; QK_K], sc16: &[i32; 16]) -> [i32; 8] {
+    scaled_dot_with(q, aq, sc16, dot32)
+}
+
+/// [`scaled_dot`] with the 32-element lane sums of `lanes` (the IQ formats' `sign_epi8`
+/// products, `iquant::dot32_sign`).
+#[inline(always)]
+pub(crate) fn scaled_dot_with(
+    q: &[i8; QK_K],
+    aq: &[u8; QK_K],
+    sc16: &[i32; 16],
+    lanes: impl Fn(&[i8; 32], &[u8; 32]) -> [i32; 8],
+) -> [i32; 8] {
     let mut sumi = [0i32; 8];
     for (g, (qg, ag)) in q.as_chunks::<32>().0.iter().zip(aq.as_chunks::<32>().0).enumerate() {
-        let lanes = dot32(qg, ag);
+        let lanes = lanes(qg, ag);
         let (lo, hi) = (sc16[2 * g], sc16[2 * g + 1]);
         for k in 0..8 {
             sumi[k] += if k < 4 { lo } else { hi } * lanes[k];

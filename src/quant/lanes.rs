@@ -25,6 +25,35 @@ impl Acc8 {
         }
     }
 
+    /// `acc = _mm256_fmadd_ps(set_m128(set1(hi), set1(lo)), cvtepi32_ps(v), acc)`: lanes 0..4
+    /// scaled by `lo`, 4..8 by `hi`.
+    #[inline(always)]
+    pub(crate) fn fma_halves(&mut self, lo: f32, hi: f32, v: &[i32; 8]) {
+        for (k, (a, &x)) in self.0.iter_mut().zip(v).enumerate() {
+            *a = if k < 4 { lo } else { hi }.mul_add(x as f32, *a);
+        }
+    }
+
+    /// `_mm256_mul_ps(set1(d), cvtepi32_ps(v))`.
+    #[inline(always)]
+    pub(crate) fn mul(d: f32, v: &[i32; 8]) -> Acc8 {
+        Acc8(v.map(|x| d * x as f32))
+    }
+
+    /// `acc = _mm256_fmadd_ps(set1(d), v, acc)` with a float vector `v`.
+    #[inline(always)]
+    pub(crate) fn fma_acc(&mut self, d: f32, v: &Acc8) {
+        for (a, &x) in self.0.iter_mut().zip(&v.0) {
+            *a = d.mul_add(x, *a);
+        }
+    }
+
+    /// Lane-wise `self + other` (`_mm256_add_ps`).
+    #[inline(always)]
+    pub(crate) fn add(&self, other: &Acc8) -> Acc8 {
+        Acc8(std::array::from_fn(|k| self.0[k] + other.0[k]))
+    }
+
     /// `hsum_float_8`: ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
     #[inline(always)]
     pub(crate) fn hsum(&self) -> f32 {

@@ -7,6 +7,7 @@
 //! against these loops bit for bit.
 
 use super::common::{min_max, signed_absmax};
+use super::iquant::dot32_sign;
 use super::lanes::{dot32, Acc8};
 use super::{arr, f16_at, put_f16, q8_0, q8_1};
 
@@ -91,6 +92,32 @@ pub(crate) fn vec_dot_q8_0<const B: usize>(w: &[u8], a: &[u8], quants: impl Fn(&
         acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
     }
     acc.hsum()
+}
+
+/// `ggml_vec_dot_iq4_nl_q8_0` / `ggml_vec_dot_mxfp4_q8_0`, AVX2 order: blocks in pairs, even
+/// ones into one 8-lane FMA accumulator and odd ones into another (`sign_epi8` products, scale
+/// `d_a · d_w` with `d_w = scale(block)`), `hsum(acc1 + acc2)`; an odd last block is added as
+/// `sumf + d · sumi` (the scalar tail, not contracted upstream).
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0_pairs<const B: usize>(
+    w: &[u8],
+    a: &[u8],
+    quants: impl Fn(&[u8; B]) -> [i8; QK],
+    scale: impl Fn(&[u8; B]) -> f32,
+) -> f32 {
+    let (wb, ab) = (w.as_chunks::<B>().0, a.as_chunks::<{ q8_0::BYTES }>().0);
+    let mut acc = [Acc8::new(); 2];
+    let pairs = wb.len() / 2 * 2;
+    for (i, (wb, ab)) in wb[..pairs].iter().zip(ab).enumerate() {
+        let d = f16_at(ab, 0) * scale(wb);
+        acc[i % 2].fma(d, &dot32_sign(&quants(wb), arr(ab, 2)));
+    }
+    let mut sumf = acc[0].add(&acc[1]).hsum();
+    if let (Some(wb), Some(ab)) = (wb[pairs..].first(), ab.get(pairs)) {
+        let d = f16_at(ab, 0) * scale(wb);
+        sumf += d * dot32(&quants(wb), arr(ab, 2)).iter().sum::<i32>() as f32;
+    }
+    sumf
 }
 
 /// `ggml_vec_dot_q{4,5}_1_q8_1`, AVX2 order: lane FMAs with d_w·d_a, plus the scalar

@@ -47,12 +47,30 @@ macro_rules! block_format {
 }
 
 mod common;
+pub(crate) mod fp4;
 #[cfg(test)]
 mod golden;
+#[cfg(test)]
+mod golden_iq;
 mod half;
+mod iq1_m;
+mod iq1_s;
+mod iq2_s;
+mod iq2_xs;
+mod iq2_xxs;
+mod iq3_s;
+mod iq3_xxs;
+mod iq4_nl;
+mod iq4_xs;
+pub(crate) mod iq_tables;
+mod iquant;
 mod lanes;
 mod legacy;
 mod kquant;
+mod mxfp4;
+mod nvfp4;
+mod q1_0;
+mod q2_0;
 mod q2_k;
 mod q3_k;
 mod q4_0;
@@ -67,6 +85,8 @@ mod q8_1;
 mod q8_k;
 #[cfg(test)]
 mod test_util;
+mod tq1_0;
+mod tq2_0;
 
 pub use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
@@ -181,15 +201,36 @@ formats! {
     Q5K = 13 => q5_k::Format,
     Q6K = 14 => q6_k::Format,
     Q8K = 15 => q8_k::Format,
+    IQ2_XXS = 16 => iq2_xxs::Format,
+    IQ2_XS = 17 => iq2_xs::Format,
+    IQ3_XXS = 18 => iq3_xxs::Format,
+    IQ1_S = 19 => iq1_s::Format,
+    IQ4_NL = 20 => iq4_nl::Format,
+    IQ3_S = 21 => iq3_s::Format,
+    IQ2_S = 22 => iq2_s::Format,
+    IQ4_XS = 23 => iq4_xs::Format,
     I8 = 24 => half::I8,
     I16 = 25 => half::I16,
     I32 = 26 => half::I32,
     I64 = 27 => half::I64,
     F64 = 28 => half::F64,
+    IQ1_M = 29 => iq1_m::Format,
     BF16 = 30 => half::BF16,
+    TQ1_0 = 34 => tq1_0::Format,
+    TQ2_0 = 35 => tq2_0::Format,
+    MXFP4 = 39 => mxfp4::Format,
+    NVFP4 = 40 => nvfp4::Format,
+    Q1_0 = 41 => q1_0::Format,
+    Q2_0 = 42 => q2_0::Format,
 }
 
 impl GgmlType {
+    /// Whether `quantize_row_ref` can write this type (the IQ, ternary, FP4 and 1/2-bit
+    /// formats have no reference quantizer here: they are read, not written).
+    pub fn has_quantize_ref(self) -> bool {
+        self.quantize_ref_fn().is_some()
+    }
+
     /// The type with ggml id `v`; None for unknown or unsupported ids.
     pub fn from_u32(v: u32) -> Option<GgmlType> {
         GgmlType::ALL.iter().copied().find(|t| *t as u32 == v)
@@ -270,6 +311,39 @@ pub fn quantize_row_ref(ty: GgmlType, src: &[f32], dst: &mut [u8]) {
     }
 }
 
+/// Fills `dst` (whole blocks of `ty`) with pseudo-random but valid blocks: random bytes with
+/// the scale fields set to moderate values. For benchmarks of the types that have no reference
+/// quantizer (`quantize_row_ref` cannot write them).
+#[doc(hidden)]
+pub fn random_blocks(ty: GgmlType, seed: u64, dst: &mut [u8]) {
+    let mut s = seed | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    for b in dst.iter_mut() {
+        *b = next() as u8;
+    }
+    let bb = ty.block_bytes();
+    for blk in dst.chunks_exact_mut(bb) {
+        let h = f32_to_f16(((next() % 1000) as f32 / 1000.0 + 0.1) * 0.01);
+        match ty {
+            GgmlType::IQ1_M => {
+                for i in 0..4 {
+                    blk[49 + 2 * i] = (blk[49 + 2 * i] & 0x0f) | ((((h >> (4 * i)) & 0xf) as u8) << 4);
+                }
+            }
+            GgmlType::MXFP4 => blk[0] = 118 + (next() % 12) as u8,
+            GgmlType::NVFP4 => blk[..4].iter_mut().for_each(|b| *b = 0x08 + (next() % 0x70) as u8),
+            GgmlType::TQ1_0 | GgmlType::TQ2_0 => blk[bb - 2..].copy_from_slice(&h.to_le_bytes()),
+            _ if ty.block_len() > 1 => blk[..2].copy_from_slice(&h.to_le_bytes()),
+            _ => {}
+        }
+    }
+}
+
 /// Read the little-endian f16 at `off` as f32.
 #[inline(always)]
 pub(crate) fn f16_at(b: &[u8], off: usize) -> f32 {
@@ -294,7 +368,7 @@ mod tests {
 
     #[test]
     fn type_table() {
-        let expect: [(GgmlType, u32, &str, usize, usize); 20] = [
+        let expect: [(GgmlType, u32, &str, usize, usize); 35] = [
             (GgmlType::F32, 0, "f32", 1, 4),
             (GgmlType::F16, 1, "f16", 1, 2),
             (GgmlType::Q4_0, 2, "q4_0", 32, 18),
@@ -315,6 +389,22 @@ mod tests {
             (GgmlType::I64, 27, "i64", 1, 8),
             (GgmlType::F64, 28, "f64", 1, 8),
             (GgmlType::BF16, 30, "bf16", 1, 2),
+            // the README of fixtures/quants (upstream's type_traits)
+            (GgmlType::IQ2_XXS, 16, "iq2_xxs", 256, 66),
+            (GgmlType::IQ2_XS, 17, "iq2_xs", 256, 74),
+            (GgmlType::IQ3_XXS, 18, "iq3_xxs", 256, 98),
+            (GgmlType::IQ1_S, 19, "iq1_s", 256, 50),
+            (GgmlType::IQ4_NL, 20, "iq4_nl", 32, 18),
+            (GgmlType::IQ3_S, 21, "iq3_s", 256, 110),
+            (GgmlType::IQ2_S, 22, "iq2_s", 256, 82),
+            (GgmlType::IQ4_XS, 23, "iq4_xs", 256, 136),
+            (GgmlType::IQ1_M, 29, "iq1_m", 256, 56),
+            (GgmlType::TQ1_0, 34, "tq1_0", 256, 54),
+            (GgmlType::TQ2_0, 35, "tq2_0", 256, 66),
+            (GgmlType::MXFP4, 39, "mxfp4", 32, 17),
+            (GgmlType::NVFP4, 40, "nvfp4", 64, 36),
+            (GgmlType::Q1_0, 41, "q1_0", 128, 18),
+            (GgmlType::Q2_0, 42, "q2_0", 64, 18),
         ];
         for (t, id, name, bl, bb) in expect {
             assert_eq!(t as u32, id);
@@ -323,7 +413,7 @@ mod tests {
             assert_eq!(t.block_len(), bl, "{name}");
             assert_eq!(t.block_bytes(), bb, "{name}");
         }
-        for id in [4u32, 5, 16, 23, 29, 31, 39, 42, 43, 1000, u32::MAX] {
+        for id in [4u32, 5, 31, 32, 33, 36, 37, 38, 43, 1000, u32::MAX] {
             assert_eq!(GgmlType::from_u32(id), None, "{id}");
         }
     }
@@ -357,6 +447,21 @@ mod tests {
             (Q4K, Q8K),
             (Q5K, Q8K),
             (Q6K, Q8K),
+            (IQ2_XXS, Q8K),
+            (IQ2_XS, Q8K),
+            (IQ2_S, Q8K),
+            (IQ3_XXS, Q8K),
+            (IQ3_S, Q8K),
+            (IQ1_S, Q8K),
+            (IQ1_M, Q8K),
+            (IQ4_XS, Q8K),
+            (TQ1_0, Q8K),
+            (TQ2_0, Q8K),
+            (IQ4_NL, Q8_0),
+            (MXFP4, Q8_0),
+            (NVFP4, Q8_0),
+            (Q1_0, Q8_0),
+            (Q2_0, Q8_0),
         ];
         for (w, a) in pairs {
             assert!(w.is_weight_type());

@@ -214,7 +214,8 @@ pub fn variants(original: &[u8], mut add: impl FnMut(String, Vec<u8>)) -> usize 
                 add(format!("tensor {i}: dim {d} = {v}"), with_u64(original, t.dims_at + 8 * d, v));
             }
         }
-        for ty in [4u32, 5, 13, 31, 39, 99, u32::MAX, 0, 1, 8] {
+        // unknown ids, and known ones of other sizes (the IQ / ternary / FP4 / 1-2-bit ids too)
+        for ty in [4u32, 5, 13, 31, 36, 43, 99, u32::MAX, 0, 1, 8, 16, 19, 20, 23, 29, 34, 39, 40, 41, 42] {
             if ty != u32_at(original, t.type_at) {
                 add(format!("tensor {i}: type {ty}"), with_u32(original, t.type_at, ty));
             }

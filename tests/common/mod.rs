@@ -2,6 +2,7 @@
 //! the comparison metrics of DESIGN.md §5.
 #![allow(dead_code)]
 
+pub mod golden;
 pub mod json;
 pub mod malformed;
 

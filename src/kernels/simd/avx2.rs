@@ -20,6 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::ActAux;
+use crate::quant::fp4::{e8m0_half, ue4m3, KVALUES_FP4};
+use crate::quant::iq_tables::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KVALUES_IQ4NL};
 use crate::quant::GgmlType;
 
 const QK_K: usize = crate::quant::QK_K;
@@ -35,14 +37,52 @@ const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
 const Q8_K_B: usize = GgmlType::Q8K.block_bytes();
+const IQ2_XXS_B: usize = GgmlType::IQ2_XXS.block_bytes();
+const IQ2_XS_B: usize = GgmlType::IQ2_XS.block_bytes();
+const IQ2_S_B: usize = GgmlType::IQ2_S.block_bytes();
+const IQ3_XXS_B: usize = GgmlType::IQ3_XXS.block_bytes();
+const IQ3_S_B: usize = GgmlType::IQ3_S.block_bytes();
+const IQ1_S_B: usize = GgmlType::IQ1_S.block_bytes();
+const IQ4_XS_B: usize = GgmlType::IQ4_XS.block_bytes();
+const IQ4_NL_B: usize = GgmlType::IQ4_NL.block_bytes();
+const MXFP4_B: usize = GgmlType::MXFP4.block_bytes();
+const IQ1_M_B: usize = GgmlType::IQ1_M.block_bytes();
+const TQ1_0_B: usize = GgmlType::TQ1_0.block_bytes();
+const TQ2_0_B: usize = GgmlType::TQ2_0.block_bytes();
+const NVFP4_B: usize = GgmlType::NVFP4.block_bytes();
+const Q1_0_B: usize = GgmlType::Q1_0.block_bytes();
+const Q2_0_B: usize = GgmlType::Q2_0.block_bytes();
+/// `IQ1S_DELTA` (ggml-common.h:1132).
+const IQ1S_DELTA: f32 = 0.125;
 
 // ---------------------------------------------------------------------------------------------
 // helpers (always inlined into the `#[target_feature]` kernels that call them)
 
 #[inline(always)]
 unsafe fn f16_at(p: *const u8) -> f32 {
-    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
-    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const u16) as i32))) }
+    // SAFETY: caller guarantees 2 readable bytes at p.
+    let h = unsafe { std::ptr::read_unaligned(p as *const u16) } as u32;
+    // Integer and scalar-float steps, not F16C: for a one-lane `_mm_cvtph_ps` LLVM emits a
+    // `vpinsrw` merging into whatever register it likes, once an FMA accumulator, which put
+    // the conversion on the loop-carried chain (IQ4_NL ran at half speed). Exact: the f16's
+    // exponent and mantissa as an f32 scaled by 2^112 (subnormals included); inf/NaN apart.
+    let mag = if h & 0x7c00 == 0x7c00 {
+        f32::from_bits(0x7f80_0000 | ((h & 0x3ff) << 13))
+    } else {
+        f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000)
+    };
+    f32::from_bits(mag.to_bits() | ((h & 0x8000) << 16))
+}
+
+/// Two f16 fields converted by one `vcvtph2ps` (both lanes used, so no partial-register merge).
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8, q: *const u8) -> (f32, f32) {
+    // SAFETY: caller guarantees 2 readable bytes at p and q; F16C is enabled in every caller.
+    unsafe {
+        let (x, y) = (std::ptr::read_unaligned(p as *const u16), std::ptr::read_unaligned(q as *const u16));
+        let v = _mm_cvtph_ps(_mm_cvtsi32_si128((x as u32 | (y as u32) << 16) as i32));
+        (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+    }
 }
 
 #[inline(always)]
@@ -378,6 +418,591 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
             *out.add(r * out_stride) = hsum_float_8(acc[r]);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// IQ formats against Q8_K (the reference: `quant::iquant`)
+
+/// One 32-weight group of an IQ block: the weights' magnitudes `ax`, a sign source `s` for
+/// `sign_epi8(a, s)` (the signed weights themselves, or ±1 bytes) and the scales of its two
+/// halves: the group's lane sums are `madd(maddubs(ax, sign_epi8(a, s)), scales)`.
+struct IqGroup {
+    ax: __m256i,
+    s: __m256i,
+    lo: i16,
+    hi: i16,
+}
+
+/// `ksigns_iq2xs[i]` as 8 bytes of ±1 (−1 where bit `j` is set; upstream's `keven_signs_q2xs`):
+/// the 7 sign bits of `i` and their parity (checked against the table in the tests).
+pub(crate) static KSIGNS64: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let bits = i as u32 | ((i as u32).count_ones() & 1) << 7;
+        let mut j = 0;
+        while j < 8 {
+            t[i] |= (if bits >> j & 1 == 1 { 0xffu64 } else { 0x01 }) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The ±1 sign bytes of four 7-bit `ksigns_iq2xs` indices at bits 0, 7, 14, 21 of `sg`.
+#[inline(always)]
+unsafe fn ksigns4(sg: u32) -> __m256i {
+    let k = |i: u32| KSIGNS64[((sg >> (7 * i)) & 127) as usize] as i64;
+    // SAFETY: register-only AVX intrinsic.
+    unsafe { _mm256_set_epi64x(k(3), k(2), k(1), k(0)) }
+}
+
+/// ±1 bytes from 32 sign bits (bit `j` set: −1), as upstream's IQ2_S / IQ3_S kernels make them.
+#[inline(always)]
+unsafe fn signs_from_bits(bits: u32) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_or_si256(bytes_from_bits_32(bits), _mm256_set1_epi8(1)) }
+}
+
+/// Signed weight bytes as a group: magnitudes and themselves as the sign source.
+#[inline(always)]
+unsafe fn signed_group(q: __m256i, lo: i16, hi: i16) -> IqGroup {
+    // SAFETY: register-only AVX2 intrinsic.
+    IqGroup { ax: unsafe { _mm256_sign_epi8(q, q) }, s: q, lo, hi }
+}
+
+#[inline(always)]
+unsafe fn grid64x4(g: &[u64], i: [usize; 4]) -> __m256i {
+    // SAFETY: register-only AVX intrinsic; indexing is bounds-checked.
+    unsafe { _mm256_set_epi64x(g[i[3]] as i64, g[i[2]] as i64, g[i[1]] as i64, g[i[0]] as i64) }
+}
+
+#[inline(always)]
+unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
+    // SAFETY: register-only AVX intrinsic; indexing is bounds-checked.
+    unsafe { _mm256_setr_epi32(g[i[0]] as i32, g[i[1]] as i32, g[i[2]] as i32, g[i[3]] as i32, g[i[4]] as i32, g[i[5]] as i32, g[i[6]] as i32, g[i[7]] as i32) }
+}
+
+/// The IQ super-block dot product: per block the 8 groups decoded once (signs applied), then
+/// per activation row `maddubs(|w|, sign_epi8(a, w))`, `madd` with the per-16 scales, one FMA
+/// with `d_w · d_a`; `factor · hsum`. With `EXTRA`, `extra(w_block)` gives 16 i16 factors of
+/// the Q8_K block sums whose (exact) total is added as `acc1 = fma(d, total, acc1)`, and
+/// `IQ1S_DELTA · acc1` at the end (IQ1_S's deltas).
+#[inline(always)]
+unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    factor: f32,
+    group: impl Fn(*const u8, usize) -> IqGroup,
+    extra: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc1 = [0f32; R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let dw = f16_at(wb);
+            let mut sumi = [_mm256_setzero_si256(); R];
+            let ex = if EXTRA { extra(wb) } else { _mm256_setzero_si256() };
+            for g in 0..8 {
+                let gr = group(wb, g);
+                let sc = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(gr.lo), _mm256_set1_epi16(gr.hi));
+                for r in 0..R {
+                    let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
+                    let p = _mm256_maddubs_epi16(gr.ax, _mm256_sign_epi8(qy, gr.s));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, sc));
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let sumi = sumi[r];
+                let d = dw * f32_at(ab);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
+                if EXTRA {
+                    let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), ex);
+                    let t = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                    let t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+                    let t = _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0b01)));
+                    acc1[r] = d.mul_add(t as f32, acc1[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            let s = factor * hsum_float_8(acc[r]);
+            *out.add(r * out_stride) = if EXTRA { s + IQ1S_DELTA * acc1[r] } else { s };
+        }
+    }
+}
+
+/// The per-32 scale `2·ls + 1` of both halves.
+#[inline(always)]
+fn odd_scale(ax: __m256i, s: __m256i, ls: u32) -> IqGroup {
+    let sc = (2 * ls + 1) as i16;
+    IqGroup { ax, s, lo: sc, hi: sc }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | per 32: 4 grid bytes, u32 signs + scale.
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 4]);
+            let sg = std::ptr::read_unaligned(wb.add(6 + 8 * g) as *const u32);
+            odd_scale(grid64x4(&IQ2XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
+        };
+        dot_iq::<R, IQ2_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | 64 grid bytes | per 32 a u32 of signs + scale.
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
+            let sg = std::ptr::read_unaligned(wb.add(66 + 4 * g) as *const u32);
+            odd_scale(grid32x8(&IQ3XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
+        };
+        dot_iq::<R, IQ3_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_| _mm256_setzero_si256())
+    }
+}
+
+/// Two 4-bit scales of a byte as the per-16 factors `2·s + 1` (low nibble first).
+#[inline(always)]
+fn nibble_scales(ax: __m256i, s: __m256i, sc: u8) -> IqGroup {
+    IqGroup { ax, s, lo: 2 * (sc & 15) as i16 + 1, hi: 2 * (sc >> 4) as i16 + 1 }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | u16 qs[32] (9-bit index, 7 sign bits) | scales[8].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
+            let k = |i: usize| KSIGNS64[(v[i] >> 9) as usize] as i64;
+            let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
+            nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
+        };
+        dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[32] | signs[32] | qh[8] | scales[8].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let qs = std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]);
+            let qh = *wb.add(66 + g) as usize;
+            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | ((qh << (8 - 2 * l)) & 0x300));
+            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
+            nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
+        };
+        dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[64] | qh[8] | signs[32] | scales[4].
+    unsafe {
+        let group = |wb: *const u8, g: usize| {
+            let qs = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
+            let qh = *wb.add(66 + g) as usize;
+            let idx: [usize; 8] = std::array::from_fn(|i| qs[i] as usize | ((qh << (8 - i)) & 256));
+            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(74 + 4 * g) as *const u32));
+            let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
+            odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
+        };
+        dot_iq::<R, IQ3_S_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | scales_h u16 | scales_l[4] | qs[128].
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+        let group = |wb: *const u8, g: usize| {
+            let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(8 + 16 * g)));
+            let sh = std::ptr::read_unaligned(wb.add(2) as *const u16);
+            let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
+            signed_group(q, ls, ls)
+        };
+        dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[32] | qh u16[8]; Q8_K bsums at 4 + 256.
+    unsafe {
+        let qh = |wb: *const u8, g: usize| std::ptr::read_unaligned(wb.add(34 + 2 * g) as *const u16) as usize;
+        let group = |wb: *const u8, g: usize| {
+            let (h, qs) = (qh(wb, g), std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]));
+            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | (((h >> (3 * l)) & 7) << 8));
+            let sc = 2 * ((h >> 12) & 7) as i16 + 1;
+            signed_group(grid64x4(&IQ1S_GRID, idx), sc, sc)
+        };
+        // per group g: bsums 2g and 2g + 1 times ±(2·s + 1), the sign from bit 15 (in
+        // registers: a vector built in memory from 16 stores stalls the 256-bit reload)
+        let extra = |wb: *const u8| {
+            let h = _mm_loadu_si128(wb.add(34) as *const __m128i);
+            let sc = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
+            let f = _mm_sign_epi16(sc, _mm_or_si128(h, _mm_set1_epi16(1)));
+            _mm256_set_m128i(_mm_unpackhi_epi16(f, f), _mm_unpacklo_epi16(f, f))
+        };
+        dot_iq::<R, IQ1_S_B, true>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
+    }
+}
+
+/// ±1 bytes for the 4 × 8 weights of an IQ1_M group from its 4 delta-sign bits (bit k: the
+/// k-th 8 weights' delta is negative).
+static IQ1M_DELTA_SIGNS: [[u64; 4]; 16] = {
+    let mut t = [[0u64; 4]; 16];
+    let mut i = 0;
+    while i < 16 {
+        let mut k = 0;
+        while k < 4 {
+            t[i][k] = if i >> k & 1 == 1 { u64::MAX } else { 0x0101_0101_0101_0101 };
+            k += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// IQ1_M × Q8_K (the reference: `quant::iq1_m::vec_dot`): the grid products and the
+/// delta-signed activations in two 8-lane FMA accumulators with the per-16 scales, then
+/// `fma(hsum(acc2), DELTA, hsum(acc1))`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_m<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: qs[32] | qh[16] | scales[8] (4 u16).
+    unsafe {
+        let (mut acc1, mut acc2) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        for ib in 0..nb {
+            let wb = w.add(ib * IQ1_M_B);
+            let sc = std::ptr::read_unaligned(wb.add(48) as *const [u16; 4]);
+            let dh = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+            let dw = f16_at(dh.to_le_bytes().as_ptr());
+            let (mut s1, mut s2) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+            for g in 0..8 {
+                // the group's 4 nibbles: 3 high index bits and the delta sign (bit 3) per 8 weights
+                let qh = std::ptr::read_unaligned(wb.add(32 + 2 * g) as *const u16) as usize;
+                let qs = std::ptr::read_unaligned(wb.add(4 * g) as *const [u8; 4]);
+                let idx: [usize; 4] = std::array::from_fn(|k| qs[k] as usize | (((qh >> (4 * k)) & 7) << 8));
+                let q = grid64x4(&IQ1S_GRID, idx);
+                let signs = (qh >> 3 & 1) | (qh >> 6 & 2) | (qh >> 9 & 4) | (qh >> 12 & 8);
+                let delta = _mm256_loadu_si256(IQ1M_DELTA_SIGNS[signs].as_ptr() as *const __m256i);
+                let sl = 2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) as i16 + 1;
+                let shi = 2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) as i16 + 1;
+                let scv = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(sl), _mm256_set1_epi16(shi));
+                let ax = _mm256_sign_epi8(q, q);
+                for r in 0..R {
+                    let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
+                    let p1 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(qy, q));
+                    let p2 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_sign_epi8(qy, delta));
+                    s1[r] = _mm256_add_epi32(s1[r], _mm256_madd_epi16(p1, scv));
+                    s2[r] = _mm256_add_epi32(s2[r], _mm256_madd_epi16(p2, scv));
+                }
+            }
+            for r in 0..R {
+                let d = _mm256_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)) * dw);
+                acc1[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s1[r]), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s2[r]), acc2[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc2[r]).mul_add(IQ1S_DELTA, hsum_float_8(acc1[r]));
+        }
+    }
+}
+
+/// TQ1_0 / TQ2_0 × Q8_K (the reference: `quant::tq2_0::vec_dot_ternary`): `chunks(w_block)`
+/// gives the block's 8 runs of 32 unsigned quants in element order; per lane the exact
+/// products minus the block sums' pairs, one FMA with `d_a · d_w` (`d_w` the last 2 bytes).
+#[inline(always)]
+unsafe fn dot_ternary<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    chunks: impl Fn(*const u8) -> [__m256i; 8],
+) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        let ones = _mm256_set1_epi16(1);
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            let q = chunks(wb);
+            let dw = f16_at(wb.add(WB - 2));
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let mut sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_madd_epi16(load256(ab.add(4 + QK_K)), ones));
+                for c in 0..8 {
+                    sumi = _mm256_add_epi32(sumi, mul_sum_us8_pairs(q[c], load256(ab.add(4 + 32 * c))));
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(f32_at(ab) * dw), _mm256_cvtepi32_ps(sumi), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_tq2_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: qs[64] (2-bit planes of two 128-weight runs) | d.
+    unsafe {
+        let chunks = |wb: *const u8| {
+            let m3 = _mm256_set1_epi8(3);
+            std::array::from_fn(|c| _mm256_and_si256(_mm256_srl_epi16(load256(wb.add(32 * (c / 4))), _mm_cvtsi32_si128(2 * (c % 4) as i32)), m3))
+        };
+        dot_ternary::<R, TQ2_0_B>(nb, w, a, a_stride, out, out_stride, chunks)
+    }
+}
+
+/// Trits of bytes already multiplied by 3^n (mod 256): `((q · 3) >> 8)`, computed as
+/// upstream's kernel does (saturating −1, two `avg_epu8`, `>> 6`; equal for every byte).
+#[inline(always)]
+unsafe fn trits(q: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe {
+        let t = _mm256_subs_epu8(q, _mm256_set1_epi8(1));
+        let t = _mm256_avg_epu8(t, _mm256_avg_epu8(t, _mm256_setzero_si256()));
+        _mm256_and_si256(_mm256_srli_epi16(t, 6), _mm256_set1_epi8(3))
+    }
+}
+
+/// Bytes times 3 and 9 (mod 256) without 8-bit multiplies.
+#[inline(always)]
+unsafe fn times3(x: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_add_epi8(x, _mm256_add_epi8(x, x)) }
+}
+#[inline(always)]
+unsafe fn times9(x: __m256i) -> __m256i {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe { _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(-8)), x) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_tq1_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: qs[48] (5 trits a byte) | qh[4] (4) | d.
+    unsafe {
+        let chunks = |wb: *const u8| {
+            // weights 0..160: trit n of qs[m] (m < 32) is weight 32n + m
+            let x = load256(wb);
+            let (x3, x9) = (times3(x), times9(x));
+            // weights 160..240: trit n of qs[32 + m] is 160 + 16n + m; 240..256: trit n of
+            // qh[m] is 240 + 4n + m, i.e. byte p of the 16 is qh[p % 4] · 3^(p / 4)
+            let y = _mm_loadu_si128(wb.add(32) as *const __m128i);
+            let y = _mm256_set_m128i(y, y);
+            let (y3, y9) = (times3(y), times9(y));
+            let qh = _mm256_cvtepu8_epi16(_mm_set1_epi32(std::ptr::read_unaligned(wb.add(48) as *const i32)));
+            let qh = _mm256_and_si256(_mm256_mullo_epi16(qh, _mm256_set_epi16(27, 27, 27, 27, 9, 9, 9, 9, 3, 3, 3, 3, 1, 1, 1, 1)), _mm256_set1_epi16(0xff));
+            let qh = _mm_packus_epi16(_mm256_castsi256_si128(qh), _mm256_extracti128_si256(qh, 1));
+            let y01 = _mm256_blend_epi32::<0xf0>(y, y3);
+            let y23 = _mm256_blend_epi32::<0xf0>(y9, times3(y9));
+            let y4h = _mm256_set_m128i(qh, _mm256_castsi256_si128(times9(y9)));
+            [x, x3, x9, times3(x9), times9(x9), y01, y23, y4h].map(|v| trits(v))
+        };
+        dot_ternary::<R, TQ1_0_B>(nb, w, a, a_stride, out, out_stride, chunks)
+    }
+}
+
+/// NVFP4 × Q8_0 (the reference: `quant::nvfp4::vec_dot`): per 32 weights one FMA whose lanes
+/// 0..4 carry one 16-weight sub-block's `ue4m3(d_s) · d_a` and lanes 4..8 the next one's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_nvfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d[4] | qs[32] (8 bytes per 16 weights).
+    unsafe {
+        let table = _mm_loadu_si128(KVALUES_FP4.as_ptr() as *const __m128i);
+        let m4 = _mm_set1_epi8(0x0f);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * NVFP4_B);
+            for h in 0..2 {
+                let bits = _mm_loadu_si128(wb.add(4 + 16 * h) as *const __m128i);
+                let lo = _mm_shuffle_epi8(table, _mm_and_si128(bits, m4));
+                let hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bits, 4), m4));
+                let q = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+                let ax = _mm256_sign_epi8(q, q);
+                let (s0, s1) = (ue4m3(*wb.add(2 * h)), ue4m3(*wb.add(2 * h + 1)));
+                for r in 0..R {
+                    let ab = a.add(r * a_stride + (2 * ib + h) * Q8_0_B);
+                    let dy = f16_at(ab);
+                    let p = mul_sum_us8_pairs(ax, _mm256_sign_epi8(load256(ab.add(2)), q));
+                    let sc = _mm256_set_m128(_mm_set1_ps(s1 * dy), _mm_set1_ps(s0 * dy));
+                    acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(p), acc[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q1_0 × Q8_0 (the reference: `quant::q1_0::vec_dot`): per Q8_0 block the activations
+/// negated where the bit is clear and summed in lanes, scaled by `d_a` into a block accumulator
+/// (a multiply, then three FMAs), one FMA with `d_w` into the row's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q1_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d | qs[16].
+    unsafe {
+        let ones = _mm256_set1_epi8(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q1_0_B);
+            let dw = f16_at(wb);
+            let neg: [__m256i; 4] = std::array::from_fn(|k| {
+                let set = bytes_from_bits_32(std::ptr::read_unaligned(wb.add(2 + 4 * k) as *const u32));
+                _mm256_xor_si256(set, _mm256_set1_epi8(-1))
+            });
+            for r in 0..R {
+                let ab = a.add(r * a_stride + 4 * ib * Q8_0_B);
+                // the four activation scales by one vcvtph2ps (every lane used: no partial merge)
+                let h = |k: usize| std::ptr::read_unaligned(ab.add(k * Q8_0_B) as *const u16) as i64;
+                let dy = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi64_si128(h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48)));
+                let mut blk = _mm256_setzero_ps();
+                for k in 0..4 {
+                    let y = ab.add(k * Q8_0_B);
+                    let sy = _mm256_sub_epi8(_mm256_xor_si256(load256(y.add(2)), neg[k]), neg[k]);
+                    let s = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ones, sy));
+                    let d = _mm256_permutevar8x32_ps(dy, _mm256_set1_epi32(k as i32));
+                    blk = if k == 0 { _mm256_mul_ps(d, s) } else { _mm256_fmadd_ps(d, s, blk) };
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw), blk, acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q2_0 × Q8_0 (the reference: `quant::q2_0::vec_dot`, upstream's generic loop): the exact
+/// integer sums of each Q8_0 block in SIMD, the float steps as the scalar reference's.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q2_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d | qs[16], weight j at bits 2(j % 4) of byte j / 4.
+    unsafe {
+        // byte b of 8 repeated at 4b..4b+4 (each 128-bit lane holds 4 of the 8), then field p % 4
+        let rep = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+        let pos = |j: i32| _mm256_set1_epi32(0xff << (8 * j));
+        let (m3, ones) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+        let mut sumf = [0f32; R];
+        for ib in 0..nb {
+            let wb = w.add(ib * Q2_0_B);
+            let dw = f16_at(wb);
+            let q: [__m256i; 2] = std::array::from_fn(|k| {
+                let x = _mm256_shuffle_epi8(_mm256_set1_epi64x(std::ptr::read_unaligned(wb.add(2 + 8 * k) as *const i64)), rep);
+                let f = |j: i32| _mm256_and_si256(_mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)), m3), pos(j));
+                _mm256_or_si256(_mm256_or_si256(f(0), f(1)), _mm256_or_si256(f(2), f(3)))
+            });
+            for r in 0..R {
+                let mut sumi = 0f32;
+                for k in 0..2 {
+                    let y = a.add(r * a_stride + (2 * ib + k) * Q8_0_B);
+                    let qy = load256(y.add(2));
+                    // Σ (q − 1)·y = Σ q·y − Σ y, both exact
+                    let v = _mm256_sub_epi32(mul_sum_us8_pairs(q[k], qy), mul_sum_us8_pairs(ones, qy));
+                    let v = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+                    let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+                    let s = _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0b01)));
+                    sumi += f16_at(y) * s as f32;
+                }
+                sumf[r] += dw * sumi;
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = sumf[r];
+        }
+    }
+}
+
+/// IQ4_NL / MXFP4 × Q8_0 in upstream's pairs (the reference: `quant::legacy::vec_dot_q8_0_pairs`):
+/// even and odd blocks in two accumulators, `hsum(acc1 + acc2)`, an odd last block added as
+/// `sumf + d · sumi` with the exact integer sum. `F16`: the scales are f16 at the block start.
+#[inline(always)]
+unsafe fn dot_nl_pairs<const R: usize, const WB: usize, const F16: bool>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    values: &[i8; 16],
+    qs_off: usize,
+    scale: impl Fn(*const u8) -> f32,
+) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(values.as_ptr() as *const __m128i));
+        let (mut acc1, mut acc2) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let pairs = nb / 2 * 2;
+        for ib in (0..pairs).step_by(2) {
+            let (w1, w2) = (w.add(ib * WB), w.add((ib + 1) * WB));
+            let (d1, d2) = if F16 { (0.0, 0.0) } else { (scale(w1), scale(w2)) };
+            let q1 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w1.add(qs_off)));
+            let q2 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w2.add(qs_off)));
+            let (ax1, ax2) = (_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(q2, q2));
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_0_B);
+                let p1 = mul_sum_us8_pairs(ax1, _mm256_sign_epi8(load256(ab.add(2)), q1));
+                let p2 = mul_sum_us8_pairs(ax2, _mm256_sign_epi8(load256(ab.add(Q8_0_B + 2)), q2));
+                let (s1, s2) = if F16 {
+                    // d_a · d_w of both blocks from one conversion of the four f16 fields
+                    let h = |p: *const u8| std::ptr::read_unaligned(p as *const u16) as i64;
+                    let v = _mm_cvtph_ps(_mm_cvtsi64_si128(h(ab) | h(ab.add(Q8_0_B)) << 16 | h(w1) << 32 | h(w2) << 48));
+                    let m = _mm_mul_ps(v, _mm_movehl_ps(v, v));
+                    (_mm_cvtss_f32(m), _mm_cvtss_f32(_mm_movehdup_ps(m)))
+                } else {
+                    let (a1, a2) = f16_pair(ab, ab.add(Q8_0_B));
+                    (a1 * d1, a2 * d2)
+                };
+                acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(s1), _mm256_cvtepi32_ps(p1), acc1[r]);
+                acc2[r] = _mm256_fmadd_ps(_mm256_set1_ps(s2), _mm256_cvtepi32_ps(p2), acc2[r]);
+            }
+        }
+        for r in 0..R {
+            let mut sumf = hsum_float_8(_mm256_add_ps(acc1[r], acc2[r]));
+            if pairs < nb {
+                let (wb, ab) = (w.add(pairs * WB), a.add(r * a_stride + pairs * Q8_0_B));
+                let mut sumi = 0i32;
+                for j in 0..16 {
+                    let byte = *wb.add(qs_off + j);
+                    sumi += values[(byte & 15) as usize] as i32 * *ab.add(2 + j) as i8 as i32;
+                    sumi += values[(byte >> 4) as usize] as i32 * *ab.add(18 + j) as i8 as i32;
+                }
+                sumf += f16_at(ab) * scale(wb) * sumi as f32;
+            }
+            *out.add(r * out_stride) = sumf;
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_nl<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[16].
+    unsafe { dot_nl_pairs::<R, IQ4_NL_B, true>(nb, w, a, a_stride, out, out_stride, &KVALUES_IQ4NL, 2, |b| f16_at(b)) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_mxfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: e | qs[16].
+    unsafe { dot_nl_pairs::<R, MXFP4_B, false>(nb, w, a, a_stride, out, out_stride, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -54,7 +54,27 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
         GgmlType::Q6K => &[208],
+        GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ1_S => &[0],
+        GgmlType::IQ4_XS | GgmlType::IQ4_NL | GgmlType::Q1_0 | GgmlType::Q2_0 => &[0],
+        GgmlType::TQ1_0 => &[52],
+        GgmlType::TQ2_0 => &[64],
         _ => &[],
+    }
+}
+
+/// The scales of the formats whose scale is not one f16 field (kept moderate).
+fn fix_other_scales(rng: &mut Rng, ty: GgmlType, blk: &mut [u8]) {
+    match ty {
+        GgmlType::MXFP4 => blk[0] = 118 + (rng.next() % 12) as u8,
+        GgmlType::NVFP4 => blk[..4].iter_mut().for_each(|b| *b = 0x08 + (rng.next() % 0x70) as u8),
+        GgmlType::IQ1_M => {
+            // the f16 super-scale in the top nibbles of the four scale u16s
+            let h = f32_to_f16((rng.unit() + 0.1) * 0.01);
+            for i in 0..4 {
+                blk[49 + 2 * i] = (blk[49 + 2 * i] & 0x0f) | ((((h >> (4 * i)) & 0xf) as u8) << 4);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -66,7 +86,8 @@ fn weight_row(rng: &mut Rng, ty: GgmlType, cols: usize, raw: bool) -> Vec<u8> {
         quant::quantize_row_ref(ty, &x, &mut w);
         return w;
     }
-    if raw {
+    // types without a reference quantizer: random blocks in both modes
+    if raw || !ty.has_quantize_ref() {
         for b in w.iter_mut() {
             *b = rng.next() as u8;
         }
@@ -76,6 +97,7 @@ fn weight_row(rng: &mut Rng, ty: GgmlType, cols: usize, raw: bool) -> Vec<u8> {
                 let v = (rng.unit() - 0.3) * 0.02;
                 blk[off..off + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
             }
+            fix_other_scales(rng, ty, blk);
         }
     } else {
         let x: Vec<f32> = rng.row(cols).iter().map(|v| v * 0.05).collect();
@@ -407,6 +429,78 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
             }
         }
     }
+}
+
+#[test]
+fn ksigns64_is_upstreams_table() {
+    for (i, &k) in crate::quant::iq_tables::KSIGNS_IQ2XS.iter().enumerate() {
+        let bytes = avx2::KSIGNS64[i].to_le_bytes();
+        for (j, &b) in bytes.iter().enumerate() {
+            assert_eq!(b, if k >> j & 1 == 1 { 0xff } else { 1 }, "{i} {j}");
+        }
+    }
+}
+
+#[test]
+fn iq2_xxs() {
+    check_type(GgmlType::IQ2_XXS, &[256, 768, 4864]);
+}
+#[test]
+fn iq2_xs() {
+    check_type(GgmlType::IQ2_XS, &[256, 768, 4864]);
+}
+#[test]
+fn iq2_s() {
+    check_type(GgmlType::IQ2_S, &[256, 768, 4864]);
+}
+#[test]
+fn iq3_xxs() {
+    check_type(GgmlType::IQ3_XXS, &[256, 768, 4864]);
+}
+#[test]
+fn iq3_s() {
+    check_type(GgmlType::IQ3_S, &[256, 768, 4864]);
+}
+#[test]
+fn iq1_s() {
+    check_type(GgmlType::IQ1_S, &[256, 768, 4864]);
+}
+#[test]
+fn iq4_xs() {
+    check_type(GgmlType::IQ4_XS, &[256, 768, 4864]);
+}
+#[test]
+fn iq4_nl() {
+    check_type(GgmlType::IQ4_NL, &[32, 96, 224, 896]);
+}
+#[test]
+fn mxfp4() {
+    check_type(GgmlType::MXFP4, &[32, 96, 224, 896]);
+}
+
+#[test]
+fn iq1_m() {
+    check_type(GgmlType::IQ1_M, &[256, 768, 4864]);
+}
+#[test]
+fn tq1_0() {
+    check_type(GgmlType::TQ1_0, &[256, 768, 4864]);
+}
+#[test]
+fn tq2_0() {
+    check_type(GgmlType::TQ2_0, &[256, 768, 4864]);
+}
+#[test]
+fn nvfp4() {
+    check_type(GgmlType::NVFP4, &[64, 192, 448, 896]);
+}
+#[test]
+fn q1_0() {
+    check_type(GgmlType::Q1_0, &[128, 384, 896]);
+}
+#[test]
+fn q2_0() {
+    check_type(GgmlType::Q2_0, &[64, 192, 448, 896]);
 }
 
 #[test]
