@@ -2,13 +2,16 @@
 # deepseek2 speed against llama.cpp: writes (once) a synthetic model with DeepSeek-V2-Lite's layer
 # shapes and Q4_K_M-style random weights (bench/make_synthetic_deepseek2.rs; 4 layers ≈ 1.1 GB
 # under target/bench), prints its KV bytes per token, then runs bench/compare.sh on it.
-# usage: bench/deepseek2.sh [N_LAYERS] [THREADS] [PAIRS]
+# usage: bench/deepseek2.sh [N_LAYERS] [THREADS] [PAIRS] [EXPERT_TYPE]
+#   EXPERT_TYPE: the routed experts' ggml type, q4_K (default) or e.g. iq2_xxs (random valid
+#   blocks: the shape of the IQ2_XXS community files' experts, for speed only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 L=${1:-4}
-MODEL=target/bench/synthetic-deepseek2-${L}l.gguf
+ET=${4:-q4_K}
+MODEL=target/bench/synthetic-deepseek2-${L}l$([ "$ET" = q4_K ] || echo "-$ET").gguf
 mkdir -p target/bench
 if [ ! -f "$MODEL" ]; then
-  cargo run --release -q --example make_synthetic_deepseek2 -- "$MODEL" "$L"
+  cargo run --release -q --example make_synthetic_deepseek2 -- "$MODEL" "$L" "$ET"
 fi
 bench/compare.sh "$MODEL" "${2:-2}" "${3:-2}"

@@ -49,13 +49,29 @@ fn matrix(rng: &mut Rng, cols: usize, rows: usize, count: usize, preferred: Ggml
     (ty, data)
 }
 
+/// `count` matrices of rows × cols of a type without a reference quantizer (the IQ types):
+/// valid random blocks (`quant::random_blocks`), for speed measurements only.
+/// A row length the type's block does not divide falls back as llama-quantize's
+/// `tensor_type_fallback` does for the 256-block IQ types: IQ4_NL (V2-Lite's expert down
+/// projection, 1408 columns).
+fn random_matrix(rng: &mut Rng, ty: GgmlType, cols: usize, rows: usize, count: usize) -> (GgmlType, Vec<u8>) {
+    let ty = if cols % ty.block_len() == 0 { ty } else { GgmlType::IQ4_NL };
+    let mut data = vec![0u8; ty.row_bytes(cols).unwrap() * rows * count];
+    rng.normal(1.0);
+    deepseek::quant::random_blocks(ty, rng.0, &mut data);
+    (ty, data)
+}
+
 fn f32s(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn main() {
-    let out = std::env::args().nth(1).expect("usage: make_synthetic_deepseek2 OUT.gguf [N_LAYERS]");
+    let out = std::env::args().nth(1).expect("usage: make_synthetic_deepseek2 OUT.gguf [N_LAYERS] [EXPERT_TYPE]");
     let n_layer: usize = std::env::args().nth(2).map_or(4, |s| s.parse().unwrap());
+    // The routed experts' type: q4_K (the Q4_K_M default) or an IQ type by ggml name (iq2_xxs:
+    // the experts of unsloth's / bartowski's IQ2_XXS files).
+    let expert_type = std::env::args().nth(3).map(|name| (0..64).filter_map(GgmlType::from_u32).find(|t| t.name() == name).unwrap_or_else(|| panic!("unknown type {name}")));
     let tiny = GgufFile::open(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/deepseek2/tiny-deepseek2-lite-f32.gguf")), true).unwrap();
     let n_vocab = tiny.get_array("tokenizer.ggml.tokens").unwrap().len();
     let mut w = GgufWriter::new();
@@ -125,7 +141,10 @@ fn main() {
             let router: Vec<f32> = (0..EMBD * EXPERTS).map(|_| rng.normal(2.0 / (EMBD as f32).sqrt())).collect();
             w.tensor(&n("ffn_gate_inp.weight"), &[EMBD, EXPERTS], GgmlType::F32, f32s(&router));
             for (name, cols, rows) in [("ffn_gate_exps", EMBD, FF_EXP), ("ffn_up_exps", EMBD, FF_EXP), ("ffn_down_exps", FF_EXP, EMBD)] {
-                let (ty, d) = matrix(&mut rng, cols, rows, EXPERTS, GgmlType::Q4K);
+                let (ty, d) = match expert_type {
+                    Some(t) if t != GgmlType::Q4K => random_matrix(&mut rng, t, cols, rows, EXPERTS),
+                    _ => matrix(&mut rng, cols, rows, EXPERTS, GgmlType::Q4K),
+                };
                 w.tensor(&n(&format!("{name}.weight")), &[cols, rows, EXPERTS], ty, d);
             }
             for (name, cols, rows) in [("ffn_gate_shexp", EMBD, FF_EXP * SHARED), ("ffn_up_shexp", EMBD, FF_EXP * SHARED), ("ffn_down_shexp", FF_EXP * SHARED, EMBD)] {
