@@ -1,0 +1,196 @@
+//! Which tokens a grammar state allows, without looking at every token: a depth-first walk of the
+//! vocabulary's piece trie (`Vocab::grammar_trie`) that carries the grammar state along the path,
+//! so a prefix the grammar rejects cuts off every token that starts with it. Work is proportional
+//! to the part of the trie the grammar allows.
+//!
+//! States met on the way are interned in a `SetTable` (per sampler) with their transitions by
+//! code point, so the walk mostly looks transitions up (an array per state for ASCII). The table
+//! is a cache: `SetTable::trim` empties it when it outgrows its budget.
+//!
+//! The decisions are upstream's `llama_grammar_reject_candidates` for each token, including its
+//! quirks: a token whose text reaches a token element (`<[id]>` / `!<[id]>`) with text left over
+//! is decided by its id alone; a piece ending inside a UTF-8 sequence is allowed where some
+//! completion could match; an invalid sequence rejects the token.
+
+use std::collections::HashMap;
+
+use super::stacks::{match_token, Partial, StackSet, Step, Utf8};
+use super::{Elem, Grammar};
+use crate::tokenizer::piece_trie::PieceTrie;
+
+pub const EMPTY: u32 = 0;
+const UNKNOWN: u32 = u32::MAX;
+
+struct SetInfo {
+    set: StackSet,
+    /// Some stack's top is a character class.
+    has_char: bool,
+    /// The token elements at the top of some stack.
+    token_elems: Vec<Elem>,
+}
+
+/// Interned grammar states and the transitions found between them.
+pub struct SetTable {
+    sets: Vec<SetInfo>,
+    index: HashMap<StackSet, u32>,
+    ascii: Vec<[u32; 128]>,
+    other: HashMap<(u32, u32), u32>,
+    /// Stack positions held (the budget's measure).
+    held: usize,
+}
+
+/// Positions a table may hold before `trim` empties it (16 MB of u32).
+const TABLE_BUDGET: usize = 4 << 20;
+
+impl Default for SetTable {
+    fn default() -> SetTable {
+        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), other: HashMap::new(), held: 0 };
+        t.push(StackSet::default(), &[]);
+        t
+    }
+}
+
+impl SetTable {
+    fn push(&mut self, set: StackSet, elems: &[Elem]) -> u32 {
+        let id = self.sets.len() as u32;
+        let has_char = set.0.iter().any(|s| s.last().is_some_and(|&t| !elems[t as usize].is_token()));
+        let mut token_elems: Vec<Elem> = set.0.iter().filter_map(|s| s.last().map(|&t| elems[t as usize])).filter(|e| e.is_token()).collect();
+        token_elems.sort_unstable_by_key(|e| (e.ty as u8, e.value));
+        token_elems.dedup();
+        self.held += set.0.iter().map(|s| s.len() + 4).sum::<usize>() + 64;
+        self.index.insert(set.clone(), id);
+        self.sets.push(SetInfo { set, has_char, token_elems });
+        self.ascii.push([UNKNOWN; 128]);
+        id
+    }
+
+    pub fn intern(&mut self, g: &Grammar, set: &StackSet) -> u32 {
+        if set.is_empty() {
+            return EMPTY;
+        }
+        match self.index.get(set) {
+            Some(&id) => id,
+            None => self.push(set.clone(), &g.elems),
+        }
+    }
+
+    pub fn set(&self, id: u32) -> &StackSet {
+        &self.sets[id as usize].set
+    }
+
+    /// Empties the cache when it holds more than its budget.
+    pub fn trim(&mut self) {
+        if self.held > TABLE_BUDGET {
+            *self = SetTable::default();
+        }
+    }
+
+    /// The state after code point `cp` from state `id`.
+    #[inline]
+    pub fn next(&mut self, g: &Grammar, id: u32, cp: u32) -> Result<u32, String> {
+        let cached = if cp < 128 { self.ascii[id as usize][cp as usize] } else { self.other.get(&(id, cp)).copied().unwrap_or(UNKNOWN) };
+        if cached != UNKNOWN {
+            return Ok(cached);
+        }
+        let next = g.accept_char(&self.sets[id as usize].set, cp)?;
+        let nid = self.intern(g, &next);
+        if cp < 128 {
+            self.ascii[id as usize][cp as usize] = nid;
+        } else {
+            self.other.insert((id, cp), nid);
+            self.held += 4;
+        }
+        Ok(nid)
+    }
+}
+
+/// A set of token ids.
+#[derive(Default, Clone)]
+pub struct TokenBits(pub Vec<u64>);
+
+impl TokenBits {
+    pub fn reset(&mut self, n: usize) {
+        self.0.clear();
+        self.0.resize(n.div_ceil(64), 0);
+    }
+    #[inline]
+    pub fn set(&mut self, id: i32) {
+        if let Some(w) = self.0.get_mut(id as usize / 64) {
+            *w |= 1 << (id as usize % 64);
+        }
+    }
+    #[inline]
+    pub fn get(&self, id: i32) -> bool {
+        id >= 0 && self.0.get(id as usize / 64).is_some_and(|w| w >> (id as usize % 64) & 1 == 1)
+    }
+    pub fn count(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+struct Walk<'a> {
+    g: &'a Grammar,
+    table: &'a mut SetTable,
+    trie: &'a PieceTrie,
+    out: &'a mut TokenBits,
+}
+
+impl Walk<'_> {
+    /// Whether some stack of `set` could take a code point that completes `p`.
+    fn partial_ok(&self, set: u32, p: Partial) -> bool {
+        self.table.set(set).0.iter().any(|s| s.last().is_some_and(|&t| !self.g.elem(t).is_token() && self.g.match_partial(t, p)))
+    }
+
+    /// At `node`, with the complete code points of the path consumed into state `set` and the
+    /// decoder at `st`. `armed`: token elements met earlier with a complete code point since
+    /// (they decide by id every token below); `pending`: those met at the last code point.
+    fn walk(&mut self, node: u32, set: u32, st: Utf8, armed: &[Elem], pending: &[Elem]) -> Result<(), String> {
+        let toks = self.trie.tokens_at(node);
+        if !toks.is_empty() {
+            let ok_by_text = if st.n_remain == 0 { set != EMPTY } else { set != EMPTY && self.partial_ok(set, st.partial()) };
+            for &id in toks {
+                if ok_by_text || armed.iter().any(|&e| match_token(e, id)) {
+                    self.out.set(id);
+                }
+            }
+        }
+        let has_char = self.table.sets[set as usize].has_char;
+        if !has_char && armed.is_empty() && pending.is_empty() {
+            return Ok(());
+        }
+        for &(b, child) in self.trie.children(node) {
+            match st.step(b) {
+                Step::Invalid => {}
+                Step::More(s) => self.walk(child, if has_char { set } else { EMPTY }, s, armed, pending)?,
+                Step::Complete(cp, s) => {
+                    let next = if has_char { self.table.next(self.g, set, cp)? } else { EMPTY };
+                    if pending.is_empty() {
+                        if next == EMPTY && armed.is_empty() {
+                            continue;
+                        }
+                        if self.table.sets[next as usize].token_elems.is_empty() {
+                            self.walk(child, next, s, armed, &[])?;
+                        } else {
+                            let np = self.table.sets[next as usize].token_elems.clone();
+                            self.walk(child, next, s, armed, &np)?;
+                        }
+                    } else {
+                        let mut a = armed.to_vec();
+                        a.extend_from_slice(pending);
+                        let np = self.table.sets[next as usize].token_elems.clone();
+                        self.walk(child, next, s, &a, &np)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Marks in `out` (already sized and cleared) every token of `trie` that state `set` allows after
+/// the partial sequence `partial`.
+pub fn allowed(g: &Grammar, table: &mut SetTable, trie: &PieceTrie, set: u32, partial: Partial, out: &mut TokenBits) -> Result<(), String> {
+    let pending = table.sets[set as usize].token_elems.clone();
+    let mut w = Walk { g, table, trie, out };
+    w.walk(PieceTrie::ROOT, set, Utf8::start(partial), &[], &pending)
+}
