@@ -158,11 +158,16 @@ pub extern "C" fn llama_sampler_chain_init(params: llama_sampler_chain_params) -
 #[no_mangle]
 pub extern "C" fn llama_sampler_chain_add(chain: *mut llama_sampler, smpl: *mut llama_sampler) {
     guard("llama_sampler_chain_add", || {
-        if smpl.is_null() {
-            return Err("smpl is NULL".into());
-        }
         // SAFETY: chain is a live handle; chain_mut checks its type.
-        unsafe { iface::chain_mut(chain) }?.members.push(Member(smpl));
+        let c = unsafe { iface::chain_mut(chain) }?;
+        if smpl.is_null() {
+            // Upstream would crash later; a chain that silently lacks a member (e.g. a grammar
+            // whose init failed) would sample unconstrained text. The chain refuses to sample.
+            let why = format!("member {} was added as NULL (its init failed)", c.members.len());
+            c.broken.get_or_insert(why.clone());
+            return Err(format!("smpl is NULL: the chain will not sample ({why})"));
+        }
+        c.members.push(Member(smpl));
         Ok(())
     })
 }

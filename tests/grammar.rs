@@ -1,0 +1,150 @@
+//! Grammar sampling through the C API, beyond the traces (tests/grammar_trace.rs): what upstream
+//! would abort on ends in a logged error and a sampler that still works (it then allows only
+//! end-of-generation tokens); the bounds on stack depth and ambiguity; a NULL chain member makes
+//! the chain refuse to sample; init errors. Own binary: it installs a log callback.
+
+mod common;
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::sync::Mutex;
+
+use deepseek::api::backend::llama_log_set;
+use deepseek::api::handles::llama_vocab;
+use deepseek::api::model::*;
+use deepseek::api::sampling::*;
+use deepseek::api::types::*;
+use deepseek::api::vocab::*;
+
+static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn collect(_level: ggml_log_level, text: *const c_char, _ud: *mut c_void) {
+    // SAFETY: the library passes a NUL-terminated message.
+    LOG.lock().unwrap().push(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned());
+}
+
+fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
+    LOG.lock().unwrap().clear();
+    let r = f();
+    let log = LOG.lock().unwrap().join("");
+    assert!(!log.contains("internal error"), "a panic was caught: {log}");
+    (r, log)
+}
+
+fn token(v: *const llama_vocab, text: &str) -> i32 {
+    let mut t = [0i32; 4];
+    // SAFETY: a valid vocab, text and buffer.
+    let n = unsafe { llama_tokenize(v, text.as_ptr() as *const c_char, text.len() as i32, t.as_mut_ptr(), 4, false, true) };
+    assert_eq!(n, 1, "{text:?} is not one token");
+    t[0]
+}
+
+fn grammar(v: *const llama_vocab, g: &str) -> *mut llama_sampler {
+    let g = CString::new(g).unwrap();
+    // SAFETY: valid strings.
+    unsafe { llama_sampler_init_grammar(v, g.as_ptr(), c"root".as_ptr()) }
+}
+
+/// The ids the sampler leaves finite on a uniform candidate array.
+fn allowed(s: *mut llama_sampler, n_vocab: usize) -> Vec<i32> {
+    let mut data: Vec<llama_token_data> = (0..n_vocab as i32).map(|id| llama_token_data { id, logit: 0.0, p: 0.0 }).collect();
+    let mut arr = llama_token_data_array { data: data.as_mut_ptr(), size: data.len(), selected: -1, sorted: false };
+    llama_sampler_apply(s, &mut arr);
+    data.iter().filter(|d| d.logit.is_finite()).map(|d| d.id).collect()
+}
+
+fn free(s: *mut llama_sampler) {
+    // SAFETY: from an init, not in a chain.
+    unsafe { llama_sampler_free(s) }
+}
+
+#[test]
+fn grammar_errors_are_logged_not_fatal() {
+    llama_log_set(Some(collect), std::ptr::null_mut());
+    let path = CString::new(common::data("vocab/deepseek-r1-qwen.gguf").to_str().unwrap()).unwrap();
+    let mut mp = llama_model_default_params();
+    mp.vocab_only = true;
+    // SAFETY: a valid path.
+    let model = unsafe { llama_model_load_from_file(path.as_ptr(), mp) };
+    assert!(!model.is_null());
+    let v = llama_model_get_vocab(model);
+    let n_vocab = llama_vocab_n_tokens(v) as usize;
+    let eos = llama_vocab_eos(v);
+    let eogs: Vec<i32> = (0..n_vocab as i32).filter(|&t| llama_vocab_is_eog(v, t)).collect();
+
+    // A token the grammar does not allow: upstream throws; here the grammar dies with a reason
+    // and allows only end-of-generation from then on.
+    let s = grammar(v, r#"root ::= "a" "b""#);
+    assert_eq!(allowed(s, n_vocab).len() > 1, true);
+    let (_, log) = logged(|| llama_sampler_accept(s, token(v, "z")));
+    assert!(log.contains("unexpected empty grammar stack"), "{log}");
+    assert_eq!(allowed(s, n_vocab), eogs);
+    // reset revives it
+    llama_sampler_reset(s);
+    assert!(allowed(s, n_vocab).contains(&token(v, "a")));
+    // end of generation where the grammar cannot end: upstream aborts
+    let (_, log) = logged(|| llama_sampler_accept(s, eos));
+    assert!(log.contains("cannot end"), "{log}");
+    assert_eq!(allowed(s, n_vocab), eogs);
+    free(s);
+
+    // Depth bound: each "(" nests one level deeper.
+    let s = grammar(v, r#"root ::= "(" root ")" | "x""#);
+    let open = token(v, "(");
+    let (_, log) = logged(|| {
+        for _ in 0..4200 {
+            llama_sampler_accept(s, open);
+        }
+    });
+    assert!(log.contains("deeper than"), "{log}");
+    assert_eq!(allowed(s, n_vocab), eogs);
+    free(s);
+
+    // Ambiguity bound: after n "a", 2^n parses are alive.
+    let s = grammar(v, "root ::= x\nx ::= \"a\" x \"b\" | \"a\" x \"c\" | \"\"");
+    let a = token(v, "a");
+    let (_, log) = logged(|| {
+        for _ in 0..14 {
+            llama_sampler_accept(s, a);
+        }
+        allowed(s, n_vocab)
+    });
+    assert!(log.contains("too ambiguous"), "log: {log:?}");
+    free(s);
+
+    // Init errors: NULL with a reason naming the place.
+    let (s, log) = logged(|| grammar(v, "root ::= \"a\"\nbad ::= [a-"));
+    assert!(s.is_null() && log.contains("line 2, column 12"), "{log}");
+    let (s, log) = logged(|| grammar(v, r#"start ::= "a""#));
+    assert!(s.is_null() && log.contains("does not contain a 'root' symbol"), "{log}");
+    let (s, log) = logged(|| grammar(std::ptr::null(), r#"root ::= "a""#));
+    assert!(s.is_null() && log.contains("vocab is NULL"), "{log}");
+    for bad in [r"(?<=x)y", r"(a)\1", r"[a-", r"a{3,1}", r"\p{L}"] {
+        let g = CString::new(r#"root ::= "a""#).unwrap();
+        let p = CString::new(bad).unwrap();
+        let mut pats = [p.as_ptr()];
+        // SAFETY: valid strings and arrays.
+        let (s, log) = logged(|| unsafe { llama_sampler_init_grammar_lazy_patterns(v, g.as_ptr(), c"root".as_ptr(), pats.as_mut_ptr(), 1, std::ptr::null(), 0) });
+        assert!(s.is_null() && log.contains("trigger pattern"), "{bad}: {log}");
+    }
+    // The empty grammar constrains nothing (upstream's sampler without grammar).
+    let s = grammar(v, "");
+    assert!(!s.is_null());
+    assert_eq!(allowed(s, n_vocab).len(), n_vocab);
+    free(s);
+
+    // A NULL member (a failed init) makes the chain refuse to sample, visibly.
+    let chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    let (_, log) = logged(|| llama_sampler_chain_add(chain, grammar(v, "root ::= [")));
+    assert!(log.contains("llama_sampler_chain_add") && log.contains("will not sample"), "{log}");
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    let mut data: Vec<llama_token_data> = (0..8).map(|id| llama_token_data { id, logit: id as f32, p: 0.0 }).collect();
+    let mut arr = llama_token_data_array { data: data.as_mut_ptr(), size: data.len(), selected: -1, sorted: false };
+    let (_, log) = logged(|| llama_sampler_apply(chain, &mut arr));
+    assert_eq!(arr.selected, -1);
+    assert!(log.contains("cannot sample"), "{log}");
+    free(chain);
+
+    // SAFETY: nothing uses the model any more.
+    unsafe { llama_model_free(model) };
+    llama_log_set(None, std::ptr::null_mut());
+}
