@@ -1,6 +1,79 @@
 //! A byte trie of token pieces, laid out in preorder so that a node's subtree is one range of
 //! nodes and the tokens ending in it one range of `tokens`. Built once per vocabulary (see
 //! `Vocab::grammar_trie`) and read by every grammar sampler on that model; immutable.
+//!
+//! Each node also keeps a summary of what its subtree decodes to, with upstream's lenient UTF-8
+//! decoder of grammar pieces starting afresh at the node: which ASCII code points occur, whether
+//! larger ones do, and whether every token below decodes validly and completely. A grammar state
+//! that no such code point changes then allows the whole subtree at once.
+
+/// A partially decoded UTF-8 sequence (upstream's `llama_partial_utf8`): the bits so far and
+/// how many bytes remain; `n_remain < 0` marks an invalid sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Partial {
+    pub value: u32,
+    pub n_remain: i32,
+}
+
+/// Upstream's lenient UTF-8 decoder of grammar pieces (`decode_utf8` of llama-grammar.cpp),
+/// between two bytes: a lead byte fixes the length, continuation bytes are not checked except
+/// those that finish a sequence a previous token left open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Utf8 {
+    pub value: u32,
+    pub n_remain: i32,
+    /// Still continuing the sequence a previous token left open (its bytes are validated).
+    pub carried: bool,
+}
+
+pub enum Step {
+    /// The piece is invalid from here on (upstream rejects the whole token).
+    Invalid,
+    More(Utf8),
+    Complete(u32, Utf8),
+}
+
+impl Utf8 {
+    pub const FRESH: Utf8 = Utf8 { value: 0, n_remain: 0, carried: false };
+
+    /// The decoder at the start of a piece, after `p`.
+    pub fn start(p: Partial) -> Utf8 {
+        if p.n_remain > 0 {
+            Utf8 { value: p.value, n_remain: p.n_remain, carried: true }
+        } else {
+            Utf8::FRESH
+        }
+    }
+
+    pub fn partial(self) -> Partial {
+        Partial { value: self.value, n_remain: self.n_remain }
+    }
+
+    #[inline]
+    pub fn step(self, b: u8) -> Step {
+        if self.n_remain > 0 {
+            if self.carried && (b >> 6) != 2 {
+                return Step::Invalid;
+            }
+            let value = (self.value << 6) + (b as u32 & 0x3F);
+            let n_remain = self.n_remain - 1;
+            let s = Utf8 { value, n_remain, carried: self.carried && n_remain > 0 };
+            return if n_remain == 0 { Step::Complete(value, s) } else { Step::More(s) };
+        }
+        const LOOKUP: [i32; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4];
+        let n_remain = LOOKUP[(b >> 4) as usize] - 1;
+        if n_remain < 0 {
+            return Step::Invalid;
+        }
+        let value = b as u32 & ((1u32 << (7 - n_remain)) - 1);
+        let s = Utf8 { value, n_remain, carried: false };
+        if n_remain == 0 {
+            Step::Complete(value, s)
+        } else {
+            Step::More(s)
+        }
+    }
+}
 
 pub struct PieceTrie {
     /// Per node: its children are `edges[child_start[n]..child_start[n + 1]]`, sorted by byte.
@@ -12,7 +85,15 @@ pub struct PieceTrie {
     tokens: Vec<i32>,
     /// Per node: one past the last node of its subtree.
     subtree_end: Vec<u32>,
+    /// Per node: the code points below 128 that the text below it decodes to (fresh from it).
+    ascii_below: Vec<u128>,
+    /// Per node: `HIGH` (a code point ≥ 128 below), `CLEAN` (every token below decodes validly
+    /// and ends on a complete code point).
+    flags: Vec<u8>,
 }
+
+pub const HIGH: u8 = 1;
+pub const CLEAN: u8 = 2;
 
 impl PieceTrie {
     /// A trie of the given (token, piece) pairs; empty pieces are left out.
@@ -59,7 +140,48 @@ impl PieceTrie {
         }
         child_start.push(edges.len() as u32);
         tok_start.push(tokens.len() as u32);
-        PieceTrie { child_start, edges, tok_start, tokens, subtree_end }
+        let mut t = PieceTrie { child_start, edges, tok_start, tokens, subtree_end, ascii_below: vec![0; n], flags: vec![0; n] };
+        t.summarize();
+        t
+    }
+
+    /// Fills `ascii_below` and `flags`: for each node, a walk of its subtree decoding afresh from
+    /// it (the total work is the sum of the nodes' depths).
+    fn summarize(&mut self) {
+        let mut todo: Vec<(u32, Utf8)> = Vec::new();
+        for n in 0..self.n_nodes() as u32 {
+            let mut ascii = 0u128;
+            let mut high = false;
+            let mut clean = true;
+            todo.push((n, Utf8::FRESH));
+            while let Some((v, st)) = todo.pop() {
+                if st.n_remain != 0 && !self.tokens_at(v).is_empty() {
+                    clean = false;
+                }
+                for &(b, c) in self.children(v) {
+                    match st.step(b) {
+                        Step::Invalid => clean = false,
+                        Step::More(s) => todo.push((c, s)),
+                        Step::Complete(cp, s) => {
+                            if cp < 128 {
+                                ascii |= 1u128 << cp;
+                            } else {
+                                high = true;
+                            }
+                            todo.push((c, s));
+                        }
+                    }
+                }
+            }
+            self.ascii_below[n as usize] = ascii;
+            self.flags[n as usize] = if high { HIGH } else { 0 } | if clean { CLEAN } else { 0 };
+        }
+    }
+
+    /// The summary of `node`: ASCII code points below it and its flags.
+    #[inline]
+    pub fn summary(&self, node: u32) -> (u128, u8) {
+        (self.ascii_below[node as usize], self.flags[node as usize])
     }
 
     pub const ROOT: u32 = 0;
@@ -87,7 +209,7 @@ impl PieceTrie {
 
     /// Bytes held (for statistics).
     pub fn bytes(&self) -> usize {
-        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4
+        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4 + self.ascii_below.len() * 17
     }
 }
 

@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use super::stacks::{match_token, Partial, StackSet, Step, Utf8};
-use super::{Elem, Grammar};
-use crate::tokenizer::piece_trie::PieceTrie;
+use super::{Elem, Grammar, Ty};
+use crate::tokenizer::piece_trie::{PieceTrie, CLEAN, HIGH};
 
 pub const EMPTY: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
@@ -27,7 +27,17 @@ struct SetInfo {
     has_char: bool,
     /// The token elements at the top of some stack.
     token_elems: Vec<Elem>,
+    /// Fresh nodes the walks reached in this state (the fixpoints are computed once it is hot).
+    visits: u32,
+    /// The code points that leave the state unchanged: ASCII ones as a mask, and whether every
+    /// code point ≥ 128 does.
+    fix: Option<(u128, bool)>,
 }
+
+/// Visits of a state before its fixpoints are worth computing (129 transitions).
+const HOT: u32 = 16;
+/// The largest code point upstream's decoder can produce (4-byte lead, 3 continuations).
+const MAX_CP: u32 = 0x3F_FFFF;
 
 /// Interned grammar states and the transitions found between them.
 pub struct SetTable {
@@ -59,7 +69,7 @@ impl SetTable {
         token_elems.dedup();
         self.held += set.0.iter().map(|s| s.len() + 4).sum::<usize>() + 64;
         self.index.insert(set.clone(), id);
-        self.sets.push(SetInfo { set, has_char, token_elems });
+        self.sets.push(SetInfo { set, has_char, token_elems, visits: 0, fix: None });
         self.ascii.push([UNKNOWN; 128]);
         id
     }
@@ -104,6 +114,55 @@ impl SetTable {
     }
 }
 
+impl SetTable {
+    /// The fixpoints of state `id`, once it has been visited `HOT` times.
+    fn fix(&mut self, g: &Grammar, id: u32) -> Result<Option<(u128, bool)>, String> {
+        let info = &mut self.sets[id as usize];
+        if info.fix.is_some() {
+            return Ok(info.fix);
+        }
+        info.visits += 1;
+        if info.visits < HOT {
+            return Ok(None);
+        }
+        let mut ascii = 0u128;
+        for c in 0..128u32 {
+            if self.next(g, id, c)? == id {
+                ascii |= 1u128 << c;
+            }
+        }
+        let constant = self.sets[id as usize].set.0.iter().all(|s| s.last().is_none_or(|&t| g.elem(t).is_token() || high_constant(g, t)));
+        let high = constant && self.next(g, id, 0x80)? == id;
+        self.sets[id as usize].fix = Some((ascii, high));
+        Ok(Some((ascii, high)))
+    }
+}
+
+/// Whether the class at `pos` treats every code point from 0x80 to `MAX_CP` alike.
+fn high_constant(g: &Grammar, mut pos: u32) -> bool {
+    let inside = |b: u32| b > 0x80 && b <= MAX_CP;
+    loop {
+        let e = g.elem(pos);
+        let next = g.elem(pos + 1);
+        if next.ty == Ty::CharRngUpper {
+            if inside(e.value) || inside(next.value.saturating_add(1)) {
+                return false;
+            }
+            pos += 2;
+        } else if e.ty == Ty::CharAny {
+            pos += 1;
+        } else {
+            if inside(e.value) || inside(e.value.saturating_add(1)) {
+                return false;
+            }
+            pos += 1;
+        }
+        if g.elem(pos).ty != Ty::CharAlt {
+            return true;
+        }
+    }
+}
+
 /// A set of token ids.
 #[derive(Default, Clone)]
 pub struct TokenBits(pub Vec<u64>);
@@ -145,6 +204,18 @@ impl Walk<'_> {
     /// decoder at `st`. `armed`: token elements met earlier with a complete code point since
     /// (they decide by id every token below); `pending`: those met at the last code point.
     fn walk(&mut self, node: u32, set: u32, st: Utf8, armed: &[Elem], pending: &[Elem]) -> Result<(), String> {
+        if st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() {
+            if let Some((fix_ascii, fix_high)) = self.table.fix(self.g, set)? {
+                let (ascii, flags) = self.trie.summary(node);
+                if flags & CLEAN != 0 && ascii & !fix_ascii == 0 && (flags & HIGH == 0 || fix_high) {
+                    // nothing below changes the state: every token below is allowed
+                    for &id in self.trie.tokens_below(node) {
+                        self.out.set(id);
+                    }
+                    return Ok(());
+                }
+            }
+        }
         let toks = self.trie.tokens_at(node);
         if !toks.is_empty() {
             let ok_by_text = if st.n_remain == 0 { set != EMPTY } else { set != EMPTY && self.partial_ok(set, st.partial()) };

@@ -47,69 +47,7 @@ impl StackSet {
     }
 }
 
-/// A partially decoded UTF-8 sequence (upstream's `llama_partial_utf8`): the bits so far and
-/// how many bytes remain; `n_remain < 0` marks an invalid sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
-pub struct Partial {
-    pub value: u32,
-    pub n_remain: i32,
-}
-
-/// The decoder between two bytes of a piece.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Utf8 {
-    pub value: u32,
-    pub n_remain: i32,
-    /// Still continuing the sequence a previous token left open (its bytes are validated).
-    pub carried: bool,
-}
-
-pub enum Step {
-    /// The piece is invalid from here on (upstream rejects the whole token).
-    Invalid,
-    More(Utf8),
-    Complete(u32, Utf8),
-}
-
-impl Utf8 {
-    /// The decoder at the start of a piece, after `p`.
-    pub fn start(p: Partial) -> Utf8 {
-        if p.n_remain > 0 {
-            Utf8 { value: p.value, n_remain: p.n_remain, carried: true }
-        } else {
-            Utf8 { value: 0, n_remain: 0, carried: false }
-        }
-    }
-
-    pub fn partial(self) -> Partial {
-        Partial { value: self.value, n_remain: self.n_remain }
-    }
-
-    #[inline]
-    pub fn step(self, b: u8) -> Step {
-        if self.n_remain > 0 {
-            if self.carried && (b >> 6) != 2 {
-                return Step::Invalid;
-            }
-            let value = (self.value << 6) + (b as u32 & 0x3F);
-            let n_remain = self.n_remain - 1;
-            let s = Utf8 { value, n_remain, carried: self.carried && n_remain > 0 };
-            return if n_remain == 0 { Step::Complete(value, s) } else { Step::More(s) };
-        }
-        const LOOKUP: [i32; 16] = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4];
-        let n_remain = LOOKUP[(b >> 4) as usize] - 1;
-        if n_remain < 0 {
-            return Step::Invalid;
-        }
-        let value = b as u32 & ((1u32 << (7 - n_remain)) - 1);
-        let s = Utf8 { value, n_remain, carried: false };
-        if n_remain == 0 {
-            Step::Complete(value, s)
-        } else {
-            Step::More(s)
-        }
-    }
-}
+pub use crate::tokenizer::piece_trie::{Partial, Step, Utf8};
 
 /// Decodes a whole piece after `p` (up to its first NUL, as upstream's C string): the complete
 /// code points and the partial state at its end; an invalid piece gives no code points and
