@@ -2,8 +2,8 @@
 //! nodes and the tokens ending in it one range of `tokens`. Built once per vocabulary (see
 //! `Vocab::grammar_trie`) and read by every grammar sampler on that model; immutable.
 //!
-//! Each node also keeps a summary of what its subtree decodes to, with upstream's lenient UTF-8
-//! decoder of grammar pieces starting afresh at the node: which ASCII code points occur, whether
+//! Each node also keeps a summary of what the text from the byte into it down decodes to, with
+//! upstream's lenient UTF-8 decoder of grammar pieces starting afresh at that byte: which ASCII code points occur, whether
 //! larger ones do, and whether every token below decodes validly and completely. A grammar state
 //! that no such code point changes then allows the whole subtree at once.
 
@@ -85,7 +85,8 @@ pub struct PieceTrie {
     tokens: Vec<i32>,
     /// Per node: one past the last node of its subtree.
     subtree_end: Vec<u32>,
-    /// Per node: the code points below 128 that the text below it decodes to (fresh from it).
+    /// Per node: the code points below 128 that the text from the byte into it down decodes to
+    /// (fresh from that byte).
     ascii_below: Vec<u128>,
     /// Per node: `HIGH` (a code point ≥ 128 below), `CLEAN` (every token below decodes validly
     /// and ends on a complete code point).
@@ -145,40 +146,46 @@ impl PieceTrie {
         t
     }
 
-    /// Fills `ascii_below` and `flags`: for each node, a walk of its subtree decoding afresh from
-    /// it (the total work is the sum of the nodes' depths).
+    /// Fills `ascii_below` and `flags`: for each node but the root, a walk of its subtree
+    /// decoding afresh from the byte that leads into it (the total work is the sum of the
+    /// nodes' depths).
     fn summarize(&mut self) {
         let mut todo: Vec<(u32, Utf8)> = Vec::new();
-        for n in 0..self.n_nodes() as u32 {
-            let mut ascii = 0u128;
-            let mut high = false;
-            let mut clean = true;
-            todo.push((n, Utf8::FRESH));
-            while let Some((v, st)) = todo.pop() {
-                if st.n_remain != 0 && !self.tokens_at(v).is_empty() {
-                    clean = false;
-                }
-                for &(b, c) in self.children(v) {
-                    match st.step(b) {
-                        Step::Invalid => clean = false,
-                        Step::More(s) => todo.push((c, s)),
-                        Step::Complete(cp, s) => {
-                            if cp < 128 {
-                                ascii |= 1u128 << cp;
-                            } else {
-                                high = true;
-                            }
-                            todo.push((c, s));
+        for p in 0..self.n_nodes() as u32 {
+            for k in 0..self.children(p).len() {
+                let (b0, n) = self.children(p)[k];
+                let mut ascii = 0u128;
+                let mut high = false;
+                let mut clean = true;
+                let first = |st: Step, todo: &mut Vec<(u32, Utf8)>, ascii: &mut u128, high: &mut bool, clean: &mut bool, c: u32| match st {
+                    Step::Invalid => *clean = false,
+                    Step::More(s) => todo.push((c, s)),
+                    Step::Complete(cp, s) => {
+                        if cp < 128 {
+                            *ascii |= 1u128 << cp;
+                        } else {
+                            *high = true;
                         }
+                        todo.push((c, s));
+                    }
+                };
+                first(Utf8::FRESH.step(b0), &mut todo, &mut ascii, &mut high, &mut clean, n);
+                while let Some((v, st)) = todo.pop() {
+                    if st.n_remain != 0 && !self.tokens_at(v).is_empty() {
+                        clean = false;
+                    }
+                    for &(b, c) in self.children(v) {
+                        first(st.step(b), &mut todo, &mut ascii, &mut high, &mut clean, c);
                     }
                 }
+                self.ascii_below[n as usize] = ascii;
+                self.flags[n as usize] = if high { HIGH } else { 0 } | if clean { CLEAN } else { 0 };
             }
-            self.ascii_below[n as usize] = ascii;
-            self.flags[n as usize] = if high { HIGH } else { 0 } | if clean { CLEAN } else { 0 };
         }
     }
 
-    /// The summary of `node`: ASCII code points below it and its flags.
+    /// The summary of `node` (not the root), decoding afresh from the byte into it: the ASCII
+    /// code points of the text from there down, and its flags.
     #[inline]
     pub fn summary(&self, node: u32) -> (u128, u8) {
         (self.ascii_below[node as usize], self.flags[node as usize])

@@ -44,7 +44,10 @@ pub struct SetTable {
     sets: Vec<SetInfo>,
     index: HashMap<StackSet, u32>,
     ascii: Vec<[u32; 128]>,
-    other: HashMap<(u32, u32), u32>,
+    /// Per state, code points ≥ 128: the boundaries between which every top class decides
+    /// alike, and the state after each interval.
+    bounds: Vec<Vec<u32>>,
+    by_interval: Vec<Vec<u32>>,
     /// Stack positions held (the budget's measure).
     held: usize,
 }
@@ -54,7 +57,7 @@ const TABLE_BUDGET: usize = 4 << 20;
 
 impl Default for SetTable {
     fn default() -> SetTable {
-        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), other: HashMap::new(), held: 0 };
+        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), bounds: Vec::new(), by_interval: Vec::new(), held: 0 };
         t.push(StackSet::default(), &[]);
         t
     }
@@ -71,6 +74,18 @@ impl SetTable {
         self.index.insert(set.clone(), id);
         self.sets.push(SetInfo { set, has_char, token_elems, visits: 0, fix: None });
         self.ascii.push([UNKNOWN; 128]);
+        let mut b = Vec::new();
+        for s in &self.sets[id as usize].set.0 {
+            if let Some(&t) = s.last() {
+                class_bounds(elems, t, &mut b);
+            }
+        }
+        b.retain(|&x| x > 128);
+        b.sort_unstable();
+        b.dedup();
+        self.held += b.len() * 2;
+        self.by_interval.push(vec![UNKNOWN; b.len() + 1]);
+        self.bounds.push(b);
         id
     }
 
@@ -98,19 +113,50 @@ impl SetTable {
     /// The state after code point `cp` from state `id`.
     #[inline]
     pub fn next(&mut self, g: &Grammar, id: u32, cp: u32) -> Result<u32, String> {
-        let cached = if cp < 128 { self.ascii[id as usize][cp as usize] } else { self.other.get(&(id, cp)).copied().unwrap_or(UNKNOWN) };
-        if cached != UNKNOWN {
-            return Ok(cached);
+        let slot = if cp < 128 {
+            &mut self.ascii[id as usize][cp as usize]
+        } else {
+            let k = self.bounds[id as usize].partition_point(|&b| b <= cp);
+            &mut self.by_interval[id as usize][k]
+        };
+        if *slot != UNKNOWN {
+            return Ok(*slot);
         }
         let next = g.accept_char(&self.sets[id as usize].set, cp)?;
         let nid = self.intern(g, &next);
         if cp < 128 {
             self.ascii[id as usize][cp as usize] = nid;
         } else {
-            self.other.insert((id, cp), nid);
-            self.held += 4;
+            let k = self.bounds[id as usize].partition_point(|&b| b <= cp);
+            self.by_interval[id as usize][k] = nid;
         }
         Ok(nid)
+    }
+}
+
+/// The code points where the class at `pos` may change its decision (a range's start and one
+/// past its end, a character and the one after it).
+fn class_bounds(elems: &[Elem], mut pos: u32, out: &mut Vec<u32>) {
+    if elems[pos as usize].is_token() {
+        return;
+    }
+    loop {
+        let e = elems[pos as usize];
+        let next = elems[pos as usize + 1];
+        if next.ty == Ty::CharRngUpper {
+            out.push(e.value);
+            out.push(next.value.saturating_add(1));
+            pos += 2;
+        } else if e.ty == Ty::CharAny {
+            pos += 1;
+        } else {
+            out.push(e.value);
+            out.push(e.value.saturating_add(1));
+            pos += 1;
+        }
+        if elems[pos as usize].ty != Ty::CharAlt {
+            return;
+        }
     }
 }
 
@@ -204,18 +250,6 @@ impl Walk<'_> {
     /// decoder at `st`. `armed`: token elements met earlier with a complete code point since
     /// (they decide by id every token below); `pending`: those met at the last code point.
     fn walk(&mut self, node: u32, set: u32, st: Utf8, armed: &[Elem], pending: &[Elem]) -> Result<(), String> {
-        if st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() {
-            if let Some((fix_ascii, fix_high)) = self.table.fix(self.g, set)? {
-                let (ascii, flags) = self.trie.summary(node);
-                if flags & CLEAN != 0 && ascii & !fix_ascii == 0 && (flags & HIGH == 0 || fix_high) {
-                    // nothing below changes the state: every token below is allowed
-                    for &id in self.trie.tokens_below(node) {
-                        self.out.set(id);
-                    }
-                    return Ok(());
-                }
-            }
-        }
         let toks = self.trie.tokens_at(node);
         if !toks.is_empty() {
             let ok_by_text = if st.n_remain == 0 { set != EMPTY } else { set != EMPTY && self.partial_ok(set, st.partial()) };
@@ -229,7 +263,19 @@ impl Walk<'_> {
         if !has_char && armed.is_empty() && pending.is_empty() {
             return Ok(());
         }
+        // From a fresh decoder, a child whose text no code point of the state changes is
+        // allowed whole.
+        let fix = if st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() { self.table.fix(self.g, set)? } else { None };
         for &(b, child) in self.trie.children(node) {
+            if let Some((fix_ascii, fix_high)) = fix {
+                let (ascii, flags) = self.trie.summary(child);
+                if flags & CLEAN != 0 && ascii & !fix_ascii == 0 && (flags & HIGH == 0 || fix_high) {
+                    for &id in self.trie.tokens_below(child) {
+                        self.out.set(id);
+                    }
+                    continue;
+                }
+            }
             match st.step(b) {
                 Step::Invalid => {}
                 Step::More(s) => self.walk(child, if has_char { set } else { EMPTY }, s, armed, pending)?,
