@@ -311,3 +311,46 @@ pub fn allowed(g: &Grammar, table: &mut SetTable, trie: &PieceTrie, set: u32, pa
     let mut w = Walk { g, table, trie, out };
     w.walk(PieceTrie::ROOT, set, Utf8::start(partial), &[], &pending)
 }
+
+/// upstream's decision for one token that is not end-of-generation, computed directly from the
+/// stacks as `llama_grammar_reject_candidates` does (no trie, no cache): the reference the
+/// fuzzer and the unit tests hold the walk to.
+pub fn allowed_one(g: &Grammar, set: &StackSet, partial: Partial, id: i32, piece: &[u8]) -> Result<bool, String> {
+    let piece = &piece[..piece.iter().position(|&b| b == 0).unwrap_or(piece.len())];
+    if piece.is_empty() {
+        return Ok(false);
+    }
+    let mut cps = Vec::new();
+    let p = super::stacks::decode(piece, partial, &mut cps);
+    for s in &set.0 {
+        if stack_allows(g, s, &cps, p, id)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn stack_allows(g: &Grammar, stack: &[u32], cps: &[u32], p: Partial, id: i32) -> Result<bool, String> {
+    let Some(&top) = stack.last() else { return Ok(cps.is_empty() && p.n_remain == 0) };
+    let e = g.elem(top);
+    if e.is_token() {
+        return Ok(if cps.is_empty() { p.n_remain == 0 } else { match_token(e, id) });
+    }
+    let Some((&c, rest)) = cps.split_first() else { return Ok(p.n_remain == 0 || g.match_partial(top, p)) };
+    let (ok, after) = g.match_char(top, c);
+    if !ok {
+        return Ok(false);
+    }
+    let mut next = stack[..stack.len() - 1].to_vec();
+    if !g.elem(after).is_end_of_sequence() {
+        next.push(after);
+    }
+    let mut stacks = Vec::new();
+    g.advance(next, &mut stacks)?;
+    for s in &stacks {
+        if stack_allows(g, s, rest, p, id)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

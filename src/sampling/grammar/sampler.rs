@@ -94,6 +94,28 @@ impl GrammarSampler {
         &self.stacks
     }
 
+    /// Whether an error has ended the grammar (it then allows only end-of-generation).
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// upstream's decision for token `id` in the current state, computed without the trie (the
+    /// reference for tests and the fuzzer); None while the sampler does not constrain.
+    pub fn allowed_slow(&self, id: i32) -> Option<Result<bool, String>> {
+        let cfg = self.cfg.as_ref()?;
+        if self.awaiting {
+            return None;
+        }
+        let vocab = &self.model.vocab;
+        if vocab.is_eog(id) {
+            return Some(Ok(self.dead || self.stacks.can_end()));
+        }
+        if self.dead {
+            return Some(Ok(false));
+        }
+        Some(matcher::allowed_one(&cfg.grammar, &self.stacks, self.partial, id, vocab.piece(id)))
+    }
+
     fn die(&mut self, why: String) {
         crate::log_error!("grammar: {why}; the grammar allows only end-of-generation tokens from now on");
         self.dead = true;
