@@ -34,7 +34,7 @@ pub enum Step {
 }
 
 impl Utf8 {
-    pub const FRESH: Utf8 = Utf8 { value: 0, n_remain: 0, carried: false };
+    pub(crate) const FRESH: Utf8 = Utf8 { value: 0, n_remain: 0, carried: false };
 
     /// The decoder at the start of a piece, after `p`.
     pub fn start(p: Partial) -> Utf8 {
@@ -93,8 +93,8 @@ pub struct PieceTrie {
     flags: Vec<u8>,
 }
 
-pub const HIGH: u8 = 1;
-pub const CLEAN: u8 = 2;
+pub(crate) const HIGH: u8 = 1;
+pub(crate) const CLEAN: u8 = 2;
 
 impl PieceTrie {
     /// A trie of the given (token, piece) pairs; empty pieces are left out.
@@ -191,7 +191,7 @@ impl PieceTrie {
         (self.ascii_below[node as usize], self.flags[node as usize])
     }
 
-    pub const ROOT: u32 = 0;
+    pub(crate) const ROOT: u32 = 0;
 
     pub fn n_nodes(&self) -> usize {
         self.subtree_end.len()

@@ -18,7 +18,7 @@ use super::stacks::{match_token, Partial, StackSet, Step, Utf8};
 use super::{Elem, Grammar, Ty};
 use crate::tokenizer::piece_trie::{PieceTrie, CLEAN, HIGH};
 
-pub const EMPTY: u32 = 0;
+pub(crate) const EMPTY: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
 
 struct SetInfo {

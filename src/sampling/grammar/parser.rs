@@ -15,7 +15,7 @@ use crate::tokenizer::Vocab;
 /// Upstream's MAX_REPETITION_THRESHOLD.
 const MAX_REPETITION: u64 = 2000;
 /// Deepest nesting of parenthesised groups.
-pub const MAX_NESTING: usize = 512;
+pub(crate) const MAX_NESTING: usize = 512;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseError {
