@@ -144,6 +144,12 @@ fn grammar_errors_are_logged_not_fatal() {
     assert!(log.contains("cannot sample"), "{log}");
     free(chain);
 
+    // The vocabulary's trie: built once (by the first apply above), bounded in size.
+    // SAFETY: a live vocab handle.
+    let trie = unsafe { &*v }.vocab().grammar_trie();
+    eprintln!("piece trie: {} nodes, {:.1} MB", trie.n_nodes(), trie.bytes() as f64 / 1e6);
+    assert!(trie.bytes() < 64 << 20, "the trie takes {} bytes", trie.bytes());
+
     // SAFETY: nothing uses the model any more.
     unsafe { llama_model_free(model) };
     llama_log_set(None, std::ptr::null_mut());

@@ -73,8 +73,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut engine = engine.unwrap();
     let mut s = s;
-    let mut cands: Vec<llama_token_data> = Vec::with_capacity(n_vocab);
-    for (i, step) in steps.chunks_exact(4).take(24).enumerate() {
+    let mut cands: Vec<llama_token_data> = Vec::with_capacity(5200);
+    for (i, step) in steps.chunks_exact(4).take(16).enumerate() {
         let x = u32::from_le_bytes([step[0], step[1], step[2], step[3]]);
         if i == 3 {
             let c = llama_sampler_clone(s);
@@ -82,17 +82,19 @@ fuzz_target!(|data: &[u8]| {
             unsafe { llama_sampler_free(s) };
             s = c;
         }
+        // Candidates: the 4,096 lowest ids (single bytes and the commonest merges), a spread of
+        // others, and the end-of-generation tokens (the last ids); the walk covers every token.
         cands.clear();
-        cands.extend((0..n_vocab as i32).map(|id| llama_token_data { id, logit: 0.0, p: 0.0 }));
+        cands.extend((0..4096).chain((0..512u32).map(|k| (x.wrapping_mul(2654435761).wrapping_add(k.wrapping_mul(40503)) % n_vocab as u32) as i32)).chain(n_vocab as i32 - 500..n_vocab as i32).map(|id| llama_token_data { id, logit: 0.0, p: 0.0 }));
         let mut arr = llama_token_data_array { data: cands.as_mut_ptr(), size: cands.len(), selected: -1, sorted: false };
         llama_sampler_apply(s, &mut arr);
         let allowed: Vec<i32> = cands.iter().filter(|c| c.logit.is_finite()).map(|c| c.id).collect();
-        // the trie walk against the direct computation, on a sample
-        for k in 0..48u32 {
-            let id = (x.wrapping_mul(2654435761).wrapping_add(k.wrapping_mul(40503)) % n_vocab as u32) as i32;
-            if let Some(slow) = engine.allowed_slow(id) {
+        // the trie walk against the direct computation, on a sample of the candidates
+        for k in 0..64usize {
+            let c = cands[(x as usize).wrapping_add(k * 977) % cands.len()];
+            if let Some(slow) = engine.allowed_slow(c.id) {
                 let Ok(slow) = slow else { break };
-                assert_eq!(cands[id as usize].logit.is_finite(), slow, "token {id}: trie and direct computation disagree");
+                assert_eq!(c.logit.is_finite(), slow, "token {}: trie and direct computation disagree", c.id);
             }
         }
         let tok = if x & 0x8000_0000 != 0 || allowed.is_empty() {
