@@ -154,3 +154,44 @@ fn grammar_errors_are_logged_not_fatal() {
     unsafe { llama_model_free(model) };
     llama_log_set(None, std::ptr::null_mut());
 }
+
+/// The parser against upstream's own parser tests (tests/test-grammar-parser.cpp of b11312, its
+/// expected symbol ids and rule elements, extracted into tests/data/grammar/parser_cases.json).
+#[test]
+fn parser_matches_upstream_parser_tests() {
+    use common::json::Json;
+    use deepseek::sampling::grammar::parser::parse;
+    use deepseek::sampling::grammar::Ty;
+    let text = std::fs::read_to_string(common::data("grammar/parser_cases.json")).unwrap();
+    let cases = Json::parse(&text);
+    let ty = |s: &str| match s {
+        "END" => Ty::End,
+        "ALT" => Ty::Alt,
+        "RULE_REF" => Ty::RuleRef,
+        "CHAR" => Ty::Char,
+        "CHAR_NOT" => Ty::CharNot,
+        "CHAR_RNG_UPPER" => Ty::CharRngUpper,
+        "CHAR_ALT" => Ty::CharAlt,
+        "CHAR_ANY" => Ty::CharAny,
+        "TOKEN" => Ty::Token,
+        "TOKEN_NOT" => Ty::TokenNot,
+        other => panic!("unknown type {other}"),
+    };
+    let mut n = 0;
+    for case in cases.get("parsing").arr() {
+        let g = case.get("grammar").str();
+        let parsed = parse(g.as_bytes(), None).unwrap_or_else(|e| panic!("{g}: {}", e.describe(g.as_bytes())));
+        let symbols: Vec<(String, u32)> = parsed.symbol_ids.iter().map(|(k, &v)| (String::from_utf8(k.clone()).unwrap(), v)).collect();
+        let expected: Vec<(String, u32)> = case.get("symbols").arr().iter().map(|p| (p.arr()[0].str().to_string(), p.arr()[1].num() as u32)).collect();
+        assert_eq!(symbols, expected, "symbols of {g}");
+        let elems: Vec<(Ty, u32)> = parsed.rules.iter().flatten().map(|e| (e.ty, e.value)).collect();
+        let expected: Vec<(Ty, u32)> = case.get("elements").arr().iter().map(|p| (ty(p.arr()[0].str()), p.arr()[1].num() as u32)).collect();
+        assert_eq!(elems, expected, "rules of {g}");
+        n += 1;
+    }
+    for g in cases.get("failures").arr() {
+        assert!(parse(g.str().as_bytes(), None).is_err(), "{} parsed", g.str());
+        n += 1;
+    }
+    assert!(n >= 20);
+}
