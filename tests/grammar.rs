@@ -195,3 +195,31 @@ fn parser_matches_upstream_parser_tests() {
     }
     assert!(n >= 20);
 }
+
+/// The trigger-pattern matcher against std::regex (ECMAScript) as upstream uses it:
+/// tests/data/grammar/traces/regex.txt was written by gen/regex_ref.cpp from regex_cases.txt.
+#[test]
+fn trigger_patterns_match_as_std_regex() {
+    use deepseek::sampling::grammar::regex::Regex;
+    let cases = std::fs::read_to_string(common::data("grammar/regex_cases.txt")).unwrap();
+    let reference = std::fs::read_to_string(common::data("grammar/traces/regex.txt")).unwrap();
+    let mut expected = reference.lines();
+    let mut re: Option<Regex> = None;
+    let mut n = 0;
+    for line in cases.lines() {
+        if line.is_empty() {
+            re = None;
+            continue;
+        }
+        let Some(r) = &re else {
+            assert_eq!(expected.next(), Some(format!("pattern {line}").as_str()));
+            re = Some(Regex::new(line).unwrap_or_else(|e| panic!("{line}: {e}")));
+            continue;
+        };
+        let input = line.replace("\\n", "\n");
+        let got = r.find(input.as_bytes()).map_or("-".to_string(), |s| s.to_string());
+        assert_eq!(Some(got.as_str()), expected.next(), "pattern {} on {input:?}", r.pattern);
+        n += 1;
+    }
+    assert!(n >= 40, "{n} cases");
+}

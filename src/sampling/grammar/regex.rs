@@ -616,23 +616,12 @@ pub fn escape(word: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    // Matching is held to std::regex by tests/grammar.rs (trigger_patterns_match_as_std_regex).
     #[test]
-    fn leftmost_first_and_groups() {
-        let r = Regex::new(r"[\s\S]*?(<tool_call>|<fn)[\s\S]*").unwrap();
-        assert_eq!(r.find(b"hello <fn x <tool_call>"), Some(6));
-        assert_eq!(r.find(b"hello"), None);
-        let r = Regex::new(r">>>(?!all)").unwrap();
-        assert_eq!(r.find(b"x>>>all"), None);
-        assert_eq!(r.find(b"x>>>get"), Some(1));
-        let r = Regex::new(r"^<\|channel\|>(?:commentary|analysis)\s+to=functions$").unwrap();
-        assert_eq!(r.find(b"<|channel|>analysis  to=functions"), Some(0));
-        assert_eq!(r.find(b"<|channel|>analysis to=functionsx"), None);
-        let r = Regex::new(r"(?:^|<\|start\|>assistant)( to=(?!self<\|message\|>)[^<]*?<\|message\|>)").unwrap();
-        assert_eq!(r.find(b"<|start|>assistant to=functions.x<|message|>{"), Some(18));
-        assert_eq!(r.find(b"<|start|>assistant to=self<|message|>"), None);
-        assert!(Regex::new(r"(a)\1").is_err());
-        assert!(Regex::new(r"(?<=a)b").is_err());
-        let r = Regex::new("a{2,3}?b").unwrap();
-        assert_eq!(r.search(b"xaaab").unwrap()[0], Some((1, 5)));
+    fn unsupported_syntax_is_refused() {
+        for p in [r"(a)\1", r"(?<=a)b", r"(?<n>a)", r"\p{L}", r"a{3,1}", r"(a", r"a)", r"*a", r"[b-a]"] {
+            assert!(Regex::new(p).is_err(), "{p} was accepted");
+        }
+        assert!(Regex::new(r"[\s\S]*?(<tool_call>|\{)[\s\S]*").is_ok());
     }
 }
