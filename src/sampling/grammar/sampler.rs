@@ -17,6 +17,9 @@ use super::Grammar;
 use crate::model::Model;
 use crate::sampling::{Candidates, Sampler};
 
+/// Up to this many candidates, `apply` decides each directly instead of walking the trie.
+const FEW_CANDIDATES: usize = 64;
+
 /// What a sampler and its clones share: the grammar and its triggers.
 pub struct Config {
     pub grammar: Grammar,
@@ -107,6 +110,9 @@ impl GrammarSampler {
             return None;
         }
         let vocab = &self.model.vocab;
+        if id < 0 || id as usize >= vocab.n_tokens() {
+            return Some(Ok(false));
+        }
         if vocab.is_eog(id) {
             return Some(Ok(self.dead || self.stacks.can_end()));
         }
@@ -181,6 +187,26 @@ impl Sampler for GrammarSampler {
 
     fn apply(&mut self, cur: &mut Candidates<'_>) {
         if self.cfg.is_none() || self.awaiting {
+            return;
+        }
+        if cur.len() <= FEW_CANDIDATES {
+            // A few candidates (llama.cpp's common sampler checks the one token it picked): each
+            // decided directly, as upstream does, instead of walking the whole trie.
+            for i in 0..cur.len() {
+                let ok = match self.allowed_slow(cur.data[i].id) {
+                    Some(Ok(ok)) => ok,
+                    Some(Err(e)) => {
+                        self.die(e);
+                        let vocab = &self.model.vocab;
+                        cur.data[..].iter_mut().filter(|c| !vocab.is_eog(c.id)).for_each(|c| c.logit = f32::NEG_INFINITY);
+                        return;
+                    }
+                    None => true,
+                };
+                if !ok {
+                    cur.data[i].logit = f32::NEG_INFINITY;
+                }
+            }
             return;
         }
         self.compute_allowed();
