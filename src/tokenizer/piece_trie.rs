@@ -91,6 +91,8 @@ pub struct PieceTrie {
     /// Per node: `HIGH` (a code point ≥ 128 below), `CLEAN` (every token below decodes validly
     /// and ends on a complete code point).
     flags: Vec<u8>,
+    /// Per node: the smallest and largest code point ≥ 128 below (when `HIGH`).
+    high_range: Vec<(u32, u32)>,
 }
 
 pub(crate) const HIGH: u8 = 1;
@@ -141,7 +143,7 @@ impl PieceTrie {
         }
         child_start.push(edges.len() as u32);
         tok_start.push(tokens.len() as u32);
-        let mut t = PieceTrie { child_start, edges, tok_start, tokens, subtree_end, ascii_below: vec![0; n], flags: vec![0; n] };
+        let mut t = PieceTrie { child_start, edges, tok_start, tokens, subtree_end, ascii_below: vec![0; n], flags: vec![0; n], high_range: vec![(0, 0); n] };
         t.summarize();
         t
     }
@@ -155,16 +157,16 @@ impl PieceTrie {
             for k in 0..self.children(p).len() {
                 let (b0, n) = self.children(p)[k];
                 let mut ascii = 0u128;
-                let mut high = false;
+                let mut high = (u32::MAX, 0u32);
                 let mut clean = true;
-                let first = |st: Step, todo: &mut Vec<(u32, Utf8)>, ascii: &mut u128, high: &mut bool, clean: &mut bool, c: u32| match st {
+                let first = |st: Step, todo: &mut Vec<(u32, Utf8)>, ascii: &mut u128, high: &mut (u32, u32), clean: &mut bool, c: u32| match st {
                     Step::Invalid => *clean = false,
                     Step::More(s) => todo.push((c, s)),
                     Step::Complete(cp, s) => {
                         if cp < 128 {
                             *ascii |= 1u128 << cp;
                         } else {
-                            *high = true;
+                            *high = (high.0.min(cp), high.1.max(cp));
                         }
                         todo.push((c, s));
                     }
@@ -178,8 +180,10 @@ impl PieceTrie {
                         first(st.step(b), &mut todo, &mut ascii, &mut high, &mut clean, c);
                     }
                 }
+                let has_high = high.0 != u32::MAX;
                 self.ascii_below[n as usize] = ascii;
-                self.flags[n as usize] = if high { HIGH } else { 0 } | if clean { CLEAN } else { 0 };
+                self.high_range[n as usize] = if has_high { high } else { (0, 0) };
+                self.flags[n as usize] = if has_high { HIGH } else { 0 } | if clean { CLEAN } else { 0 };
             }
         }
     }
@@ -189,6 +193,13 @@ impl PieceTrie {
     #[inline]
     pub fn summary(&self, node: u32) -> (u128, u8) {
         (self.ascii_below[node as usize], self.flags[node as usize])
+    }
+
+    /// The smallest and largest code point ≥ 128 in the text from the byte into `node` down
+    /// (meaningful when its flags have `HIGH`).
+    #[inline]
+    pub fn high_range(&self, node: u32) -> (u32, u32) {
+        self.high_range[node as usize]
     }
 
     pub(crate) const ROOT: u32 = 0;
@@ -216,7 +227,7 @@ impl PieceTrie {
 
     /// Bytes held (for statistics).
     pub fn bytes(&self) -> usize {
-        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4 + self.ascii_below.len() * 17
+        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4 + self.ascii_below.len() * 25
     }
 }
 

@@ -29,9 +29,16 @@ struct SetInfo {
     token_elems: Vec<Elem>,
     /// Fresh nodes the walks reached in this state (the fixpoints are computed once it is hot).
     visits: u32,
-    /// The code points that leave the state unchanged: ASCII ones as a mask, and whether every
-    /// code point ≥ 128 does.
-    fix: Option<(u128, bool)>,
+    /// The code points that leave the state unchanged (computed once the state is hot).
+    fix: Option<Fix>,
+}
+
+/// The code points that leave a state unchanged: ASCII ones as a mask, larger ones per interval
+/// of the state's `bounds`.
+#[derive(Clone)]
+struct Fix {
+    ascii: u128,
+    high_self: Vec<bool>,
 }
 
 /// Visits of a state before its fixpoints are worth computing (129 transitions).
@@ -162,10 +169,10 @@ fn class_bounds(elems: &[Elem], mut pos: u32, out: &mut Vec<u32>) {
 
 impl SetTable {
     /// The fixpoints of state `id`, once it has been visited `HOT` times.
-    fn fix(&mut self, g: &Grammar, id: u32) -> Result<Option<(u128, bool)>, String> {
+    fn fix(&mut self, g: &Grammar, id: u32) -> Result<Option<Fix>, String> {
         let info = &mut self.sets[id as usize];
         if info.fix.is_some() {
-            return Ok(info.fix);
+            return Ok(info.fix.clone());
         }
         info.visits += 1;
         if info.visits < HOT {
@@ -177,35 +184,25 @@ impl SetTable {
                 ascii |= 1u128 << c;
             }
         }
-        let constant = self.sets[id as usize].set.0.iter().all(|s| s.last().is_none_or(|&t| g.elem(t).is_token() || high_constant(g, t)));
-        let high = constant && self.next(g, id, 0x80)? == id;
-        self.sets[id as usize].fix = Some((ascii, high));
-        Ok(Some((ascii, high)))
+        let n = self.bounds[id as usize].len() + 1;
+        let mut high_self = Vec::with_capacity(n);
+        for k in 0..n {
+            // a code point of interval k (interval 0 starts at 128 for the code points ≥ 128)
+            let cp = if k == 0 { 0x80 } else { self.bounds[id as usize][k - 1] };
+            high_self.push(cp <= MAX_CP && self.next(g, id, cp)? == id);
+        }
+        let f = Fix { ascii, high_self };
+        self.held += n;
+        self.sets[id as usize].fix = Some(f.clone());
+        Ok(Some(f))
     }
-}
 
-/// Whether the class at `pos` treats every code point from 0x80 to `MAX_CP` alike.
-fn high_constant(g: &Grammar, mut pos: u32) -> bool {
-    let inside = |b: u32| b > 0x80 && b <= MAX_CP;
-    loop {
-        let e = g.elem(pos);
-        let next = g.elem(pos + 1);
-        if next.ty == Ty::CharRngUpper {
-            if inside(e.value) || inside(next.value.saturating_add(1)) {
-                return false;
-            }
-            pos += 2;
-        } else if e.ty == Ty::CharAny {
-            pos += 1;
-        } else {
-            if inside(e.value) || inside(e.value.saturating_add(1)) {
-                return false;
-            }
-            pos += 1;
-        }
-        if g.elem(pos).ty != Ty::CharAlt {
-            return true;
-        }
+    /// Whether every code point in [lo, hi] (all ≥ 128) leaves state `id` unchanged.
+    fn high_fixed(&self, id: u32, fix: &Fix, lo: u32, hi: u32) -> bool {
+        let b = &self.bounds[id as usize];
+        let k0 = b.partition_point(|&x| x <= lo);
+        let k1 = b.partition_point(|&x| x <= hi);
+        fix.high_self[k0..=k1].iter().all(|&s| s)
     }
 }
 
@@ -267,9 +264,13 @@ impl Walk<'_> {
         // allowed whole.
         let fix = if st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() { self.table.fix(self.g, set)? } else { None };
         for &(b, child) in self.trie.children(node) {
-            if let Some((fix_ascii, fix_high)) = fix {
+            if let Some(fix) = &fix {
                 let (ascii, flags) = self.trie.summary(child);
-                if flags & CLEAN != 0 && ascii & !fix_ascii == 0 && (flags & HIGH == 0 || fix_high) {
+                let high_ok = || {
+                    let (lo, hi) = self.trie.high_range(child);
+                    self.table.high_fixed(set, fix, lo, hi)
+                };
+                if flags & CLEAN != 0 && ascii & !fix.ascii == 0 && (flags & HIGH == 0 || high_ok()) {
                     for &id in self.trie.tokens_below(child) {
                         self.out.set(id);
                     }
