@@ -49,6 +49,8 @@ struct Parser<'a> {
     symbol_ids: BTreeMap<Vec<u8>, u32>,
     rules: Vec<Vec<Elem>>,
     depth: usize,
+    /// Where each symbol was first referenced (for the undefined-rule errors).
+    first_ref: std::collections::HashMap<u32, usize>,
 }
 
 type R<T> = Result<T, ParseError>;
@@ -360,6 +362,7 @@ impl<'a> Parser<'a> {
                 c if is_word_char(c) => {
                     let end = self.name_end(pos)?;
                     let id = self.symbol_id(&self.src[pos..end].to_vec());
+                    self.first_ref.entry(id).or_insert(pos);
                     pos = self.space(end, nested);
                     last_sym_start = rule.len();
                     n_prev_rules = 1;
@@ -466,14 +469,16 @@ impl<'a> Parser<'a> {
             pos = self.rule(pos)?;
         }
         let end = self.src.len();
-        for rule in &self.rules {
+        let name_of = |id: u32| self.symbol_ids.iter().find(|(_, &v)| v == id).map(|(n, _)| String::from_utf8_lossy(n).into_owned());
+        let at = |id: u32| self.first_ref.get(&id).copied().unwrap_or(end);
+        for (i, rule) in self.rules.iter().enumerate() {
             if rule.is_empty() {
-                return err("Undefined rule", end);
+                return err(format!("Undefined rule ('{}' is used but not defined)", name_of(i as u32).unwrap_or_default()), at(i as u32));
             }
             for e in rule {
                 if e.ty == Ty::RuleRef && (e.value as usize >= self.rules.len() || self.rules[e.value as usize].is_empty()) {
-                    if let Some((name, _)) = self.symbol_ids.iter().find(|(_, &v)| v == e.value) {
-                        return err(format!("Undefined rule identifier '{}'", String::from_utf8_lossy(name)), end);
+                    if let Some(name) = name_of(e.value) {
+                        return err(format!("Undefined rule identifier '{name}'"), at(e.value));
                     }
                 }
             }
@@ -485,7 +490,7 @@ impl<'a> Parser<'a> {
 /// Parses GBNF text (up to its first NUL). `vocab` resolves `<token>` references.
 pub fn parse(src: &[u8], vocab: Option<&Vocab>) -> Result<Parsed, ParseError> {
     let src = &src[..src.iter().position(|&b| b == 0).unwrap_or(src.len())];
-    let mut p = Parser { src, vocab, symbol_ids: BTreeMap::new(), rules: Vec::new(), depth: 0 };
+    let mut p = Parser { src, vocab, symbol_ids: BTreeMap::new(), rules: Vec::new(), depth: 0, first_ref: Default::default() };
     p.parse()?;
     Ok(Parsed { rules: p.rules, symbol_ids: p.symbol_ids })
 }
