@@ -150,6 +150,18 @@ fn grammar_errors_are_logged_not_fatal() {
     eprintln!("piece trie: {} nodes, {:.1} MB", trie.n_nodes(), trie.bytes() as f64 / 1e6);
     assert!(trie.bytes() < 64 << 20, "the trie takes {} bytes", trie.bytes());
 
+    // Clones and chains free what they own: the live-sampler gauge is back where it started.
+    let before = deepseek::sys::stats::SAMPLERS.get();
+    let s = grammar(v, r#"root ::= "a"+"#);
+    let c = llama_sampler_clone(s);
+    let chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(chain, c);
+    let c2 = llama_sampler_clone(chain);
+    free(s);
+    free(chain);
+    free(c2);
+    assert_eq!(deepseek::sys::stats::SAMPLERS.get(), before);
+
     // SAFETY: nothing uses the model any more.
     unsafe { llama_model_free(model) };
     llama_log_set(None, std::ptr::null_mut());
