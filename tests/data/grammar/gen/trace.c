@@ -117,25 +117,6 @@ static void run_case(const struct llama_vocab * vocab, struct test_case * c) {
             s = copy;
             printf("cloned\n");
         }
-        // A few candidates first (as llama.cpp's common sampler checks its pick): 40 spread ids,
-        // the best-scored allowed token of the full set is not known yet, and the last 8 ids.
-        llama_token_data small[48];
-        for (int k = 0; k < 48; k++) {
-            int id = k < 40 ? (int) (((uint64_t) step * 7919u + (uint64_t) k * 104729u) % (uint64_t) n_vocab) : n_vocab - 48 + k;
-            small[k].id = id;
-            small[k].logit = logit_of(c->seed, step, id);
-            small[k].p = 0.0f;
-        }
-        llama_token_data_array few = { small, 48, -1, false };
-        llama_sampler_apply(s, &few);
-        int n_few = 0;
-        uint64_t h_few = 0xcbf29ce484222325ull;
-        for (size_t i = 0; i < few.size; i++) {
-            if (few.data[i].logit != -INFINITY) {
-                n_few++;
-                h_few = (h_few ^ (uint64_t) (uint32_t) few.data[i].id) * 0x100000001b3ull;
-            }
-        }
         for (int t = 0; t < n_vocab; t++) {
             data[t].id = t;
             data[t].logit = logit_of(c->seed, step, t);
@@ -157,6 +138,25 @@ static void run_case(const struct llama_vocab * vocab, struct test_case * c) {
             }
             if (best < 0 || arr.data[i].logit > arr.data[best].logit) {
                 best = (int) i;
+            }
+        }
+        // Then a few candidates (as llama.cpp's common sampler checks its pick): the first 8
+        // allowed tokens of the full set, 32 spread ids and the last 8 ids.
+        llama_token_data small[48];
+        for (int k = 0; k < 48; k++) {
+            int id = k < 8 ? (k < n_allowed ? allowed[k] : k) : k < 40 ? (int) (((uint64_t) step * 7919u + (uint64_t) k * 104729u) % (uint64_t) n_vocab) : n_vocab - 48 + k;
+            small[k].id = id;
+            small[k].logit = logit_of(c->seed, step, id);
+            small[k].p = 0.0f;
+        }
+        llama_token_data_array few = { small, 48, -1, false };
+        llama_sampler_apply(s, &few);
+        int n_few = 0;
+        uint64_t h_few = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < few.size; i++) {
+            if (few.data[i].logit != -INFINITY) {
+                n_few++;
+                h_few = (h_few ^ (uint64_t) (uint32_t) few.data[i].id) * 0x100000001b3ull;
             }
         }
         int chosen = step < n_prefix ? prefix[step] : (best >= 0 ? arr.data[best].id : -1);
