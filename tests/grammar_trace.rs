@@ -5,7 +5,8 @@
 //! DeepSeek-R1 vocabulary; every step's allowed set (count, hash, and the whole set when small),
 //! choice and end must equal the trace the same program wrote against upstream's libllama.so
 //! (tests/data/grammar/traces/). Then the malformed-grammar corpus: the same accept/reject
-//! decision for each of its grammars. Needs `cargo build --release` first.
+//! decision for each of its grammars; a few short cases again under valgrind memcheck. Needs
+//! `cargo build --release` (and `cargo build --profile memcheck --no-default-features`) first.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -53,9 +54,12 @@ fn vocab() -> PathBuf {
 
 /// Runs the trace program and compares its output with the reference, line by line.
 fn compare(args: &[&str], reference: &str) {
-    let exe = build_trace();
+    compare_with(Command::new(build_trace()), args, reference)
+}
+
+fn compare_with(mut cmd: Command, args: &[&str], reference: &str) {
     let dir = root().join("tests/data/grammar");
-    let out = Command::new(&exe).arg(vocab()).args(args).current_dir(&dir).output().unwrap();
+    let out = cmd.arg(vocab()).args(args).current_dir(&dir).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "trace failed:\n{stderr}");
     assert!(!stderr.contains("internal error"), "a panic was caught:\n{stderr}");
@@ -79,4 +83,22 @@ fn allowed_sets_equal_llama_cpp() {
 #[test]
 fn malformed_grammars_decided_as_llama_cpp() {
     compare(&["--parse", "malformed.txt"], "malformed.txt");
+}
+
+/// A few short cases under valgrind memcheck against the memcheck build (the system allocator):
+/// no memory error, nothing lost, and still llama.cpp's trace. Needs `cargo build --profile
+/// memcheck --no-default-features` first (scripts/test.sh does).
+#[test]
+fn short_cases_under_memcheck() {
+    let lib = root().join("target/memcheck");
+    assert!(lib.join("libdeepseek.so").exists(), "target/memcheck/libdeepseek.so is missing: run `cargo build --profile memcheck --no-default-features` first");
+    let so0 = lib.join("libdeepseek.so.0");
+    if !so0.exists() {
+        let _ = std::os::unix::fs::symlink("libdeepseek.so", &so0);
+    }
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=memcheck", "--leak-check=full", "--show-leak-kinds=definite,indirect,possible", "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99", "--quiet"])
+        .arg(build_trace())
+        .env("LD_LIBRARY_PATH", &lib);
+    compare_with(cmd, &["cases_memcheck.txt", "."], "cases_memcheck.txt");
 }
