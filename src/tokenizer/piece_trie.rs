@@ -93,6 +93,9 @@ pub struct PieceTrie {
     flags: Vec<u8>,
     /// Per node: the smallest and largest code point ≥ 128 below (when `HIGH`).
     high_range: Vec<(u32, u32)>,
+    /// Per node: the most complete code points on one path from the byte into it down (255: as
+    /// many or more).
+    max_cps: Vec<u8>,
 }
 
 pub(crate) const HIGH: u8 = 1;
@@ -143,7 +146,7 @@ impl PieceTrie {
         }
         child_start.push(edges.len() as u32);
         tok_start.push(tokens.len() as u32);
-        let mut t = PieceTrie { child_start, edges, tok_start, tokens, subtree_end, ascii_below: vec![0; n], flags: vec![0; n], high_range: vec![(0, 0); n] };
+        let mut t = PieceTrie { child_start, edges, tok_start, tokens, subtree_end, ascii_below: vec![0; n], flags: vec![0; n], high_range: vec![(0, 0); n], max_cps: vec![0; n] };
         t.summarize();
         t
     }
@@ -152,34 +155,37 @@ impl PieceTrie {
     /// decoding afresh from the byte that leads into it (the total work is the sum of the
     /// nodes' depths).
     fn summarize(&mut self) {
-        let mut todo: Vec<(u32, Utf8)> = Vec::new();
+        let mut todo: Vec<(u32, Utf8, u32)> = Vec::new();
         for p in 0..self.n_nodes() as u32 {
             for k in 0..self.children(p).len() {
                 let (b0, n) = self.children(p)[k];
                 let mut ascii = 0u128;
                 let mut high = (u32::MAX, 0u32);
                 let mut clean = true;
-                let first = |st: Step, todo: &mut Vec<(u32, Utf8)>, ascii: &mut u128, high: &mut (u32, u32), clean: &mut bool, c: u32| match st {
+                let mut depth = 0u32;
+                let first = |st: Step, todo: &mut Vec<(u32, Utf8, u32)>, ascii: &mut u128, high: &mut (u32, u32), clean: &mut bool, c: u32, d: u32| match st {
                     Step::Invalid => *clean = false,
-                    Step::More(s) => todo.push((c, s)),
+                    Step::More(s) => todo.push((c, s, d)),
                     Step::Complete(cp, s) => {
                         if cp < 128 {
                             *ascii |= 1u128 << cp;
                         } else {
                             *high = (high.0.min(cp), high.1.max(cp));
                         }
-                        todo.push((c, s));
+                        todo.push((c, s, d + 1));
                     }
                 };
-                first(Utf8::FRESH.step(b0), &mut todo, &mut ascii, &mut high, &mut clean, n);
-                while let Some((v, st)) = todo.pop() {
+                first(Utf8::FRESH.step(b0), &mut todo, &mut ascii, &mut high, &mut clean, n, 0);
+                while let Some((v, st, d)) = todo.pop() {
+                    depth = depth.max(d);
                     if st.n_remain != 0 && !self.tokens_at(v).is_empty() {
                         clean = false;
                     }
                     for &(b, c) in self.children(v) {
-                        first(st.step(b), &mut todo, &mut ascii, &mut high, &mut clean, c);
+                        first(st.step(b), &mut todo, &mut ascii, &mut high, &mut clean, c, d);
                     }
                 }
+                self.max_cps[n as usize] = depth.min(255) as u8;
                 let has_high = high.0 != u32::MAX;
                 self.ascii_below[n as usize] = ascii;
                 self.high_range[n as usize] = if has_high { high } else { (0, 0) };
@@ -193,6 +199,13 @@ impl PieceTrie {
     #[inline]
     pub fn summary(&self, node: u32) -> (u128, u8) {
         (self.ascii_below[node as usize], self.flags[node as usize])
+    }
+
+    /// The most complete code points on one path from the byte into `node` down (255: as many
+    /// or more).
+    #[inline]
+    pub fn max_cps(&self, node: u32) -> u32 {
+        self.max_cps[node as usize] as u32
     }
 
     /// The smallest and largest code point ≥ 128 in the text from the byte into `node` down
@@ -227,7 +240,7 @@ impl PieceTrie {
 
     /// Bytes held (for statistics).
     pub fn bytes(&self) -> usize {
-        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4 + self.ascii_below.len() * 25
+        self.child_start.len() * 4 + self.edges.len() * 8 + self.tok_start.len() * 4 + self.tokens.len() * 4 + self.subtree_end.len() * 4 + self.ascii_below.len() * 26
     }
 }
 

@@ -27,22 +27,26 @@ struct SetInfo {
     has_char: bool,
     /// The token elements at the top of some stack.
     token_elems: Vec<Elem>,
-    /// Fresh nodes the walks reached in this state (the fixpoints are computed once it is hot).
+    /// Fresh nodes the walks reached in this state (`uni` is computed once it is hot).
     visits: u32,
-    /// The code points that leave the state unchanged (computed once the state is hot).
-    fix: Option<Fix>,
+    /// The code points that all lead to one successor state (computed once the state is hot).
+    uni: Option<Uni>,
 }
 
-/// The code points that leave a state unchanged: ASCII ones as a mask, larger ones per interval
-/// of the state's `bounds`.
-#[derive(Clone)]
-struct Fix {
+/// The main successor of a state and the code points that lead to it: ASCII ones as a mask,
+/// larger ones per interval of the state's `bounds`. When `succ` is the state itself these are
+/// its fixpoints; otherwise a run of such code points walks a chain of states (a bounded
+/// repetition such as a JSON string with a maximum length).
+struct Uni {
+    succ: u32,
     ascii: u128,
-    high_self: Vec<bool>,
+    high: Vec<bool>,
 }
 
-/// Visits of a state before its fixpoints are worth computing (129 transitions).
+/// Visits of a state before its successor classes are worth computing (129 transitions).
 const HOT: u32 = 16;
+/// Code points tried, in order, as the representative whose successor is the main one.
+const REPRESENTATIVES: [u32; 6] = ['a' as u32, 'e' as u32, ' ' as u32, '0' as u32, 0x4E00, 0x80];
 /// The largest code point upstream's decoder can produce (4-byte lead, 3 continuations).
 const MAX_CP: u32 = 0x3F_FFFF;
 
@@ -79,7 +83,7 @@ impl SetTable {
         token_elems.dedup();
         self.held += set.0.iter().map(|s| s.len() + 4).sum::<usize>() + 64;
         self.index.insert(set.clone(), id);
-        self.sets.push(SetInfo { set, has_char, token_elems, visits: 0, fix: None });
+        self.sets.push(SetInfo { set, has_char, token_elems, visits: 0, uni: None });
         self.ascii.push([UNKNOWN; 128]);
         let mut b = Vec::new();
         for s in &self.sets[id as usize].set.0 {
@@ -168,41 +172,75 @@ fn class_bounds(elems: &[Elem], mut pos: u32, out: &mut Vec<u32>) {
 }
 
 impl SetTable {
-    /// The fixpoints of state `id`, once it has been visited `HOT` times.
-    fn fix(&mut self, g: &Grammar, id: u32) -> Result<Option<Fix>, String> {
-        let info = &mut self.sets[id as usize];
-        if info.fix.is_some() {
-            return Ok(info.fix.clone());
+    /// Computes `uni` of state `id` if it has none.
+    fn ensure_uni(&mut self, g: &Grammar, id: u32) -> Result<(), String> {
+        if self.sets[id as usize].uni.is_some() {
+            return Ok(());
         }
-        info.visits += 1;
-        if info.visits < HOT {
-            return Ok(None);
-        }
-        let mut ascii = 0u128;
-        for c in 0..128u32 {
-            if self.next(g, id, c)? == id {
-                ascii |= 1u128 << c;
+        let mut succ = EMPTY;
+        for &r in &REPRESENTATIVES {
+            succ = self.next(g, id, r)?;
+            if succ != EMPTY {
+                break;
             }
         }
+        let mut ascii = 0u128;
         let n = self.bounds[id as usize].len() + 1;
-        let mut high_self = Vec::with_capacity(n);
-        for k in 0..n {
-            // a code point of interval k (interval 0 starts at 128 for the code points ≥ 128)
-            let cp = if k == 0 { 0x80 } else { self.bounds[id as usize][k - 1] };
-            high_self.push(cp <= MAX_CP && self.next(g, id, cp)? == id);
+        let mut high = vec![false; n];
+        if succ != EMPTY {
+            for c in 0..128u32 {
+                if self.next(g, id, c)? == succ {
+                    ascii |= 1u128 << c;
+                }
+            }
+            for (k, h) in high.iter_mut().enumerate() {
+                // a code point of interval k (interval 0 starts at 128 for the code points ≥ 128)
+                let cp = if k == 0 { 0x80 } else { self.bounds[id as usize][k - 1] };
+                *h = cp <= MAX_CP && self.next(g, id, cp)? == succ;
+            }
         }
-        let f = Fix { ascii, high_self };
-        self.held += n;
-        self.sets[id as usize].fix = Some(f.clone());
-        Ok(Some(f))
+        self.held += n + 8;
+        self.sets[id as usize].uni = Some(Uni { succ, ascii, high });
+        Ok(())
     }
 
-    /// Whether every code point in [lo, hi] (all ≥ 128) leaves state `id` unchanged.
-    fn high_fixed(&self, id: u32, fix: &Fix, lo: u32, hi: u32) -> bool {
-        let b = &self.bounds[id as usize];
-        let k0 = b.partition_point(|&x| x <= lo);
-        let k1 = b.partition_point(|&x| x <= hi);
-        fix.high_self[k0..=k1].iter().all(|&s| s)
+    /// Whether state `id` is hot enough for whole-subtree acceptance (counts a visit).
+    fn hot(&mut self, id: u32) -> bool {
+        let info = &mut self.sets[id as usize];
+        if info.uni.is_some() {
+            return true;
+        }
+        info.visits += 1;
+        info.visits >= HOT
+    }
+
+    /// Whether every text of at most `len` code points drawn from `ascii` (and, with `high`,
+    /// from the range `hi_range` of larger ones) leads from state `id` through non-empty states
+    /// only: each such code point goes to the state's main successor, along the chain.
+    fn chain_accepts(&mut self, g: &Grammar, id: u32, ascii: u128, high: Option<(u32, u32)>, len: u32) -> Result<bool, String> {
+        if len >= 255 {
+            return Ok(false);
+        }
+        let mut t = id;
+        for _ in 0..len {
+            self.ensure_uni(g, t)?;
+            let u = self.sets[t as usize].uni.as_ref().unwrap();
+            if u.succ == EMPTY || ascii & !u.ascii != 0 {
+                return Ok(false);
+            }
+            if let Some((lo, hi)) = high {
+                let b = &self.bounds[t as usize];
+                let (k0, k1) = (b.partition_point(|&x| x <= lo), b.partition_point(|&x| x <= hi));
+                if !u.high[k0..=k1].iter().all(|&s| s) {
+                    return Ok(false);
+                }
+            }
+            if u.succ == t {
+                return Ok(true); // a fixpoint: the rest of the chain is this state again
+            }
+            t = u.succ;
+        }
+        Ok(true)
     }
 }
 
@@ -260,17 +298,14 @@ impl Walk<'_> {
         if !has_char && armed.is_empty() && pending.is_empty() {
             return Ok(());
         }
-        // From a fresh decoder, a child whose text no code point of the state changes is
-        // allowed whole.
-        let fix = if st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() { self.table.fix(self.g, set)? } else { None };
+        // From a fresh decoder, a child whose every text keeps the state on its chain of main
+        // successors (for a fixpoint: leaves it unchanged) is allowed whole.
+        let bulk = st.n_remain == 0 && set != EMPTY && armed.is_empty() && pending.is_empty() && self.table.hot(set);
         for &(b, child) in self.trie.children(node) {
-            if let Some(fix) = &fix {
+            if bulk {
                 let (ascii, flags) = self.trie.summary(child);
-                let high_ok = || {
-                    let (lo, hi) = self.trie.high_range(child);
-                    self.table.high_fixed(set, fix, lo, hi)
-                };
-                if flags & CLEAN != 0 && ascii & !fix.ascii == 0 && (flags & HIGH == 0 || high_ok()) {
+                let high = (flags & HIGH != 0).then(|| self.trie.high_range(child));
+                if flags & CLEAN != 0 && self.table.chain_accepts(self.g, set, ascii, high, self.trie.max_cps(child))? {
                     for &id in self.trie.tokens_below(child) {
                         self.out.set(id);
                     }
