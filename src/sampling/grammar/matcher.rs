@@ -4,8 +4,12 @@
 //! to the part of the trie the grammar allows.
 //!
 //! States met on the way are interned in a `SetTable` (per sampler) with their transitions by
-//! code point, so the walk mostly looks transitions up (an array per state for ASCII). The table
-//! is a cache: `SetTable::trim` empties it when it outgrows its budget.
+//! code point, so the walk mostly looks transitions up (an array per state for ASCII, a list of
+//! intervals for the rest). A state visited often also gets its main successor and the code
+//! points that lead there (`Uni`); a child of the trie whose text (the trie's per-node summary)
+//! stays on the chain of main successors for as many code points as its longest path — a
+//! fixpoint such as the inside of a JSON string, or a bounded repetition — is allowed whole.
+//! The table is a cache: `SetTable::trim` empties it when it outgrows its budget.
 //!
 //! The decisions are upstream's `llama_grammar_reject_candidates` for each token, including its
 //! quirks: a token whose text reaches a token element (`<[id]>` / `!<[id]>`) with text left over
