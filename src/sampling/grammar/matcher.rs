@@ -67,8 +67,13 @@ pub struct SetTable {
     held: usize,
 }
 
-/// Positions a table may hold before `trim` empties it (16 MB of u32).
+/// Words (u32) a table may hold before `trim` empties it (16 MB) at the next apply.
 const TABLE_BUDGET: usize = 4 << 20;
+/// Words a table may reach during one walk (64 MB): beyond, the walk gives up (`TABLE_FULL`)
+/// and the sampler decides the candidates one by one instead.
+const TABLE_LIMIT: usize = 16 << 20;
+/// The error a walk ends with when the table reaches `TABLE_LIMIT`.
+pub const TABLE_FULL: &str = "the grammar's state table is full";
 
 impl Default for SetTable {
     fn default() -> SetTable {
@@ -85,7 +90,8 @@ impl SetTable {
         let mut token_elems: Vec<Elem> = set.0.iter().filter_map(|s| s.last().map(|&t| elems[t as usize])).filter(|e| e.is_token()).collect();
         token_elems.sort_unstable_by_key(|e| (e.ty as u8, e.value));
         token_elems.dedup();
-        self.held += set.0.iter().map(|s| s.len() + 4).sum::<usize>() + 64;
+        // the stacks twice (the set and its index key), the ASCII transitions, the bookkeeping
+        self.held += 2 * set.0.iter().map(|s| s.len() + 6).sum::<usize>() + 128 + 32;
         self.index.insert(set.clone(), id);
         self.sets.push(SetInfo { set, has_char, token_elems, visits: 0, uni: None });
         self.ascii.push([UNKNOWN; 128]);
@@ -121,8 +127,12 @@ impl SetTable {
     /// Empties the cache when it holds more than its budget.
     pub fn trim(&mut self) {
         if self.held > TABLE_BUDGET {
-            *self = SetTable::default();
+            self.clear();
         }
+    }
+
+    pub fn clear(&mut self) {
+        *self = SetTable::default();
     }
 
     /// The state after code point `cp` from state `id`.
@@ -138,6 +148,9 @@ impl SetTable {
             return Ok(*slot);
         }
         let next = g.accept_char(&self.sets[id as usize].set, cp)?;
+        if self.held > TABLE_LIMIT {
+            return Err(TABLE_FULL.into());
+        }
         let nid = self.intern(g, &next);
         if cp < 128 {
             self.ascii[id as usize][cp as usize] = nid;

@@ -159,8 +159,27 @@ impl GrammarSampler {
             let id = self.table.intern(g, &self.stacks);
             if let Err(e) = matcher::allowed(g, &mut self.table, vocab.grammar_trie(), id, self.partial, &mut self.bits) {
                 self.bits.reset(vocab.n_tokens());
-                self.die(e);
-                eog_ok = true;
+                if e == matcher::TABLE_FULL {
+                    // too many distinct states for the cache: this apply decides each token
+                    // directly (upstream's way), the table starts afresh
+                    self.table.clear();
+                    crate::log_info!("grammar: more distinct states than the cache holds; this step decides each token directly");
+                    for t in 0..vocab.n_tokens() as i32 {
+                        match self.allowed_slow(t) {
+                            Some(Ok(true)) => self.bits.set(t),
+                            Some(Ok(false)) | None => {}
+                            Some(Err(e)) => {
+                                self.bits.reset(vocab.n_tokens());
+                                self.die(e);
+                                eog_ok = true;
+                                break;
+                            }
+                        }
+                    }
+                } else {
+                    self.die(e);
+                    eog_ok = true;
+                }
             }
         }
         if eog_ok {
