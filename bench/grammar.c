@@ -177,6 +177,9 @@ int main(int argc, char ** argv) {
                     first[k] = dt;
                 }
                 t[k][step] = dt;
+                if (getenv("GRAMMAR_BENCH_STEPS")) {
+                    fprintf(stderr, "%s step %d lib %d: %.0f µs\n", argv[g], step, k, dt);
+                }
                 h[k] = summarize(d, n, &count[k], &best[k]);
             }
             if (h[0] != h[1] || count[0] != count[1]) {

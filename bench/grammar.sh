@@ -27,7 +27,7 @@ report="bench/results/$(date -u +%Y-%m-%d-%H%M)-grammar.md"
   echo
   echo '```'
   "$OUT/grammar" "$OUT/libdeepseek.so" "$LLAMA_LIB/libllama.so" tests/data/vocab/deepseek-r1-qwen.gguf "$STEPS" \
-    $G/json.gbnf $G/schema_tool_call.gbnf $G/c.gbnf $G/english.gbnf $G/schema_person.gbnf
+    $G/json.gbnf $G/schema_tool_call.gbnf $G/schema_bounded_string.gbnf $G/c.gbnf $G/english.gbnf $G/schema_person.gbnf
   echo '```'
 } | tee "$report"
 rm -rf "$OUT"

@@ -63,6 +63,9 @@ pub struct SetTable {
     /// alike, and the state after each interval.
     bounds: Vec<Vec<u32>>,
     by_interval: Vec<Vec<u32>>,
+    /// (state, which of its stacks take the code point) → next state.
+    by_signature: HashMap<Vec<u64>, u32>,
+    sig_buf: Vec<u64>,
     /// Stack positions held (the budget's measure).
     held: usize,
 }
@@ -77,7 +80,7 @@ pub const TABLE_FULL: &str = "the grammar's state table is full";
 
 impl Default for SetTable {
     fn default() -> SetTable {
-        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), bounds: Vec::new(), by_interval: Vec::new(), held: 0 };
+        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), bounds: Vec::new(), by_interval: Vec::new(), by_signature: HashMap::new(), sig_buf: Vec::new(), held: 0 };
         t.push(StackSet::default(), &[]);
         t
     }
@@ -147,11 +150,39 @@ impl SetTable {
         if *slot != UNKNOWN {
             return Ok(*slot);
         }
-        let next = g.accept_char(&self.sets[id as usize].set, cp)?;
-        if self.held > TABLE_LIMIT {
-            return Err(TABLE_FULL.into());
+        // The next state depends only on which stacks' top classes take `cp`: code points with
+        // the same signature share one computation.
+        let mut sig = std::mem::take(&mut self.sig_buf);
+        sig.clear();
+        sig.push(id as u64);
+        let stacks = &self.sets[id as usize].set.0;
+        for chunk in stacks.chunks(64) {
+            let mut w = 0u64;
+            for (i, st) in chunk.iter().enumerate() {
+                if let Some(&t) = st.last() {
+                    if !g.elem(t).is_token() && g.match_char(t, cp).0 {
+                        w |= 1 << i;
+                    }
+                }
+            }
+            sig.push(w);
         }
-        let nid = self.intern(g, &next);
+        let nid = match self.by_signature.get(&sig) {
+            Some(&n) => {
+                self.sig_buf = sig;
+                n
+            }
+            None => {
+                let next = g.accept_char(&self.sets[id as usize].set, cp)?;
+                if self.held > TABLE_LIMIT {
+                    return Err(TABLE_FULL.into());
+                }
+                let n = self.intern(g, &next);
+                self.held += sig.len() * 2 + 8;
+                self.by_signature.insert(sig, n);
+                n
+            }
+        };
         if cp < 128 {
             self.ascii[id as usize][cp as usize] = nid;
         } else {
