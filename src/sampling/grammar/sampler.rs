@@ -189,7 +189,8 @@ impl GrammarSampler {
         }
     }
 
-    /// The tokens allowed now (all of them while a lazy grammar waits), for tests and benchmarks.
+    /// The tokens allowed now, for tests and benchmarks; None when the sampler does not constrain
+    /// (the empty grammar, or a lazy grammar waiting for its trigger).
     pub fn allowed(&mut self) -> Option<&TokenBits> {
         if self.cfg.is_none() || self.awaiting {
             return None;
