@@ -1630,10 +1630,19 @@ struct llama_sampler *llama_sampler_init_logit_bias(int32_t n_vocab,
 
 struct llama_sampler *llama_sampler_init_infill(const struct llama_vocab *vocab);
 
+/**
+ * # Safety
+ * `grammar_str` and `grammar_root` must be NULL or NUL-terminated strings.
+ */
 struct llama_sampler *llama_sampler_init_grammar(const struct llama_vocab *vocab,
                                                  const char *grammar_str,
                                                  const char *grammar_root);
 
+/**
+ * # Safety
+ * Strings NULL or NUL-terminated; `trigger_words` holds `num_trigger_words` strings and
+ * `trigger_tokens` `num_trigger_tokens` ids.
+ */
 struct llama_sampler *llama_sampler_init_grammar_lazy(const struct llama_vocab *vocab,
                                                       const char *grammar_str,
                                                       const char *grammar_root,
@@ -1642,6 +1651,11 @@ struct llama_sampler *llama_sampler_init_grammar_lazy(const struct llama_vocab *
                                                       const llama_token *trigger_tokens,
                                                       size_t num_trigger_tokens);
 
+/**
+ * # Safety
+ * Strings NULL or NUL-terminated; `trigger_patterns` holds `num_trigger_patterns` strings and
+ * `trigger_tokens` `num_trigger_tokens` ids.
+ */
 struct llama_sampler *llama_sampler_init_grammar_lazy_patterns(const struct llama_vocab *vocab,
                                                                const char *grammar_str,
                                                                const char *grammar_root,

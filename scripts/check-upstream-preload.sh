@@ -15,6 +15,7 @@
 #      UPSTREAM_BUILD  its build directory (default: target/upstream/build)
 #      JOBS            parallel compile jobs (default 2)
 #      DEEPSEEK_LIB_DIR  where libdeepseek.so is (default: target/release, built if missing)
+#      LLAMA_SERVER    an upstream llama-server binary: also checks response_format requests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -113,6 +114,35 @@ if [ -x "$BIN/llama-simple-chat" ]; then
     echo "FAIL llama-simple-chat: upstream $(printf '%q' "$theirs") / LD_PRELOAD $(printf '%q' "$ours")"
     failures=$((failures + 1))
   fi
+fi
+# llama-server (LLAMA_SERVER: an upstream b11312 llama-server binary, e.g. a full build's
+# bin/llama-server; this script's own build leaves the server out): response_format json_object
+# and json_schema requests, under LD_PRELOAD, must return JSON that parses and fits the schema.
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  port=18099
+  LD_PRELOAD=$OURS "$LLAMA_SERVER" -m "$MODEL" --port $port -c 1024 -t 2 --no-webui > "$WORK/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 120); do curl -s "localhost:$port/health" | grep -q ok && break; sleep 1; done
+  for format in '{"type":"json_object"}' \
+      '{"type":"json_schema","json_schema":{"name":"cat","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"],"additionalProperties":false}}}'; do
+    body='{"messages":[{"role":"user","content":"Describe a cat in JSON."}],"max_tokens":96,"temperature":0,"response_format":'"$format"'}'
+    reply=$(curl -s "localhost:$port/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" || true)
+    if python3 -c '
+import json, sys
+reply, fmt = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+value = json.loads(reply["choices"][0]["message"]["content"])
+if fmt["type"] == "json_schema":
+    schema = fmt["json_schema"]["schema"]
+    assert set(value) == set(schema["required"]) and isinstance(value["name"], str) and isinstance(value["age"], int), value
+' "$reply" "$format" 2>/dev/null; then
+      echo "ok   llama-server response_format $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["type"])' "$format"): $(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["choices"][0]["message"]["content"]))' "$reply")"
+    else
+      echo "FAIL llama-server response_format $format: ${reply:0:300}"
+      failures=$((failures + 1))
+    fi
+  done
+  kill "$server"
+  wait "$server" 2>/dev/null || true
 fi
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

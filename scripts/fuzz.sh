@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf_model tokenizer chat_template api_sequence)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf_model tokenizer chat_template api_sequence grammar)
 triple=x86_64-unknown-linux-gnu
 # cargo-fuzz's flags; -Zsanitizer needs RUSTC_BOOTSTRAP on a stable toolchain.
 export RUSTC_BOOTSTRAP=1
@@ -23,7 +23,7 @@ bin=${CARGO_TARGET_DIR:-fuzz/target}/$triple/release
 for t in "${targets[@]}"; do
   [ -x "$bin/$t" ] || { echo "fuzz target $t was not built ($bin/$t is missing)" >&2; exit 1; }
 done
-declare -A max_len=([gguf_model]=262144 [tokenizer]=65536 [chat_template]=16384 [api_sequence]=16384)
+declare -A max_len=([gguf_model]=262144 [tokenizer]=65536 [chat_template]=16384 [api_sequence]=16384 [grammar]=8192)
 for t in "${targets[@]}"; do
   if [ -d "tests/data/regressions/$t" ]; then
     if ! "$bin/$t" -runs=0 "tests/data/regressions/$t"/* > "target/fuzz-regressions-$t.log" 2>&1; then

@@ -24,3 +24,4 @@ LIBDIR=$ROOT/target/llama-cpp-python-lib
 mkdir -p "$LIBDIR"
 ln -sfn "$LIB" "$LIBDIR/libllama.so"
 LLAMA_CPP_LIB_PATH=$LIBDIR "$VENV/bin/python" tests/python/test_llama_cpp_python.py "$MODEL" "$BIN/deepseek-cli"
+LLAMA_CPP_LIB_PATH=$LIBDIR "$VENV/bin/python" tests/python/test_grammar.py "$MODEL"

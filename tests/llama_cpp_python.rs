@@ -1,7 +1,9 @@
 //! llama-cpp-python 0.3.36 on libdeepseek: scripts/test-llama-cpp-python.sh installs the package
 //! without its bundled llama.cpp (network on first use; the virtualenv is cached under target/)
 //! and runs tests/python/test_llama_cpp_python.py on the real 0.5B model: import, tokenize,
-//! greedy/streamed/seeded completion, chat completion, state save/load, embeddings.
+//! greedy/streamed/seeded completion, chat completion, state save/load, embeddings; then
+//! tests/python/test_grammar.py: JSON mode, a JSON schema, LlamaGrammar.from_string and
+//! chatml-function-calling with a forced tool, each output parsed and validated.
 //! Needs `cargo build --release` first (the library and deepseek-cli).
 
 use std::path::PathBuf;
@@ -19,4 +21,5 @@ fn llama_cpp_python_runs_on_libdeepseek() {
     eprintln!("{stdout}");
     assert!(out.status.success(), "llama-cpp-python checks failed:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("all llama-cpp-python checks passed"), "{stdout}");
+    assert!(stdout.contains("all grammar checks passed"), "{stdout}");
 }

@@ -469,9 +469,10 @@ fn user_defined_samplers_chain_like_builtins() {
 }
 
 #[test]
-fn grammar_and_adaptive_p_are_refused() {
+fn adaptive_p_is_refused_and_grammar_needs_a_vocab() {
     assert!(llama_sampler_init_adaptive_p(0.5, 0.9, 1).is_null());
-    assert!(llama_sampler_init_grammar(std::ptr::null(), c"root ::= \"a\"".as_ptr(), c"root".as_ptr()).is_null());
+    // SAFETY: valid strings (the vocab is NULL on purpose).
+    assert!(unsafe { llama_sampler_init_grammar(std::ptr::null(), c"root ::= \"a\"".as_ptr(), c"root".as_ptr()) }.is_null());
 }
 
 /// llama-cpp-python's `Llama.create_completion` chain (penalties, top_k 40, typical 1.0,

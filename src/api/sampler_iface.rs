@@ -290,6 +290,11 @@ unsafe extern "C" fn chain_apply(h: *mut llama_sampler, cur_p: *mut llama_token_
         let arr = unsafe { super::boundary::as_mut(cur_p, "cur_p") }?;
         // SAFETY: called through CHAIN_IFACE, so h is a live chain handle.
         let chain = unsafe { chain_mut(h) }?;
+        if let Some(why) = &chain.broken {
+            // No member runs and no token is selected: llama_sampler_sample fails too.
+            arr.selected = -1;
+            return Err(format!("the chain cannot sample: {why}"));
+        }
         // SAFETY: arr holds size entries (llama.h's contract).
         unsafe { with_candidates(arr, |cur| chain.apply(cur)) };
         Ok(())
@@ -306,6 +311,7 @@ unsafe extern "C" fn chain_clone(h: *const llama_sampler) -> *mut llama_sampler 
         let copy = new_chain(src.no_perf);
         // SAFETY: copy was just made by new_chain.
         let dst = unsafe { chain_mut(copy) }?;
+        dst.broken = src.broken.clone();
         for m in &src.members {
             dst.members.push(Member(clone_handle(m.0)));
         }

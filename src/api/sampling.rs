@@ -11,6 +11,7 @@ use super::sampler_iface::{self as iface, Member};
 use super::types::*;
 use crate::sampling::chain::fill_candidates;
 use crate::sampling::dry::Dry;
+use crate::sampling::grammar::sampler::GrammarSampler;
 use crate::sampling::infill::Infill;
 use crate::sampling::logit_bias::LogitBias;
 use crate::sampling::mirostat::{Mirostat, MirostatV2};
@@ -157,11 +158,16 @@ pub extern "C" fn llama_sampler_chain_init(params: llama_sampler_chain_params) -
 #[no_mangle]
 pub extern "C" fn llama_sampler_chain_add(chain: *mut llama_sampler, smpl: *mut llama_sampler) {
     guard("llama_sampler_chain_add", || {
-        if smpl.is_null() {
-            return Err("smpl is NULL".into());
-        }
         // SAFETY: chain is a live handle; chain_mut checks its type.
-        unsafe { iface::chain_mut(chain) }?.members.push(Member(smpl));
+        let c = unsafe { iface::chain_mut(chain) }?;
+        if smpl.is_null() {
+            // Upstream would crash later; a chain that silently lacks a member (e.g. a grammar
+            // whose init failed) would sample unconstrained text. The chain refuses to sample.
+            let why = format!("member {} was added as NULL (its init failed)", c.members.len());
+            c.broken.get_or_insert(why.clone());
+            return Err(format!("smpl is NULL: the chain will not sample ({why})"));
+        }
+        c.members.push(Member(smpl));
         Ok(())
     })
 }
@@ -342,14 +348,80 @@ fn not_supported(name: &str) -> *mut llama_sampler {
     super::boundary::unsupported(name, "this sampler is not implemented yet")
 }
 
-#[no_mangle]
-pub extern "C" fn llama_sampler_init_grammar(vocab: *const llama_vocab, grammar_str: *const c_char, grammar_root: *const c_char) -> *mut llama_sampler {
-    let _ = (vocab, grammar_str, grammar_root);
-    not_supported("llama_sampler_init_grammar")
+/// The C strings of an array of `n` pointers (NULL entries are an error).
+///
+/// # Safety
+/// `p` must be NULL (with n = 0) or hold `n` pointers, each NULL or a NUL-terminated string.
+unsafe fn c_strings<'a>(p: *const *const c_char, n: usize, what: &str) -> Result<Vec<&'a [u8]>, String> {
+    // SAFETY: n readable pointers (caller).
+    let ptrs = unsafe { as_slice(p, n, what) }?;
+    ptrs.iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            if s.is_null() {
+                return Err(format!("{what}[{i}] is NULL"));
+            }
+            // SAFETY: a NUL-terminated string (caller).
+            Ok(unsafe { std::ffi::CStr::from_ptr(s) }.to_bytes())
+        })
+        .collect()
 }
 
+/// The shared body of the three grammar inits.
+///
+/// # Safety
+/// As the inits: C strings or NULL, arrays of the given lengths.
+#[allow(clippy::too_many_arguments)]
+unsafe fn init_grammar(
+    vocab: *const llama_vocab,
+    grammar_str: *const c_char,
+    grammar_root: *const c_char,
+    lazy: bool,
+    words: (*const *const c_char, usize),
+    patterns: (*const *const c_char, usize),
+    tokens: (*const llama_token, usize),
+) -> Result<*mut llama_sampler, String> {
+    // SAFETY: live vocab handle (NULL is caught).
+    let v = unsafe { as_ref(vocab, "vocab") }?;
+    let src = if grammar_str.is_null() {
+        None
+    } else {
+        // SAFETY: a NUL-terminated string (caller).
+        Some(unsafe { std::ffi::CStr::from_ptr(grammar_str) }.to_bytes())
+    };
+    let root: &[u8] = match src {
+        Some(s) if !s.is_empty() => {
+            if grammar_root.is_null() {
+                return Err("grammar_root is NULL".into());
+            }
+            // SAFETY: a NUL-terminated string (caller).
+            unsafe { std::ffi::CStr::from_ptr(grammar_root) }.to_bytes()
+        }
+        _ => b"",
+    };
+    // SAFETY: arrays of the given lengths (caller).
+    let (words, patterns, tokens) = unsafe {
+        (c_strings(words.0, words.1, "trigger_words")?, c_strings(patterns.0, patterns.1, "trigger_patterns")?, as_slice(tokens.0, tokens.1, "trigger_tokens")?)
+    };
+    let s = GrammarSampler::new(Arc::clone(&v.model), src, root, lazy, &words, &patterns, tokens)?;
+    Ok(iface::new_builtin(s))
+}
+
+/// # Safety
+/// `grammar_str` and `grammar_root` must be NULL or NUL-terminated strings.
 #[no_mangle]
-pub extern "C" fn llama_sampler_init_grammar_lazy(
+pub unsafe extern "C" fn llama_sampler_init_grammar(vocab: *const llama_vocab, grammar_str: *const c_char, grammar_root: *const c_char) -> *mut llama_sampler {
+    guard("llama_sampler_init_grammar", || {
+        // SAFETY: the caller's strings (see above).
+        unsafe { init_grammar(vocab, grammar_str, grammar_root, false, (std::ptr::null(), 0), (std::ptr::null(), 0), (std::ptr::null(), 0)) }
+    })
+}
+
+/// # Safety
+/// Strings NULL or NUL-terminated; `trigger_words` holds `num_trigger_words` strings and
+/// `trigger_tokens` `num_trigger_tokens` ids.
+#[no_mangle]
+pub unsafe extern "C" fn llama_sampler_init_grammar_lazy(
     vocab: *const llama_vocab,
     grammar_str: *const c_char,
     grammar_root: *const c_char,
@@ -358,12 +430,17 @@ pub extern "C" fn llama_sampler_init_grammar_lazy(
     trigger_tokens: *const llama_token,
     num_trigger_tokens: usize,
 ) -> *mut llama_sampler {
-    let _ = (vocab, grammar_str, grammar_root, trigger_words, num_trigger_words, trigger_tokens, num_trigger_tokens);
-    not_supported("llama_sampler_init_grammar_lazy")
+    guard("llama_sampler_init_grammar_lazy", || {
+        // SAFETY: the caller's strings and arrays (see above).
+        unsafe { init_grammar(vocab, grammar_str, grammar_root, true, (trigger_words as *const _, num_trigger_words), (std::ptr::null(), 0), (trigger_tokens, num_trigger_tokens)) }
+    })
 }
 
+/// # Safety
+/// Strings NULL or NUL-terminated; `trigger_patterns` holds `num_trigger_patterns` strings and
+/// `trigger_tokens` `num_trigger_tokens` ids.
 #[no_mangle]
-pub extern "C" fn llama_sampler_init_grammar_lazy_patterns(
+pub unsafe extern "C" fn llama_sampler_init_grammar_lazy_patterns(
     vocab: *const llama_vocab,
     grammar_str: *const c_char,
     grammar_root: *const c_char,
@@ -372,8 +449,10 @@ pub extern "C" fn llama_sampler_init_grammar_lazy_patterns(
     trigger_tokens: *const llama_token,
     num_trigger_tokens: usize,
 ) -> *mut llama_sampler {
-    let _ = (vocab, grammar_str, grammar_root, trigger_patterns, num_trigger_patterns, trigger_tokens, num_trigger_tokens);
-    not_supported("llama_sampler_init_grammar_lazy_patterns")
+    guard("llama_sampler_init_grammar_lazy_patterns", || {
+        // SAFETY: the caller's strings and arrays (see above).
+        unsafe { init_grammar(vocab, grammar_str, grammar_root, true, (std::ptr::null(), 0), (trigger_patterns as *const _, num_trigger_patterns), (trigger_tokens, num_trigger_tokens)) }
+    })
 }
 
 #[no_mangle]

@@ -13,11 +13,13 @@ pub struct Chain<M> {
     pub n_sample: i32,
     /// The candidate buffer reused by every `sample` call on this chain.
     pub candidates: Vec<TokenData>,
+    /// Why the chain cannot sample (a NULL member was added: some sampler's init failed).
+    pub broken: Option<String>,
 }
 
 impl<M> Chain<M> {
     pub fn new(no_perf: bool) -> Chain<M> {
-        Chain { members: Vec::new(), no_perf, t_sample: Duration::ZERO, n_sample: 0, candidates: Vec::new() }
+        Chain { members: Vec::new(), no_perf, t_sample: Duration::ZERO, n_sample: 0, candidates: Vec::new(), broken: None }
     }
 
     fn timed<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {

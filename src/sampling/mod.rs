@@ -6,6 +6,7 @@
 
 pub mod chain;
 pub mod dry;
+pub mod grammar;
 pub mod infill;
 pub mod mirostat;
 pub mod ops;

@@ -1,0 +1,310 @@
+//! The grammar sampler (upstream's "grammar"): `apply` sends every candidate the grammar does not
+//! allow to -inf, `accept` advances the grammar by the chosen token; lazy grammars wait for a
+//! trigger token or pattern, then replay the text from the trigger on.
+//!
+//! Where upstream aborts or throws (an end-of-generation token accepted where the grammar cannot
+//! end, a token that leaves no stack alive, a state beyond the bounds), this sampler logs an error
+//! and the grammar becomes dead: from then on it allows only end-of-generation tokens, so a chain
+//! ends its generation instead of crashing.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use super::matcher::{self, SetTable, TokenBits};
+use super::regex::Regex;
+use super::stacks::{decode, Limits, Partial, StackSet};
+use super::Grammar;
+use crate::model::Model;
+use crate::sampling::{Candidates, Sampler};
+
+/// Up to this many candidates, `apply` decides each directly instead of walking the trie.
+const FEW_CANDIDATES: usize = 64;
+
+/// What a sampler and its clones share: the grammar and its triggers.
+pub struct Config {
+    pub grammar: Grammar,
+    pub lazy: bool,
+    pub trigger_tokens: Vec<i32>,
+    pub patterns: Vec<Regex>,
+}
+
+pub struct GrammarSampler {
+    model: Arc<Model>,
+    /// None: the empty grammar, which constrains nothing (upstream's sampler without a grammar).
+    cfg: Option<Arc<Config>>,
+    stacks: StackSet,
+    partial: Partial,
+    awaiting: bool,
+    buffer: Vec<u8>,
+    /// (token, start, end) of each token in `buffer`.
+    positions: Vec<(i32, usize, usize)>,
+    dead: bool,
+    table: SetTable,
+    bits: TokenBits,
+    cps: Vec<u32>,
+}
+
+impl GrammarSampler {
+    /// A sampler over `src` (GBNF) from rule `root`; `src` None or empty gives the sampler that
+    /// constrains nothing. Trigger words are turned into one pattern, as upstream does.
+    pub fn new(model: Arc<Model>, src: Option<&[u8]>, root: &[u8], lazy: bool, words: &[&[u8]], patterns: &[&[u8]], tokens: &[i32]) -> Result<GrammarSampler, String> {
+        Self::with_limits(model, src, root, lazy, words, patterns, tokens, Limits::default())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_limits(model: Arc<Model>, src: Option<&[u8]>, root: &[u8], lazy: bool, words: &[&[u8]], patterns: &[&[u8]], tokens: &[i32], limits: Limits) -> Result<GrammarSampler, String> {
+        let cfg = match src {
+            Some(src) if !src.is_empty() => {
+                let grammar = Grammar::new(src, root, Some(&model.vocab), limits).map_err(|e| e.0)?;
+                let mut texts: Vec<String> = Vec::new();
+                if !words.is_empty() {
+                    let alts: Vec<String> = words.iter().map(|w| super::regex::escape(w)).collect();
+                    texts.push(format!("[\\s\\S]*?({})[\\s\\S]*", alts.join("|")));
+                } else {
+                    for p in patterns {
+                        texts.push(std::str::from_utf8(p).map_err(|_| "a trigger pattern is not valid UTF-8".to_string())?.to_string());
+                    }
+                }
+                let patterns = texts.iter().map(|t| Regex::new(t)).collect::<Result<Vec<_>, _>>()?;
+                Some(Arc::new(Config { grammar, lazy, trigger_tokens: tokens.to_vec(), patterns }))
+            }
+            _ => None,
+        };
+        let mut s = GrammarSampler {
+            model,
+            cfg,
+            stacks: StackSet::default(),
+            partial: Partial::default(),
+            awaiting: false,
+            buffer: Vec::new(),
+            positions: Vec::new(),
+            dead: false,
+            table: SetTable::default(),
+            bits: TokenBits::default(),
+            cps: Vec::new(),
+        };
+        s.reset();
+        Ok(s)
+    }
+
+    /// Whether the sampler is waiting for a trigger (lazy grammars).
+    pub fn awaiting_trigger(&self) -> bool {
+        self.awaiting
+    }
+
+    /// The current stacks (for tests and the fuzzer).
+    pub fn stacks(&self) -> &StackSet {
+        &self.stacks
+    }
+
+    /// Whether an error has ended the grammar (it then allows only end-of-generation).
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// upstream's decision for token `id` in the current state, computed without the trie (the
+    /// reference for tests and the fuzzer); None while the sampler does not constrain.
+    pub fn allowed_slow(&self, id: i32) -> Option<Result<bool, String>> {
+        let cfg = self.cfg.as_ref()?;
+        if self.awaiting {
+            return None;
+        }
+        let vocab = &self.model.vocab;
+        if id < 0 || id as usize >= vocab.n_tokens() {
+            return Some(Ok(false));
+        }
+        if vocab.is_eog(id) {
+            return Some(Ok(self.dead || self.stacks.can_end()));
+        }
+        if self.dead {
+            return Some(Ok(false));
+        }
+        Some(matcher::allowed_one(&cfg.grammar, &self.stacks, self.partial, id, vocab.piece(id)))
+    }
+
+    fn die(&mut self, why: String) {
+        crate::log_error!("grammar: {why}; the grammar allows only end-of-generation tokens from now on");
+        self.dead = true;
+    }
+
+    /// upstream's llama_grammar_accept_token.
+    fn accept_piece(&mut self, token: i32, piece: &[u8]) {
+        let Some(cfg) = self.cfg.clone() else { return };
+        if self.dead {
+            return;
+        }
+        let p = decode(piece, self.partial, &mut self.cps);
+        match cfg.grammar.accept_token(&self.stacks, token, &self.cps) {
+            Ok(next) => {
+                self.stacks = next;
+                self.partial = p;
+                if self.stacks.is_empty() {
+                    self.die(format!("unexpected empty grammar stack after accepting piece '{}' ({token})", String::from_utf8_lossy(piece)));
+                }
+            }
+            Err(e) => self.die(e),
+        }
+    }
+
+    /// The allowed tokens of the current state into `self.bits` (end-of-generation included).
+    fn compute_allowed(&mut self) {
+        let Some(cfg) = self.cfg.clone() else { return };
+        let model = Arc::clone(&self.model);
+        let vocab = &model.vocab;
+        self.bits.reset(vocab.n_tokens());
+        let mut eog_ok = self.dead || self.stacks.can_end();
+        if !self.dead {
+            self.table.trim();
+            let g = &cfg.grammar;
+            let id = self.table.intern(g, &self.stacks);
+            if let Err(e) = matcher::allowed(g, &mut self.table, vocab.grammar_trie(), id, self.partial, &mut self.bits) {
+                self.bits.reset(vocab.n_tokens());
+                if e == matcher::TABLE_FULL {
+                    // too many distinct states for the cache: this apply decides each token
+                    // directly (upstream's way), the table starts afresh
+                    self.table.clear();
+                    crate::log_info!("grammar: more distinct states than the cache holds; this step decides each token directly");
+                    for t in 0..vocab.n_tokens() as i32 {
+                        match self.allowed_slow(t) {
+                            Some(Ok(true)) => self.bits.set(t),
+                            Some(Ok(false)) | None => {}
+                            Some(Err(e)) => {
+                                self.bits.reset(vocab.n_tokens());
+                                self.die(e);
+                                eog_ok = true;
+                                break;
+                            }
+                        }
+                    }
+                } else {
+                    self.die(e);
+                    eog_ok = true;
+                }
+            }
+        }
+        if eog_ok {
+            for id in vocab.eog_ids() {
+                self.bits.set(id);
+            }
+        }
+    }
+
+    /// The tokens allowed now, for tests and benchmarks; None when the sampler does not constrain
+    /// (the empty grammar, or a lazy grammar waiting for its trigger).
+    pub fn allowed(&mut self) -> Option<&TokenBits> {
+        if self.cfg.is_none() || self.awaiting {
+            return None;
+        }
+        self.compute_allowed();
+        Some(&self.bits)
+    }
+}
+
+impl Sampler for GrammarSampler {
+    fn name(&self) -> &'static CStr {
+        c"grammar"
+    }
+
+    fn apply(&mut self, cur: &mut Candidates<'_>) {
+        if self.cfg.is_none() || self.awaiting {
+            return;
+        }
+        if cur.len() <= FEW_CANDIDATES {
+            // A few candidates (llama.cpp's common sampler checks the one token it picked): each
+            // decided directly, as upstream does, instead of walking the whole trie.
+            for i in 0..cur.len() {
+                let ok = match self.allowed_slow(cur.data[i].id) {
+                    Some(Ok(ok)) => ok,
+                    Some(Err(e)) => {
+                        self.die(e);
+                        let vocab = &self.model.vocab;
+                        cur.data[..].iter_mut().filter(|c| !vocab.is_eog(c.id)).for_each(|c| c.logit = f32::NEG_INFINITY);
+                        return;
+                    }
+                    None => true,
+                };
+                if !ok {
+                    cur.data[i].logit = f32::NEG_INFINITY;
+                }
+            }
+            return;
+        }
+        self.compute_allowed();
+        for c in cur.data.iter_mut() {
+            if !self.bits.get(c.id) {
+                c.logit = f32::NEG_INFINITY;
+            }
+        }
+    }
+
+    fn accept(&mut self, token: i32) {
+        let Some(cfg) = self.cfg.clone() else { return };
+        let model = Arc::clone(&self.model);
+        let vocab = &model.vocab;
+        if token < 0 || token as usize >= vocab.n_tokens() {
+            crate::log_error!("grammar: accepted token id {token} is out of range (vocabulary of {})", vocab.n_tokens());
+            return;
+        }
+        let piece = vocab.piece(token);
+        if self.awaiting {
+            if cfg.trigger_tokens.contains(&token) {
+                self.awaiting = false;
+                self.buffer.clear();
+                self.accept_piece(token, piece);
+                return;
+            }
+            let start = self.buffer.len();
+            self.positions.push((token, start, start + piece.len()));
+            self.buffer.extend_from_slice(piece);
+            for pat in &cfg.patterns {
+                if let Some(start) = pat.find(&self.buffer) {
+                    self.awaiting = false;
+                    let buffer = std::mem::take(&mut self.buffer);
+                    let positions = std::mem::take(&mut self.positions);
+                    for (tok, s, e) in positions {
+                        if e <= start {
+                            continue;
+                        }
+                        self.accept_piece(tok, &buffer[s.max(start)..e]);
+                    }
+                    return;
+                }
+            }
+            return;
+        }
+        if vocab.is_eog(token) {
+            if self.dead || self.stacks.can_end() {
+                return;
+            }
+            self.die(format!("end-of-generation token {token} accepted where the grammar cannot end"));
+            return;
+        }
+        self.accept_piece(token, piece);
+    }
+
+    fn reset(&mut self) {
+        let Some(cfg) = &self.cfg else { return };
+        self.stacks = cfg.grammar.initial.clone();
+        self.partial = Partial::default();
+        self.awaiting = cfg.lazy;
+        self.buffer.clear();
+        self.positions.clear();
+        self.dead = false;
+    }
+
+    fn clone_box(&self) -> Box<dyn Sampler + Send> {
+        Box::new(GrammarSampler {
+            model: Arc::clone(&self.model),
+            cfg: self.cfg.clone(),
+            stacks: self.stacks.clone(),
+            partial: self.partial,
+            awaiting: self.awaiting,
+            buffer: self.buffer.clone(),
+            positions: self.positions.clone(),
+            dead: self.dead,
+            table: SetTable::default(),
+            bits: TokenBits::default(),
+            cps: Vec::new(),
+        })
+    }
+}
