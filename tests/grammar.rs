@@ -19,7 +19,11 @@ static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 unsafe extern "C" fn collect(_level: ggml_log_level, text: *const c_char, _ud: *mut c_void) {
     // SAFETY: the library passes a NUL-terminated message.
-    LOG.lock().unwrap().push(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned());
+    LOG.lock().unwrap().push(
+        unsafe { CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned(),
+    );
 }
 
 fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
@@ -33,7 +37,17 @@ fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
 fn token(v: *const llama_vocab, text: &str) -> i32 {
     let mut t = [0i32; 4];
     // SAFETY: a valid vocab, text and buffer.
-    let n = unsafe { llama_tokenize(v, text.as_ptr() as *const c_char, text.len() as i32, t.as_mut_ptr(), 4, false, true) };
+    let n = unsafe {
+        llama_tokenize(
+            v,
+            text.as_ptr() as *const c_char,
+            text.len() as i32,
+            t.as_mut_ptr(),
+            4,
+            false,
+            true,
+        )
+    };
     assert_eq!(n, 1, "{text:?} is not one token");
     t[0]
 }
@@ -46,10 +60,24 @@ fn grammar(v: *const llama_vocab, g: &str) -> *mut llama_sampler {
 
 /// The ids the sampler leaves finite on a uniform candidate array.
 fn allowed(s: *mut llama_sampler, n_vocab: usize) -> Vec<i32> {
-    let mut data: Vec<llama_token_data> = (0..n_vocab as i32).map(|id| llama_token_data { id, logit: 0.0, p: 0.0 }).collect();
-    let mut arr = llama_token_data_array { data: data.as_mut_ptr(), size: data.len(), selected: -1, sorted: false };
+    let mut data: Vec<llama_token_data> = (0..n_vocab as i32)
+        .map(|id| llama_token_data {
+            id,
+            logit: 0.0,
+            p: 0.0,
+        })
+        .collect();
+    let mut arr = llama_token_data_array {
+        data: data.as_mut_ptr(),
+        size: data.len(),
+        selected: -1,
+        sorted: false,
+    };
     llama_sampler_apply(s, &mut arr);
-    data.iter().filter(|d| d.logit.is_finite()).map(|d| d.id).collect()
+    data.iter()
+        .filter(|d| d.logit.is_finite())
+        .map(|d| d.id)
+        .collect()
 }
 
 fn free(s: *mut llama_sampler) {
@@ -60,7 +88,12 @@ fn free(s: *mut llama_sampler) {
 #[test]
 fn grammar_errors_are_logged_not_fatal() {
     llama_log_set(Some(collect), std::ptr::null_mut());
-    let path = CString::new(common::data("vocab/deepseek-r1-qwen.gguf").to_str().unwrap()).unwrap();
+    let path = CString::new(
+        common::data("vocab/deepseek-r1-qwen.gguf")
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
     let mut mp = llama_model_default_params();
     mp.vocab_only = true;
     // SAFETY: a valid path.
@@ -69,7 +102,9 @@ fn grammar_errors_are_logged_not_fatal() {
     let v = llama_model_get_vocab(model);
     let n_vocab = llama_vocab_n_tokens(v) as usize;
     let eos = llama_vocab_eos(v);
-    let eogs: Vec<i32> = (0..n_vocab as i32).filter(|&t| llama_vocab_is_eog(v, t)).collect();
+    let eogs: Vec<i32> = (0..n_vocab as i32)
+        .filter(|&t| llama_vocab_is_eog(v, t))
+        .collect();
 
     // A token the grammar does not allow: upstream throws; here the grammar dies with a reason
     // and allows only end-of-generation from then on.
@@ -115,7 +150,10 @@ fn grammar_errors_are_logged_not_fatal() {
     let (s, log) = logged(|| grammar(v, "root ::= \"a\"\nbad ::= [a-"));
     assert!(s.is_null() && log.contains("line 2, column 12"), "{log}");
     let (s, log) = logged(|| grammar(v, r#"start ::= "a""#));
-    assert!(s.is_null() && log.contains("does not contain a 'root' symbol"), "{log}");
+    assert!(
+        s.is_null() && log.contains("does not contain a 'root' symbol"),
+        "{log}"
+    );
     let (s, log) = logged(|| grammar(std::ptr::null(), r#"root ::= "a""#));
     assert!(s.is_null() && log.contains("vocab is NULL"), "{log}");
     for bad in [r"(?<=x)y", r"(a)\1", r"[a-", r"a{3,1}", r"\p{L}"] {
@@ -123,8 +161,21 @@ fn grammar_errors_are_logged_not_fatal() {
         let p = CString::new(bad).unwrap();
         let mut pats = [p.as_ptr()];
         // SAFETY: valid strings and arrays.
-        let (s, log) = logged(|| unsafe { llama_sampler_init_grammar_lazy_patterns(v, g.as_ptr(), c"root".as_ptr(), pats.as_mut_ptr(), 1, std::ptr::null(), 0) });
-        assert!(s.is_null() && log.contains("trigger pattern"), "{bad}: {log}");
+        let (s, log) = logged(|| unsafe {
+            llama_sampler_init_grammar_lazy_patterns(
+                v,
+                g.as_ptr(),
+                c"root".as_ptr(),
+                pats.as_mut_ptr(),
+                1,
+                std::ptr::null(),
+                0,
+            )
+        });
+        assert!(
+            s.is_null() && log.contains("trigger pattern"),
+            "{bad}: {log}"
+        );
     }
     // The empty grammar constrains nothing (upstream's sampler without grammar).
     let s = grammar(v, "");
@@ -135,10 +186,24 @@ fn grammar_errors_are_logged_not_fatal() {
     // A NULL member (a failed init) makes the chain refuse to sample, visibly.
     let chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
     let (_, log) = logged(|| llama_sampler_chain_add(chain, grammar(v, "root ::= [")));
-    assert!(log.contains("llama_sampler_chain_add") && log.contains("will not sample"), "{log}");
+    assert!(
+        log.contains("llama_sampler_chain_add") && log.contains("will not sample"),
+        "{log}"
+    );
     llama_sampler_chain_add(chain, llama_sampler_init_greedy());
-    let mut data: Vec<llama_token_data> = (0..8).map(|id| llama_token_data { id, logit: id as f32, p: 0.0 }).collect();
-    let mut arr = llama_token_data_array { data: data.as_mut_ptr(), size: data.len(), selected: -1, sorted: false };
+    let mut data: Vec<llama_token_data> = (0..8)
+        .map(|id| llama_token_data {
+            id,
+            logit: id as f32,
+            p: 0.0,
+        })
+        .collect();
+    let mut arr = llama_token_data_array {
+        data: data.as_mut_ptr(),
+        size: data.len(),
+        selected: -1,
+        sorted: false,
+    };
     let (_, log) = logged(|| llama_sampler_apply(chain, &mut arr));
     assert_eq!(arr.selected, -1);
     assert!(log.contains("cannot sample"), "{log}");
@@ -147,8 +212,16 @@ fn grammar_errors_are_logged_not_fatal() {
     // The vocabulary's trie: built once (by the first apply above), bounded in size.
     // SAFETY: a live vocab handle.
     let trie = unsafe { &*v }.vocab().grammar_trie();
-    eprintln!("piece trie: {} nodes, {:.1} MB", trie.n_nodes(), trie.bytes() as f64 / 1e6);
-    assert!(trie.bytes() < 64 << 20, "the trie takes {} bytes", trie.bytes());
+    eprintln!(
+        "piece trie: {} nodes, {:.1} MB",
+        trie.n_nodes(),
+        trie.bytes() as f64 / 1e6
+    );
+    assert!(
+        trie.bytes() < 64 << 20,
+        "the trie takes {} bytes",
+        trie.bytes()
+    );
 
     // Clones and chains free what they own: the live-sampler gauge is back where it started.
     let before = deepseek::sys::stats::SAMPLERS.get();
@@ -192,17 +265,41 @@ fn parser_matches_upstream_parser_tests() {
     let mut n = 0;
     for case in cases.get("parsing").arr() {
         let g = case.get("grammar").str();
-        let parsed = parse(g.as_bytes(), None).unwrap_or_else(|e| panic!("{g}: {}", e.describe(g.as_bytes())));
-        let symbols: Vec<(String, u32)> = parsed.symbol_ids.iter().map(|(k, &v)| (String::from_utf8(k.clone()).unwrap(), v)).collect();
-        let expected: Vec<(String, u32)> = case.get("symbols").arr().iter().map(|p| (p.arr()[0].str().to_string(), p.arr()[1].num() as u32)).collect();
+        let parsed = parse(g.as_bytes(), None)
+            .unwrap_or_else(|e| panic!("{g}: {}", e.describe(g.as_bytes())));
+        let symbols: Vec<(String, u32)> = parsed
+            .symbol_ids
+            .iter()
+            .map(|(k, &v)| (String::from_utf8(k.clone()).unwrap(), v))
+            .collect();
+        let expected: Vec<(String, u32)> = case
+            .get("symbols")
+            .arr()
+            .iter()
+            .map(|p| (p.arr()[0].str().to_string(), p.arr()[1].num() as u32))
+            .collect();
         assert_eq!(symbols, expected, "symbols of {g}");
-        let elems: Vec<(Ty, u32)> = parsed.rules.iter().flatten().map(|e| (e.ty, e.value)).collect();
-        let expected: Vec<(Ty, u32)> = case.get("elements").arr().iter().map(|p| (ty(p.arr()[0].str()), p.arr()[1].num() as u32)).collect();
+        let elems: Vec<(Ty, u32)> = parsed
+            .rules
+            .iter()
+            .flatten()
+            .map(|e| (e.ty, e.value))
+            .collect();
+        let expected: Vec<(Ty, u32)> = case
+            .get("elements")
+            .arr()
+            .iter()
+            .map(|p| (ty(p.arr()[0].str()), p.arr()[1].num() as u32))
+            .collect();
         assert_eq!(elems, expected, "rules of {g}");
         n += 1;
     }
     for g in cases.get("failures").arr() {
-        assert!(parse(g.str().as_bytes(), None).is_err(), "{} parsed", g.str());
+        assert!(
+            parse(g.str().as_bytes(), None).is_err(),
+            "{} parsed",
+            g.str()
+        );
         n += 1;
     }
     assert!(n >= 20);
@@ -229,9 +326,161 @@ fn trigger_patterns_match_as_std_regex() {
             continue;
         };
         let input = line.replace("\\n", "\n");
-        let got = r.find(input.as_bytes()).map_or("-".to_string(), |s| s.to_string());
-        assert_eq!(Some(got.as_str()), expected.next(), "pattern {} on {input:?}", r.pattern);
+        let got = r
+            .find(input.as_bytes())
+            .map_or("-".to_string(), |s| s.to_string());
+        assert_eq!(
+            Some(got.as_str()),
+            expected.next(),
+            "pattern {} on {input:?}",
+            r.pattern
+        );
         n += 1;
     }
     assert!(n >= 40, "{n} cases");
+}
+
+/// The trie walk's allowed set equals the direct per-token computation (upstream's algorithm)
+/// on every token of the R1 vocabulary, along a few accepted tokens (the first allowed token
+/// that is not end-of-generation), and the C sampler decides alike on a candidate subset; a
+/// state beyond the bounds ends the grammar with a logged reason instead.
+#[test]
+fn trie_walk_equals_direct_computation() {
+    use deepseek::sampling::grammar::sampler::GrammarSampler;
+    use deepseek::sampling::Sampler;
+    llama_log_set(Some(collect), std::ptr::null_mut());
+    let m = load_r1_vocab();
+    // SAFETY: a live model.
+    let v = unsafe { &*llama_model_get_vocab(m) };
+    let n_vocab = v.vocab().n_tokens();
+    // (grammar, steps, whether the first walk must exceed the bounds)
+    let cases: &[(&[u8], usize, bool)] = &[
+        // a negated class of one code point (U+00BF written as a lone continuation byte, which
+        // upstream's parser reads as that code point); nested repetitions make every character
+        // a new way to split the text (fuzz: the C sampler ended the grammar where the engine's
+        // direct computation, called before its own walk, still allowed tokens)
+        (b"root::=[^\xbf]+++++++++", 0, true),
+        (b"root::=[^\xbf]+", 3, false),
+        (b"root ::= \"- \" [^\r\n]+ \"\\n\" root?", 4, false),
+        (
+            b"root ::= ([\xe4\xb8\x80-\xe9\xbf\xbf] | [a-z] | \" \")+",
+            4,
+            false,
+        ),
+        (b"root ::= <[1304]> [0-9]+ | \"x\" !<[1304]>", 1, false),
+        (b"root ::= <[1304]> [0-9]+", 3, false),
+    ];
+    for &(src, steps, explodes) in cases {
+        let name = String::from_utf8_lossy(src).into_owned();
+        let (r, log) = logged(|| {
+            let mut s = GrammarSampler::new(
+                std::sync::Arc::clone(&v.model),
+                Some(src),
+                b"root",
+                false,
+                &[],
+                &[],
+                &[],
+            )
+            .unwrap();
+            let bits = s.allowed().unwrap().clone();
+            (s, bits)
+        });
+        let (mut s, mut bits) = r;
+        if explodes {
+            assert!(
+                s.is_dead() && log.contains("too ambiguous"),
+                "{name}: expected the ambiguity bound, log {log:?}"
+            );
+            assert!(
+                (0..n_vocab as i32).all(|id| bits.get(id) == v.vocab().is_eog(id)),
+                "{name}: a dead grammar allows exactly end-of-generation"
+            );
+            continue;
+        }
+        for k in 0..=steps {
+            assert!(!s.is_dead(), "{name} step {k}: the grammar ended: {log}");
+            let mut wrong = Vec::new();
+            for id in 0..n_vocab as i32 {
+                let slow = s.allowed_slow(id).unwrap().unwrap();
+                if bits.get(id) != slow {
+                    wrong.push((
+                        id,
+                        String::from_utf8_lossy(v.vocab().piece(id)).into_owned(),
+                        slow,
+                    ));
+                }
+            }
+            assert!(
+                wrong.is_empty(),
+                "{name} step {k}: walk and direct computation disagree on {} tokens, first {:?}",
+                wrong.len(),
+                &wrong[..wrong.len().min(8)]
+            );
+            assert!(
+                (0..n_vocab as i32).any(|id| bits.get(id) && !v.vocab().is_eog(id)),
+                "{name} step {k}: only end-of-generation allowed"
+            );
+            if k == steps {
+                break;
+            }
+            let t = (0..n_vocab as i32)
+                .find(|&id| bits.get(id) && !v.vocab().is_eog(id))
+                .unwrap();
+            s.accept(t);
+            bits = s.allowed().unwrap().clone();
+        }
+        // the C sampler from the start, on a subset: the same decisions as the walk at step 0
+        let g = CString::new(src).unwrap();
+        // SAFETY: valid strings.
+        let cs = unsafe { llama_sampler_init_grammar(v, g.as_ptr(), c"root".as_ptr()) };
+        let mut s0 = GrammarSampler::new(
+            std::sync::Arc::clone(&v.model),
+            Some(src),
+            b"root",
+            false,
+            &[],
+            &[],
+            &[],
+        )
+        .unwrap();
+        let b0 = s0.allowed().unwrap().clone();
+        let mut cands: Vec<llama_token_data> = (0..n_vocab as i32)
+            .step_by(7)
+            .map(|id| llama_token_data {
+                id,
+                logit: 0.0,
+                p: 0.0,
+            })
+            .collect();
+        let mut arr = llama_token_data_array {
+            data: cands.as_mut_ptr(),
+            size: cands.len(),
+            selected: -1,
+            sorted: false,
+        };
+        llama_sampler_apply(cs, &mut arr);
+        assert!(
+            cands.iter().all(|c| c.logit.is_finite() == b0.get(c.id)),
+            "{name}: the C sampler decides otherwise"
+        );
+        free(cs);
+    }
+    // SAFETY: from a load.
+    unsafe { llama_model_free(m) };
+}
+
+fn load_r1_vocab() -> *mut deepseek::api::handles::llama_model {
+    let path = CString::new(
+        common::data("vocab/deepseek-r1-qwen.gguf")
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut mp = llama_model_default_params();
+    mp.vocab_only = true;
+    // SAFETY: a valid path.
+    let model = unsafe { llama_model_load_from_file(path.as_ptr(), mp) };
+    assert!(!model.is_null());
+    model
 }

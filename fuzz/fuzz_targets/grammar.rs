@@ -12,11 +12,13 @@
 use std::sync::{Arc, OnceLock};
 
 use deepseek::api::handles::{llama_model, llama_vocab};
-use deepseek::api::model::{llama_model_default_params, llama_model_get_vocab, llama_model_load_from_file};
+use deepseek::api::model::{
+    llama_model_default_params, llama_model_get_vocab, llama_model_load_from_file,
+};
 use deepseek::api::sampling::*;
 use deepseek::api::types::{llama_token_data, llama_token_data_array};
 use deepseek::sampling::grammar::sampler::GrammarSampler;
-use deepseek::sampling::Sampler;
+use deepseek::sampling::{Candidates, Sampler, TokenData};
 use libfuzzer_sys::fuzz_target;
 
 struct Vocab(*const llama_vocab);
@@ -97,11 +99,19 @@ fuzz_target!(
         // candidates directly (as llama.cpp's common sampler checks its pick)
         let few = x & 3 != 0;
         cands.extend((0..if few { 16 } else { 4096 }).chain((0..if few { 16 } else { 512u32 }).map(|k| (x.wrapping_mul(2654435761).wrapping_add(k.wrapping_mul(40503)) % n_vocab as u32) as i32)).chain(n_vocab as i32 - if few { 16 } else { 500 }..n_vocab as i32).map(|id| llama_token_data { id, logit: 0.0, p: 0.0 }));
+        // The engine sampler applied to the same candidates: the C sampler must reach the same
+        // decisions, and where a state is beyond the bounds both end the grammar alike (the
+        // direct computation, which never holds a whole state, is then no reference).
+        let mut mirror: Vec<TokenData> = cands.iter().map(|c| TokenData { id: c.id, logit: c.logit, p: c.p }).collect();
+        engine.apply(&mut Candidates::new(&mut mirror));
         let mut arr = llama_token_data_array { data: cands.as_mut_ptr(), size: cands.len(), selected: -1, sorted: false };
         llama_sampler_apply(s, &mut arr);
+        for (c, e) in cands.iter().zip(&mirror) {
+            assert_eq!(c.logit.is_finite(), e.logit.is_finite(), "token {}: the C sampler and the engine's sampler disagree", c.id);
+        }
         let allowed: Vec<i32> = cands.iter().filter(|c| c.logit.is_finite()).map(|c| c.id).collect();
         // the trie walk against the direct computation, on a sample of the candidates
-        for k in 0..64usize {
+        for k in 0..if engine.is_dead() { 0 } else { 64usize } {
             let c = cands[(x as usize).wrapping_add(k * 977) % cands.len()];
             if let Some(slow) = engine.allowed_slow(c.id) {
                 let Ok(slow) = slow else { break };
