@@ -3,6 +3,8 @@
 //! from DRAM), so kernel cost and memory bandwidth can be told apart.
 //!
 //! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [TYPE ...]
+//!        cargo bench --bench kernels -- attention   (decode attention, one thread: ns per cell
+//!        for a GQA group of the 0.5B/1.5B models and for MLA's 16 heads, at 512 and 4096 cells)
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
 //! time spent descheduled is not counted) divided by the thread count.
 
@@ -61,6 +63,10 @@ fn main() {
             name => types.push(name.to_string()),
         }
     }
+    if types.iter().any(|t| t == "attention") {
+        attention();
+        return;
+    }
     if types.is_empty() {
         types = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K", "f16"].map(String::from).to_vec();
         // the IQ, ternary, FP4 and 1/2-bit types
@@ -91,6 +97,47 @@ fn main() {
             }
             let dt = (cpu_seconds() - t) / threads as f64 / reps as f64;
             line += &format!("  {label}: {:6.1} GB/s {:7.1} ns/row", (rows * rb) as f64 / dt / 1e9, dt * 1e9 / rows as f64);
+        }
+        println!("{line}");
+    }
+}
+
+/// Decode attention: one tile of `rows` query rows (the heads sharing a K/V head) over `n`
+/// cached F16 cells, CPU ns per cell (all rows).
+fn attention() {
+    use deepseek::kernels::attention::TileScratch;
+    println!("attention {:?}, one thread, CPU ns per cell for the whole tile", deepseek::kernels::simd::level());
+    for (label, rows, dk, dv, mla) in [("GQA 7x64 (0.5B)", 7, 64, 64, false), ("GQA 6x128 (1.5B)", 6, 128, 128, false), ("MLA 16x576/512", 16, 576, 512, true)] {
+        let mut line = format!("{label:>18}");
+        for n in [512usize, 4096] {
+            let mut seed = 0x2545_f491_4f6c_dd1du64;
+            let mut rnd = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            };
+            let keys: Vec<u16> = (0..n * dk).map(|_| deepseek::quant::f32_to_f16(rnd() * 2.0)).collect();
+            let vals: Vec<u16> = (0..n * dv).map(|_| deepseek::quant::f32_to_f16(rnd())).collect();
+            let qs: Vec<Vec<f32>> = (0..rows).map(|_| (0..dk).map(|_| rnd()).collect()).collect();
+            let mut tile = TileScratch::new(rows, dk, dv).unwrap();
+            let mut out = vec![0f32; dv];
+            let cells = || (0..n).map(|c| (c as i32, &keys[c * dk..(c + 1) * dk], if mla { &keys[c * dk..c * dk + dv] } else { &vals[c * dv..(c + 1) * dv] }));
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let reps = (2_000_000 / n).max(1);
+                let t0 = cpu_seconds();
+                for _ in 0..reps {
+                    for (r, q) in qs.iter().enumerate() {
+                        tile.set_query(r, q, n as i32);
+                    }
+                    tile.run(rows, 0.125, cells());
+                    tile.output(0, &mut out);
+                }
+                best = best.min((cpu_seconds() - t0) / (reps * n) as f64 * 1e9);
+            }
+            line += &format!("  {n:>5} cells {best:7.2} ns");
+            std::hint::black_box(&out);
         }
         println!("{line}");
     }

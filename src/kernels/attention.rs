@@ -1,9 +1,14 @@
 //! Causal attention of a tile of query rows over the cached keys and values (F16) they share,
-//! with an online softmax as ggml's flash-attention kernel does (Q rounded to F16 for the K dot
-//! product, scores and the running V sum in f32), taken a block of cells at a time: the
-//! block's keys and values are widened to f32 once for every query row of the tile, then per
-//! row the block's scores, one rescale of the running sum when the block raises the maximum,
-//! the block's exponentials together, and its values added into the row's accumulator.
+//! with the online softmax of ggml's flash-attention kernel for fewer than 64 query rows (its
+//! decode path, and the one its goldens are made with): Q rounded to F16 for the K dot product,
+//! scores and the softmax sum in f32, the running sum of values in F16 — rounded to F16 after
+//! each cell's multiply-add and after each rescale by a new maximum, cell by cell. That F16
+//! accumulator is what the quantized-MoE models are sensitive to: an f32 one moved their
+//! expert choices away from llama.cpp's. (ggml's path for 64 rows and more, tiled with f32
+//! accumulators, is not reproduced: every row here gets the same arithmetic in any tile.)
+//! Cells are taken a block at a time: the block's keys and values are widened to f32 once for
+//! every query row of the tile, then per row the block's scores, the per-cell maxima and
+//! exponentials, and its values added into the row's accumulator in order.
 //!
 //! A tile is the query heads that share a K/V head (GQA, MLA) for one or several consecutive
 //! tokens of a sequence; each row stops at its own causal limit. A row's arithmetic depends
@@ -100,6 +105,12 @@ pub struct TileScratch {
     open: Vec<bool>,
     /// BLOCK key rows of dkp, then BLOCK value rows of dvp
     cells: Vec<f32>,
+    /// per row, for the current block: the cells' weights e^(s − M), the rescale factors of
+    /// the cells that raise the maximum, which cells those are, and how many cells it takes
+    weight: Vec<f32>,
+    rescale_by: Vec<f32>,
+    rescale: Vec<u32>,
+    taken: Vec<usize>,
     pos: [i32; BLOCK],
     /// where each cell's value row starts in `cells` (its key row when the values are the
     /// keys' first dv elements, as in MLA)
@@ -128,6 +139,10 @@ impl TileScratch {
             sum: try_zeroed(max_rows, "attention sums")?,
             open: vec![false; max_rows],
             cells: try_zeroed(BLOCK * (dkp + dvp), "attention block")?,
+            weight: try_zeroed(max_rows * BLOCK, "attention weights")?,
+            rescale_by: try_zeroed(max_rows * BLOCK, "attention rescales")?,
+            rescale: try_zeroed(max_rows, "attention rescale masks")?,
+            taken: try_zeroed(max_rows, "attention block counts")?,
             pos: [0; BLOCK],
             value_at: [0; BLOCK],
         })
@@ -168,9 +183,24 @@ impl TileScratch {
                     self.open[row] = false;
                     open -= 1;
                 }
+                self.taken[row] = m;
                 if m > 0 {
-                    self.absorb(row, m, scale);
+                    self.weigh(row, m, scale);
                 }
+            }
+            // the value rows into the accumulators, up to four rows that take as many cells at once
+            let mut row = 0;
+            while row < n_rows {
+                let m = self.taken[row];
+                let mut end = row + 1;
+                while end < n_rows && end - row < 4 && self.taken[end] == m {
+                    end += 1;
+                }
+                if m > 0 {
+                    self.accumulate(row, end - row, m);
+                }
+                self.taken[row..end].iter_mut().for_each(|t| *t = 0);
+                row = end;
             }
             if n < BLOCK {
                 break;
@@ -206,25 +236,51 @@ impl TileScratch {
         n
     }
 
-    /// Row `row` takes in the block's first `m` cells.
-    fn absorb(&mut self, row: usize, m: usize, scale: f32) {
+    /// Row `row` takes in the block's first `m` cells, one at a time as ggml's flash attention
+    /// does (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`, ops.cpp:8843 in b11312): a
+    /// cell whose score s exceeds the running maximum M scales the accumulator and the sum by
+    /// e^(M − s) and becomes the maximum; every cell adds its value row times e^(s − M) (1 for
+    /// a new maximum). Here the sum, the maximum and the cells' factors; the accumulator (F16,
+    /// rounded at each of those steps) follows in [`TileScratch::accumulate`].
+    fn weigh(&mut self, row: usize, m: usize, scale: f32) {
         let mut p = [0f32; BLOCK];
         self.scores(row, m, scale, &mut p);
-        let p = &mut p[..m];
-        let block_max = p.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
-        let acc = &mut self.acc[row * self.dvp..(row + 1) * self.dvp];
-        if block_max > self.max[row] {
-            let ms = (self.max[row] - block_max).exp();
-            acc.iter_mut().for_each(|a| *a *= ms);
-            self.sum[row] *= ms;
-            self.max[row] = block_max;
+        let ms = &mut self.rescale_by[row * BLOCK..row * BLOCK + m];
+        let mut rescale = 0u32;
+        let mut mx = self.max[row];
+        for c in 0..m {
+            let s = p[c];
+            ms[c] = 1.0;
+            if s > mx {
+                ms[c] = (mx - s).exp();
+                mx = s;
+                rescale |= 1 << c;
+            }
+            p[c] = s - mx;
         }
-        exp_shifted(self.level, p, self.max[row]);
-        for &x in p.iter() {
-            self.sum[row] += x;
+        exp_shifted(self.level, &mut p[..m], 0.0);
+        let mut sum = self.sum[row];
+        for c in 0..m {
+            if rescale >> c & 1 == 1 {
+                p[c] = 1.0;
+            }
+            sum = sum.mul_add(ms[c], p[c]);
         }
-        let rows: [&[f32]; BLOCK] = std::array::from_fn(|c| if c < m { &self.cells[self.value_at[c]..self.value_at[c] + self.dvp] } else { &[] });
-        accumulate(self.level, acc, &rows[..m], p);
+        self.sum[row] = sum;
+        self.max[row] = mx;
+        self.rescale[row] = rescale;
+        self.weight[row * BLOCK..row * BLOCK + m].copy_from_slice(&p[..m]);
+    }
+
+    /// Rows `row..row + n` (n ≤ 4, each weighed over the block's first `m` cells) add those
+    /// cells' value rows into their accumulators.
+    fn accumulate(&mut self, row: usize, n: usize, m: usize) {
+        let dvp = self.dvp;
+        let v: [*const f32; BLOCK] = std::array::from_fn(|c| if c < m { self.cells[self.value_at[c]..self.value_at[c] + dvp].as_ptr() } else { std::ptr::null() });
+        let accs = &mut self.acc[row * dvp..(row + n) * dvp];
+        let w = &self.weight[row * BLOCK..(row + n) * BLOCK];
+        let ms = &self.rescale_by[row * BLOCK..(row + n) * BLOCK];
+        accumulate(self.level, accs, dvp, &v[..m], w, ms, &self.rescale[row..row + n]);
     }
 
     /// p[c] = scale · q_row · k_c for the block's first `m` cells.
@@ -285,24 +341,55 @@ fn exp_shifted(level: Level, x: &mut [f32], shift: f32) {
     x.iter_mut().for_each(|v| *v = (*v - shift).exp());
 }
 
-/// acc[d] += Σ_c p[c] · v_c[d], c ascending, one fused multiply-add per term (every level
-/// gives the same result).
-fn accumulate(level: Level, acc: &mut [f32], v: &[&[f32]], p: &[f32]) {
-    let dvp = acc.len();
-    assert!(v.iter().all(|row| row.len() >= dvp) && p.len() >= v.len());
-    let rows: [*const f32; BLOCK] = std::array::from_fn(|c| v.get(c).map_or(std::ptr::null(), |r| r.as_ptr()));
+/// ggml's F16 accumulator, cell by cell (c ascending), for the rows of `accs` (each `dvp`
+/// values; row i's weights, rescale factors and mask at `w[i·BLOCK..]`, `ms[i·BLOCK..]`,
+/// `rescale[i]`): where bit c of the mask is set, acc = f16(acc · ms[c]); then acc =
+/// f16(fma(v_c, w[c], acc)). Every level gives the same result (the roundings are per element).
+fn accumulate(level: Level, accs: &mut [f32], dvp: usize, v: &[*const f32], w: &[f32], ms: &[f32], rescale: &[u32]) {
+    let n = rescale.len();
+    let m = v.len();
+    assert!(dvp % 16 == 0 && accs.len() == n * dvp && (1..=4).contains(&n) && m <= BLOCK && w.len() >= n * BLOCK && ms.len() >= n * BLOCK);
+    let at = |i: usize| i * BLOCK..i * BLOCK + m;
     match level {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the AVX-512 level was detected; acc and every row hold dvp values (a
-        // multiple of 16, asserted above).
-        Level::Avx512 => unsafe { simd::attn::accumulate_512(acc.as_mut_ptr(), dvp, &rows[..v.len()], p) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the AVX2/FMA level was detected; as above.
-        Level::Avx2 => unsafe { simd::attn::accumulate_256(acc.as_mut_ptr(), dvp, &rows[..v.len()], p) },
+        Level::Avx512 | Level::Avx2 => {
+            let base = accs.as_mut_ptr();
+            macro_rules! call {
+                ($r:literal) => {{
+                    let acc: [*mut f32; $r] = std::array::from_fn(|i| base.wrapping_add(i * dvp));
+                    let p: [&[f32]; $r] = std::array::from_fn(|i| &w[at(i)]);
+                    let s: [&[f32]; $r] = std::array::from_fn(|i| &ms[at(i)]);
+                    let masks: [u32; $r] = std::array::from_fn(|i| rescale[i]);
+                    if level == Level::Avx512 {
+                        // SAFETY: the AVX-512 level was detected; each accumulator row and each
+                        // value row (the caller's widened cells) holds dvp values, a multiple of
+                        // 16; p and s hold m values per row.
+                        unsafe { simd::attn::accumulate_f16_512::<$r>(acc, dvp, v, p, s, masks) }
+                    } else {
+                        // SAFETY: the AVX2/FMA/F16C level was detected; as above.
+                        unsafe { simd::attn::accumulate_f16_256::<$r>(acc, dvp, v, p, s, masks) }
+                    }
+                }};
+            }
+            match n {
+                1 => call!(1),
+                2 => call!(2),
+                3 => call!(3),
+                _ => call!(4),
+            }
+        }
         _ => {
-            for (row, &w) in v.iter().zip(p) {
-                for (a, &x) in acc.iter_mut().zip(row.iter()) {
-                    *a = x.mul_add(w, *a);
+            let r16 = |x: f32| f16_to_f32(f32_to_f16(x));
+            for (i, acc) in accs.chunks_exact_mut(dvp).enumerate() {
+                for (c, &row) in v.iter().enumerate() {
+                    if rescale[i] >> c & 1 == 1 {
+                        acc.iter_mut().for_each(|a| *a = r16(*a * ms[i * BLOCK + c]));
+                    }
+                    // SAFETY: each value row holds dvp values (the caller's widened cells).
+                    let row = unsafe { std::slice::from_raw_parts(row, dvp) };
+                    for (a, &x) in acc.iter_mut().zip(row) {
+                        *a = r16(x.mul_add(w[i * BLOCK + c], *a));
+                    }
                 }
             }
         }
@@ -325,8 +412,36 @@ mod tests {
         (0..d).map(|i| (i as f32 * 0.7 + salt).sin()).collect()
     }
 
-    /// Softmax(scale · q·Kᵀ) V over the first `m` cells in f64, q rounded to F16 as the kernel does.
-    fn reference(q: &[f32], keys: &[Vec<u16>], vals: &[Vec<u16>], m: usize, scale: f64) -> Vec<f64> {
+    /// ggml's one-chunk flash attention (ops.cpp:8843, b11312) for one row over the first `m`
+    /// cells, written from upstream's loop: Q to F16, the dot product with each F16 key (here
+    /// in f64, then f32), one cell at a time with libm's exp and an F16 accumulator.
+    fn ggml_one_chunk(q: &[f32], keys: &[Vec<u16>], vals: &[Vec<u16>], m: usize, scale: f32) -> Vec<f64> {
+        let h = |x: f32| f16_to_f32(f32_to_f16(x));
+        let qh: Vec<f64> = q.iter().map(|&x| h(x) as f64).collect();
+        let (mut big_s, mut big_m) = (0f32, f32::NEG_INFINITY);
+        let mut vkq = vec![0f32; vals[0].len()];
+        for j in 0..m {
+            let s = (keys[j].iter().zip(&qh).map(|(&a, b)| f16_to_f32(a) as f64 * b).sum::<f64>() as f32) * scale;
+            let (mut ms, mut vs) = (1f32, 1f32);
+            if s > big_m {
+                let old = big_m;
+                big_m = s;
+                ms = (old - big_m).exp();
+                vkq.iter_mut().for_each(|a| *a = h(*a * ms));
+            } else {
+                vs = (s - big_m).exp();
+            }
+            for (a, &v) in vkq.iter_mut().zip(&vals[j]) {
+                *a = h(f16_to_f32(v).mul_add(vs, *a));
+            }
+            big_s = big_s * ms + vs;
+        }
+        let inv = if big_s == 0.0 { 0.0 } else { 1.0 / big_s };
+        vkq.iter().map(|&a| (a * inv) as f64).collect()
+    }
+
+    /// Softmax(scale · q·Kᵀ) V over the first `m` cells in f64 (q rounded to F16).
+    fn exact(q: &[f32], keys: &[Vec<u16>], vals: &[Vec<u16>], m: usize, scale: f64) -> Vec<f64> {
         let qh: Vec<f64> = q.iter().map(|&x| f16_to_f32(f32_to_f16(x)) as f64).collect();
         let s: Vec<f64> = keys[..m].iter().map(|k| k.iter().zip(&qh).map(|(&a, b)| f16_to_f32(a) as f64 * b).sum::<f64>() * scale).collect();
         let mx = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -339,8 +454,11 @@ mod tests {
         pos.iter().zip(keys.iter().zip(vals)).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice()))
     }
 
+    /// Every level follows ggml's kernel: each output within an F16 rounding step of upstream's
+    /// loop (the scores' summation order may move a rounding), and on average ten times closer
+    /// to it than to the exact softmax (an f32 accumulator would be as close to either).
     #[test]
-    fn matches_two_pass_softmax_in_f64_at_every_level() {
+    fn matches_ggml_one_chunk_at_every_level() {
         for level in levels() {
             for (dk, dv) in [(16, 16), (64, 64), (72, 72), (128, 128), (576, 512)] {
                 let n = 75;
@@ -353,14 +471,21 @@ mod tests {
                 }
                 let scale = 1.0 / (dk as f32).sqrt();
                 s.run(4, scale, cells(&pos, &keys, &vals));
+                let (mut to_ggml, mut to_exact) = (0f64, 0f64);
                 for (r, &l) in limits.iter().enumerate() {
                     let mut out = vec![0.0; dv];
                     s.output(r, &mut out);
-                    let want = reference(&query(dk, r as f32), &keys, &vals, l as usize + 1, scale as f64);
+                    let want = ggml_one_chunk(&query(dk, r as f32), &keys, &vals, l as usize + 1, scale);
+                    let ex = exact(&query(dk, r as f32), &keys, &vals, l as usize + 1, scale as f64);
+                    // two F16 steps (2^-11 relative) of the accumulator at the row's magnitude
+                    let tol = 2.0 * f64::powi(2.0, -11) * want.iter().fold(0f64, |a, &x| a.max(x.abs()));
                     for d in 0..dv {
-                        assert!((out[d] as f64 - want[d]).abs() < 2e-5 * (1.0 + want[d].abs()), "{level:?} dk {dk} row {r} d {d}: {} vs {}", out[d], want[d]);
+                        assert!((out[d] as f64 - want[d]).abs() <= tol, "{level:?} dk {dk} row {r} d {d}: {} vs ggml's {} (tolerance {tol})", out[d], want[d]);
+                        to_ggml += (out[d] as f64 - want[d]).abs();
+                        to_exact += (out[d] as f64 - ex[d]).abs();
                     }
                 }
+                assert!(to_ggml * 10.0 < to_exact, "{level:?} dk {dk}: {to_ggml} from ggml's loop, {to_exact} from the exact softmax");
             }
         }
     }
@@ -432,21 +557,32 @@ mod tests {
     #[test]
     fn every_level_accumulates_alike() {
         let levels = levels();
-        for dv in [16, 64, 128, 144, 512] {
-            let rows: Vec<Vec<f32>> = (0..7).map(|j| (0..dv).map(|d| ((d * 7 + j) as f32 * 0.01).sin()).collect()).collect();
+        for dvp in [16, 64, 128, 144, 512] {
+            let rows: Vec<Vec<f32>> = (0..7).map(|j| (0..dvp).map(|d| ((d * 7 + j) as f32 * 0.01).sin()).collect()).collect();
             let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
             let p = [0.5, 0.25, 1.0, 0.125, 2.0, 0.3, 0.7];
+            let ms = [0.0, 1.0, 0.37, 1.0, 1.0, 0.9, 1.0];
             let results: Vec<Vec<f32>> = levels
                 .iter()
                 .map(|&l| {
-                    let mut acc: Vec<f32> = (0..dv).map(|d| d as f32 * 0.001).collect();
-                    accumulate(l, &mut acc, &refs, &p);
+                    // three rows: the second without rescales, the third with others
+                    let mut acc: Vec<f32> = (0..3 * dvp).map(|d| f16_to_f32(f32_to_f16(d as f32 * 0.001))).collect();
+                    let (mut w, mut s) = (vec![0f32; 3 * BLOCK], vec![1f32; 3 * BLOCK]);
+                    for i in 0..3 {
+                        for c in 0..7 {
+                            w[i * BLOCK + c] = p[c] * (i + 1) as f32;
+                            s[i * BLOCK + c] = ms[(c + i) % 7];
+                        }
+                    }
+                    let v: Vec<*const f32> = refs.iter().map(|r| r.as_ptr()).collect();
+                    accumulate(l, &mut acc, dvp, &v, &w, &s, &[0b100101, 0, 0b10010]);
                     acc
                 })
                 .collect();
             for r in &results[1..] {
-                assert_eq!(r, &results[0], "dv {dv}");
+                assert_eq!(r, &results[0], "dv {dvp}");
             }
+            assert!(results[0].iter().all(|&a| f16_to_f32(f32_to_f16(a)) == a), "the accumulator holds F16 values");
         }
     }
 

@@ -82,56 +82,126 @@ pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, 
     }
 }
 
-/// acc[d] += Σ_c p[c]·v_c[d] over the rows `v` (c ascending, one FMA per term), d < dv, `dv` a
-/// multiple of 16; the accumulator stays in registers 128 elements at a time.
+/// x rounded to F16 (to nearest, ties to even) and back.
+#[inline(always)]
+unsafe fn round_f16_512(x: __m512) -> __m512 {
+    // SAFETY: the caller's AVX-512F level.
+    unsafe { _mm512_cvtph_ps(_mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)) }
+}
+
+#[inline(always)]
+unsafe fn round_f16_256(x: __m256) -> __m256 {
+    // SAFETY: the caller's F16C level.
+    unsafe { _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x)) }
+}
+
+/// ggml's F16 accumulator of the online softmax, cell by cell (c ascending) over the rows `v`,
+/// for `R` query rows at once (they share the value rows' loads, and their chains of dependent
+/// roundings interleave): for row i, where bit c of `rescale[i]` is set, acc_i = f16(acc_i ·
+/// ms_i[c]) first; then acc_i = f16(fma(v_c, p_i[c], acc_i)). `dv` a multiple of 16; each
+/// acc_i holds F16-representable values. Per element the same operations as the other levels.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn accumulate_512(acc: *mut f32, dv: usize, v: &[*const f32], p: &[f32]) {
-    // SAFETY: acc and every row hold dv elements.
+pub unsafe fn accumulate_f16_512<const R: usize>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: every acc_i and every row hold dv elements; p_i and ms_i at least v.len().
     unsafe {
         let mut d0 = 0;
+        while dv - d0 >= 64 {
+            acc_chunk_512::<R, 4>(acc, d0, v, p, ms, rescale);
+            d0 += 64;
+        }
         while d0 < dv {
-            let width = (dv - d0).min(128) / 16;
-            let mut r = [_mm512_setzero_ps(); 8];
-            for k in 0..width {
-                r[k] = _mm512_loadu_ps(acc.add(d0 + 16 * k));
-            }
-            for (&row, &w) in v.iter().zip(p) {
-                let wv = _mm512_set1_ps(w);
-                for k in 0..width {
-                    r[k] = _mm512_fmadd_ps(_mm512_loadu_ps(row.add(d0 + 16 * k)), wv, r[k]);
-                }
-            }
-            for k in 0..width {
-                _mm512_storeu_ps(acc.add(d0 + 16 * k), r[k]);
-            }
-            d0 += 16 * width;
+            acc_chunk_512::<R, 1>(acc, d0, v, p, ms, rescale);
+            d0 += 16;
         }
     }
 }
 
-/// [`accumulate_512`] with 8-lane registers (`dv` a multiple of 8), 64 elements at a time; the
-/// same FMAs in the same order, so the same results.
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn accumulate_256(acc: *mut f32, dv: usize, v: &[*const f32], p: &[f32]) {
-    // SAFETY: as accumulate_512.
+#[inline(always)]
+unsafe fn acc_chunk_512<const R: usize, const W: usize>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_f16_512, elements d0..d0 + 16·W.
     unsafe {
-        let mut d0 = 0;
-        while d0 < dv {
-            let width = (dv - d0).min(64) / 8;
-            let mut r = [_mm256_setzero_ps(); 8];
-            for k in 0..width {
-                r[k] = _mm256_loadu_ps(acc.add(d0 + 8 * k));
+        let mut r = [[_mm512_setzero_ps(); W]; R];
+        for i in 0..R {
+            for k in 0..W {
+                r[i][k] = _mm512_loadu_ps(acc[i].add(d0 + 16 * k));
             }
-            for (&row, &w) in v.iter().zip(p) {
-                let wv = _mm256_set1_ps(w);
-                for k in 0..width {
-                    r[k] = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(d0 + 8 * k)), wv, r[k]);
+        }
+        for (c, &row) in v.iter().enumerate() {
+            let mut x = [_mm512_setzero_ps(); W];
+            for k in 0..W {
+                x[k] = _mm512_loadu_ps(row.add(d0 + 16 * k));
+            }
+            for i in 0..R {
+                if rescale[i] >> c & 1 == 1 {
+                    let s = _mm512_set1_ps(ms[i][c]);
+                    for k in 0..W {
+                        r[i][k] = round_f16_512(_mm512_mul_ps(r[i][k], s));
+                    }
+                }
+                let w = _mm512_set1_ps(p[i][c]);
+                for k in 0..W {
+                    r[i][k] = round_f16_512(_mm512_fmadd_ps(x[k], w, r[i][k]));
                 }
             }
-            for k in 0..width {
-                _mm256_storeu_ps(acc.add(d0 + 8 * k), r[k]);
+        }
+        for i in 0..R {
+            for k in 0..W {
+                _mm512_storeu_ps(acc[i].add(d0 + 16 * k), r[i][k]);
             }
-            d0 += 8 * width;
+        }
+    }
+}
+
+/// [`accumulate_f16_512`] with 8-lane registers (`dv` a multiple of 8); the same operations
+/// per element, so the same results.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn accumulate_f16_256<const R: usize>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_f16_512.
+    unsafe {
+        let mut d0 = 0;
+        while dv - d0 >= 16 {
+            acc_chunk_256::<R, 2>(acc, d0, v, p, ms, rescale);
+            d0 += 16;
+        }
+        while d0 < dv {
+            acc_chunk_256::<R, 1>(acc, d0, v, p, ms, rescale);
+            d0 += 8;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn acc_chunk_256<const R: usize, const W: usize>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_f16_256, elements d0..d0 + 8·W.
+    unsafe {
+        let mut r = [[_mm256_setzero_ps(); W]; R];
+        for i in 0..R {
+            for k in 0..W {
+                r[i][k] = _mm256_loadu_ps(acc[i].add(d0 + 8 * k));
+            }
+        }
+        for (c, &row) in v.iter().enumerate() {
+            let mut x = [_mm256_setzero_ps(); W];
+            for k in 0..W {
+                x[k] = _mm256_loadu_ps(row.add(d0 + 8 * k));
+            }
+            for i in 0..R {
+                if rescale[i] >> c & 1 == 1 {
+                    let s = _mm256_set1_ps(ms[i][c]);
+                    for k in 0..W {
+                        r[i][k] = round_f16_256(_mm256_mul_ps(r[i][k], s));
+                    }
+                }
+                let w = _mm256_set1_ps(p[i][c]);
+                for k in 0..W {
+                    r[i][k] = round_f16_256(_mm256_fmadd_ps(x[k], w, r[i][k]));
+                }
+            }
+        }
+        for i in 0..R {
+            for k in 0..W {
+                _mm256_storeu_ps(acc[i].add(d0 + 8 * k), r[i][k]);
+            }
         }
     }
 }
