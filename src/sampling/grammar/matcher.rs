@@ -398,7 +398,9 @@ pub fn allowed(g: &Grammar, table: &mut SetTable, trie: &PieceTrie, set: u32, pa
 
 /// upstream's decision for one token that is not end-of-generation, computed directly from the
 /// stacks as `llama_grammar_reject_candidates` does (no trie, no cache): the reference the
-/// fuzzer and the unit tests hold the walk to.
+/// fuzzer and the unit tests hold the walk to. The token's code points are taken one at a time
+/// over the whole set of stacks (distinct stacks kept once), so an ambiguous grammar costs at
+/// most `max_stacks` stacks per code point, and more than that ends in the walk's error.
 pub fn allowed_one(g: &Grammar, set: &StackSet, partial: Partial, id: i32, piece: &[u8]) -> Result<bool, String> {
     let piece = &piece[..piece.iter().position(|&b| b == 0).unwrap_or(piece.len())];
     if piece.is_empty() {
@@ -406,35 +408,43 @@ pub fn allowed_one(g: &Grammar, set: &StackSet, partial: Partial, id: i32, piece
     }
     let mut cps = Vec::new();
     let p = super::stacks::decode(piece, partial, &mut cps);
-    for s in &set.0 {
-        if stack_allows(g, s, &cps, p, id)? {
-            return Ok(true);
+    let mut cur: Vec<Vec<u32>> = set.0.clone();
+    for &c in &cps {
+        let mut next = Vec::new();
+        for stack in &cur {
+            // an empty stack takes no more text
+            let Some(&top) = stack.last() else { continue };
+            let e = g.elem(top);
+            if e.is_token() {
+                // text left over at a token element: decided by the token's id
+                if match_token(e, id) {
+                    return Ok(true);
+                }
+                continue;
+            }
+            let (ok, after) = g.match_char(top, c);
+            if !ok {
+                continue;
+            }
+            let mut st = stack[..stack.len() - 1].to_vec();
+            if !g.elem(after).is_end_of_sequence() {
+                st.push(after);
+            }
+            g.advance(st, &mut next)?;
         }
-    }
-    Ok(false)
-}
-
-fn stack_allows(g: &Grammar, stack: &[u32], cps: &[u32], p: Partial, id: i32) -> Result<bool, String> {
-    let Some(&top) = stack.last() else { return Ok(cps.is_empty() && p.n_remain == 0) };
-    let e = g.elem(top);
-    if e.is_token() {
-        return Ok(if cps.is_empty() { p.n_remain == 0 } else { match_token(e, id) });
-    }
-    let Some((&c, rest)) = cps.split_first() else { return Ok(p.n_remain == 0 || g.match_partial(top, p)) };
-    let (ok, after) = g.match_char(top, c);
-    if !ok {
-        return Ok(false);
-    }
-    let mut next = stack[..stack.len() - 1].to_vec();
-    if !g.elem(after).is_end_of_sequence() {
-        next.push(after);
-    }
-    let mut stacks = Vec::new();
-    g.advance(next, &mut stacks)?;
-    for s in &stacks {
-        if stack_allows(g, s, rest, p, id)? {
-            return Ok(true);
+        next.sort_unstable();
+        next.dedup();
+        if next.len() > g.limits.max_stacks {
+            return Err(format!("the grammar is too ambiguous: more than {} parses are alive at once", g.limits.max_stacks));
         }
+        if next.is_empty() {
+            return Ok(false);
+        }
+        cur = next;
     }
-    Ok(false)
+    Ok(cur.iter().any(|stack| match stack.last() {
+        None => p.n_remain == 0,
+        Some(&top) if g.elem(top).is_token() => p.n_remain == 0,
+        Some(&top) => p.n_remain == 0 || g.match_partial(top, p),
+    }))
 }
