@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::golden::{check_files, run_scenarios, run_scenarios_on, Tolerance};
+use common::golden::{check_files, check_moe_files, run_scenarios, run_scenarios_on, Moe, Tolerance};
 use common::json::Json;
 use common::*;
 
@@ -14,19 +14,32 @@ fn check(model: &str) {
     check_files(model, &data(&format!("tiny/{model}.gguf")), &data(&format!("golden/{model}.json")), &data(&format!("golden/{model}.f32")), tol);
 }
 
-/// deepseek2: F32 strictly; quantized loosely, since a rounding difference can flip an expert.
-fn check_deepseek2(model: &str) {
-    let tol = if model.ends_with("f32") { Tolerance::Float } else { Tolerance::QuantizedMoe };
-    let dir = data("deepseek2");
-    check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), tol);
+/// The quantized MoE fixtures that meet the dense models' tolerance (with near-tie excuses);
+/// the others are still held loosely (issue 19: see `check_moe_files`).
+const STRICT: [&str; 3] = ["tiny-deepseek3-q8_0", "tiny-deepseek-moe-q8_0", "tiny-deepseek-moe-q4_k_m"];
+
+/// An MoE model of `dir`: F32 strictly; quantized with the dense models' tolerance, a row
+/// excused only by a near-tie of llama.cpp's own router (its trace beside the golden).
+fn check_moe_model(dir: &str, model: &str) {
+    let dir = data(dir);
+    let g = |ext: &str| dir.join(format!("golden/{model}.{ext}"));
+    if model.ends_with("f32") {
+        check_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), Tolerance::Float);
+    } else {
+        let how = if STRICT.contains(&model) { Moe::Strict } else { Moe::Loose };
+        check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"), how);
+    }
 }
 
-/// The DeepSeek family beyond deepseek2 (tests/data/deepseek-family, copied from the shared
-/// fixtures): MoE, so tolerances as deepseek2's.
+/// deepseek2 (V2-Lite and V3 shapes).
+fn check_deepseek2(model: &str) {
+    check_moe_model("deepseek2", model);
+}
+
+/// The DeepSeek family beyond deepseek2 (tests/data/deepseek-family): V1 MoE and the legacy
+/// MLA layout.
 fn check_family(model: &str) {
-    let tol = if model.ends_with("f32") { Tolerance::Float } else { Tolerance::QuantizedMoe };
-    let dir = data("deepseek-family");
-    check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), tol);
+    check_moe_model("deepseek-family", model);
 }
 
 macro_rules! golden {
@@ -108,7 +121,9 @@ fn split_qwen2_q2_k_metadata_only_first_shard() {
 
 #[test]
 fn split_deepseek3_q4_k_m() {
-    check_split("tiny-deepseek3-q4_k_m", 4, Tolerance::QuantizedMoe);
+    let dir = data("splits");
+    let g = |ext: &str| dir.join(format!("golden/tiny-deepseek3-q4_k_m.{ext}"));
+    check_moe_files("tiny-deepseek3-q4_k_m", &dir.join("tiny-deepseek3-q4_k_m-00001-of-00004.gguf"), &g("json"), &g("f32"), &g("router"), Moe::Loose);
 }
 
 /// A split model gives the unsplit file's logits bit for bit (upstream's do too), loaded from the first shard or

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::golden::{check_files, Tolerance};
+use common::golden::{check_files, check_moe_files, Moe, Tolerance};
 use common::*;
 
 fn check(model: &str) {
@@ -15,11 +15,13 @@ fn check(model: &str) {
     check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), Tolerance::Quantized);
 }
 
-/// The DeepSeek-V3-shaped model (deepseek2: MLA + MoE) in the community recipes: MoE, so the
-/// deepseek2 tolerance (issue 19: flash attention's F16 accumulation is not yet reproduced).
+/// The DeepSeek-V3-shaped model (deepseek2: MLA + MoE) in the community recipes: the quantized
+/// tolerance, a row excused only by a near-tie of llama.cpp's own router (its trace beside the
+/// golden).
 fn check_moe(model: &str) {
     let dir = data("quants");
-    check_files(model, &dir.join(format!("{model}.gguf")), &dir.join(format!("golden/{model}.json")), &dir.join(format!("golden/{model}.f32")), Tolerance::QuantizedMoe);
+    let g = |ext: &str| dir.join(format!("golden/{model}.{ext}"));
+    check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"), Moe::Loose);
 }
 
 #[test]

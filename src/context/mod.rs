@@ -361,6 +361,20 @@ impl Context {
 
     /// llama_decode: validates the batch, places its tokens in the KV cache and runs the model
     /// over it in micro-batches. On failure the cache is left as it was.
+    /// Starts (or stops) recording every MoE routing decision of the following decodes (for
+    /// tests that compare expert choices with llama.cpp's); a model without MoE records none.
+    pub fn trace_routing(&mut self, on: bool) {
+        if let Some(m) = self.scratch.moe.as_mut() {
+            m.trace = on.then(Vec::new);
+        }
+    }
+
+    /// The routing decisions recorded since the last call, in the order they were made (per
+    /// micro-batch: block by block, rows ascending within a block).
+    pub fn take_routing(&mut self) -> Vec<crate::model::moe::RouteRecord> {
+        self.scratch.moe.as_mut().and_then(|m| m.trace.as_mut()).map(std::mem::take).unwrap_or_default()
+    }
+
     pub fn decode(&mut self, input: &BatchInput<'_, '_>, abort: Option<AbortCheck<'_>>) -> Result<(), DecodeError> {
         let started = Instant::now();
         let n = input.tokens.len();

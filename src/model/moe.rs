@@ -17,6 +17,8 @@ use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
 pub struct Moe {
+    /// The block's index (for routing traces).
+    pub layer: usize,
     pub router: Mat,
     pub bias: Option<Vec<f32>>,
     pub gate: Stack,
@@ -35,6 +37,7 @@ impl Moe {
             return Err("MoE blocks need at least one shared expert".into());
         }
         Ok(Moe {
+            layer: i,
             router: mat(f, &n("ffn_gate_inp.weight"), e, p.n_expert)?,
             bias: opt_vector(f, &n("exp_probs_b.bias"), p.n_expert)?,
             gate: stack(f, &n("ffn_gate_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
@@ -67,6 +70,28 @@ pub struct MoeScratch {
     chosen: Vec<(usize, f32)>,
     /// Per expert: the (token, weight) pairs routed to it in this micro-batch.
     routed: Vec<Vec<(usize, f32)>>,
+    /// When on (tests comparing expert choices with llama.cpp's): every routing decision.
+    pub trace: Option<Vec<RouteRecord>>,
+}
+
+/// One token's routing in one MoE block: its row in the micro-batch, the selection scores
+/// (gating probabilities plus the selection bias, before the group limit) and the experts
+/// chosen, ascending.
+#[derive(Clone, Debug)]
+pub struct RouteRecord {
+    pub layer: usize,
+    pub row: usize,
+    pub scores: Vec<f32>,
+    pub chosen: Vec<usize>,
+}
+
+fn record(trace: &mut Option<Vec<RouteRecord>>, moe: &Moe, row: usize, probs: &[f32], chosen: &[(usize, f32)]) {
+    if let Some(t) = trace {
+        let scores = probs.iter().enumerate().map(|(i, &p)| p + moe.bias.as_ref().map_or(0.0, |b| b[i])).collect();
+        let mut ids: Vec<usize> = chosen.iter().map(|&(x, _)| x).collect();
+        ids.sort_unstable();
+        t.push(RouteRecord { layer: moe.layer, row, scores, chosen: ids });
+    }
 }
 
 impl MoeScratch {
@@ -81,6 +106,7 @@ impl MoeScratch {
             router: try_zeroed(n * p.n_expert, "scratch")?,
             chosen: try_zeroed(n * p.n_expert_used, "scratch")?,
             routed: (0..p.n_expert).map(|_| Vec::with_capacity(n)).collect(),
+            trace: None,
         })
     }
 
@@ -125,6 +151,7 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
     let (k, ffe, ffs) = (m.n_expert_used, m.n_ff_exp, moe.shared.gate.rows);
     project(model, pool, &mut c.act, &moe.router, &c.xn, 1, &mut s.router);
     route(m, moe.bias.as_deref(), &mut s.router[..m.n_expert], &mut s.chosen[..k]);
+    record(&mut s.trace, moe, 0, &s.router[..m.n_expert], &s.chosen[..k]);
     s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
     let chosen = &s.chosen[..k];
 
@@ -177,6 +204,7 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
     for t in 0..n {
         let chosen = &mut s.chosen[t * m.n_expert_used..(t + 1) * m.n_expert_used];
         route(m, moe.bias.as_deref(), &mut s.router[t * ne..(t + 1) * ne], chosen);
+        record(&mut s.trace, moe, t, &s.router[t * ne..(t + 1) * ne], chosen);
         for &(x, wt) in chosen.iter() {
             s.routed[x].push((t, wt));
         }

@@ -7,6 +7,7 @@ use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
 use deepseek::api::memory::*;
 use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
 use deepseek::api::vocab::llama_vocab_n_tokens;
+use deepseek::model::moe::RouteRecord;
 
 /// Runs scenarios A–D and returns the produced rows in the reference's order.
 pub fn run_scenarios(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
@@ -15,9 +16,19 @@ pub fn run_scenarios(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
 
 /// As `run_scenarios` on a loaded model, which it frees.
 pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -> Vec<Vec<f32>> {
+    run_scenarios_traced(m, g, false).0
+}
+
+/// As `run_scenarios_on`, and with `trace` the MoE routing decisions of each decode call.
+pub fn run_scenarios_traced(m: *mut deepseek::api::handles::llama_model, g: &Json, trace: bool) -> (Vec<Vec<f32>>, Vec<Vec<RouteRecord>>) {
+    let mut decodes = Vec::new();
     let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize;
     assert_eq!(n_vocab, g.get("n_vocab").num() as usize);
     let c = new_context(m, 256, 4, 2);
+    // SAFETY: a live context used by this thread only.
+    let ctx = |c: *mut deepseek::api::handles::llama_context| unsafe { &mut (*c).owned().ctx };
+    ctx(c).trace_routing(trace);
+    let mut took = |c| decodes.push(ctx(c).take_routing());
     let mem = llama_get_memory(c);
     let mut rows = Vec::new();
     let mut b = Batch::new(64, 4);
@@ -28,6 +39,7 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
     }
     // SAFETY: b is a valid batch from llama_batch_init.
     assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    took(c);
     for i in 0..40 {
         rows.push(logits_row(c, i, n_vocab));
     }
@@ -37,6 +49,7 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
         b.add(t, 40 + s as i32, 0, true);
         // SAFETY: as above.
         assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+        took(c);
         rows.push(logits_row(c, 0, n_vocab));
     }
     // C: three interleaved sequences, logits at the last token of each.
@@ -54,6 +67,7 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
     }
     // SAFETY: as above.
     assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    took(c);
     for s in 0..3 {
         rows.push(logits_row(c, last[s], n_vocab));
     }
@@ -68,6 +82,7 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
     b.add(d.get("seq3_pos12").num() as i32, 12, 3, true);
     // SAFETY: as above.
     assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    took(c);
     rows.push(logits_row(c, 0, n_vocab));
     rows.push(logits_row(c, 1, n_vocab));
     drop(b);
@@ -76,7 +91,7 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
         llama_free(c);
         llama_model_free(m);
     }
-    rows
+    (rows, decodes)
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -85,8 +100,6 @@ pub enum Tolerance {
     Float,
     /// Every row ≥ 0.998, median ≥ 0.9995; same argmax where the gap > 2% of the range.
     Quantized,
-    /// Median cosine ≥ 0.995 and the same argmax on ≥ 80% of rows.
-    QuantizedMoe,
 }
 
 pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, tol: Tolerance) {
@@ -98,7 +111,6 @@ pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, 
     let (min_cos, gap) = match tol {
         Tolerance::Float => (0.9999, 0.005),
         Tolerance::Quantized => (0.998, 0.02),
-        Tolerance::QuantizedMoe => (-1.0, f64::INFINITY),
     };
     let mut cosines = Vec::new();
     let mut failures = Vec::new();
@@ -121,15 +133,250 @@ pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, 
         Tolerance::Float => {}
         Tolerance::Quantized if median < 0.9995 => failures.push(format!("median cosine {median:.6} < 0.9995")),
         Tolerance::Quantized => {}
-        Tolerance::QuantizedMoe => {
-            if median < 0.995 {
-                failures.push(format!("median cosine {median:.6} < 0.995"));
+    }
+    eprintln!("{model}: min cosine {:.6}, median {median:.6}, argmax equal {argmax_equal}/{}", cosines[0], rows.len());
+    assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
+}
+
+/// How an MoE fixture is held (see [`check_moe_files`]).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Moe {
+    Strict,
+    Loose,
+}
+
+/// llama.cpp's routing on the scenarios (tests/data/moe_trace/gen_trace.c): for each (decode
+/// call, MoE block), each row's selection scores and chosen experts (ascending). A decode call
+/// that upstream split into several micro-batches (scenario C: one per sequence's stream) has
+/// its rows in an order the trace does not record: those calls are listed in `split` and their
+/// rows are not used.
+pub struct UpstreamRouting(pub std::collections::HashMap<(usize, usize), (Vec<Vec<f32>>, Vec<Vec<usize>>)>, pub std::collections::HashSet<usize>);
+
+impl UpstreamRouting {
+    pub fn read(path: &std::path::Path) -> UpstreamRouting {
+        let d = std::fs::read(path).unwrap();
+        let u = |o: usize| u32::from_le_bytes(d[o..o + 4].try_into().unwrap());
+        let mut map: std::collections::HashMap<(usize, usize), (Vec<Vec<f32>>, Vec<Vec<usize>>)> = Default::default();
+        let mut pieces: std::collections::HashMap<(usize, usize, u32), usize> = Default::default();
+        let mut o = 0;
+        while o < d.len() {
+            let (dec, layer, kind, ne0, ne1) = (u(o) as usize, u(o + 4) as usize, u(o + 8), u(o + 12) as usize, u(o + 16) as usize);
+            o += 20;
+            *pieces.entry((dec, layer, kind)).or_default() += 1;
+            let e = map.entry((dec, layer)).or_default();
+            for t in 0..ne1 {
+                let row = (0..ne0).map(|i| o + 4 * (t * ne0 + i));
+                if kind == 0 {
+                    e.0.push(row.map(|p| f32::from_le_bytes(d[p..p + 4].try_into().unwrap())).collect());
+                } else {
+                    let mut ids: Vec<usize> = row.map(|p| u(p) as usize).collect();
+                    ids.sort_unstable();
+                    e.1.push(ids);
+                }
             }
-            if argmax_equal * 5 < rows.len() * 4 {
-                failures.push(format!("argmax equal on {argmax_equal}/{} rows (< 80%)", rows.len()));
+            o += 4 * ne0 * ne1;
+        }
+        let split = pieces.iter().filter(|(_, &n)| n > 1).map(|(k, _)| k.0).collect();
+        UpstreamRouting(map, split)
+    }
+}
+
+/// For each output row of the scenarios (the reference's order), the tokens its result depends
+/// on: (decode call, row of that call), in its sequence's order.
+pub fn row_histories(g: &Json) -> Vec<Vec<(usize, usize)>> {
+    let na = g.get("A_tokens").i32s().len();
+    let nb = g.get("B_tokens").i32s().len();
+    let mut h: Vec<Vec<(usize, usize)>> = (0..na).map(|i| (0..=i).map(|j| (0, j)).collect()).collect();
+    for s in 0..nb {
+        h.push((0..na).map(|j| (0, j)).chain((0..=s).map(|k| (1 + k, 0))).collect());
+    }
+    let (dc, dd) = (1 + nb, 2 + nb);
+    let lens: Vec<usize> = (0..3).map(|s| g.get(&format!("C_seq{s}_tokens")).i32s().len()).collect();
+    let mut idx = vec![Vec::new(); 3];
+    let mut n = 0;
+    for i in 0..*lens.iter().max().unwrap() {
+        for s in 0..3 {
+            if i < lens[s] {
+                idx[s].push(n);
+                n += 1;
             }
         }
     }
-    eprintln!("{model}: min cosine {:.6}, median {median:.6}, argmax equal {argmax_equal}/{}", cosines[0], rows.len());
+    for rows in &idx {
+        h.push(rows.iter().map(|&r| (dc, r)).collect());
+    }
+    h.push(idx[1][..3].iter().map(|&r| (dc, r)).chain([(dd, 0)]).collect());
+    h.push(idx[0].iter().map(|&r| (dc, r)).chain([(dd, 1)]).collect());
+    h
+}
+
+/// Per decode call of the scenarios: its number of tokens and its output rows (ascending). Both
+/// engines run the last block's FFN for the output rows only, so their traces of that block
+/// hold those rows alone.
+pub fn decode_outputs(g: &Json) -> Vec<(usize, Vec<usize>)> {
+    let na = g.get("A_tokens").i32s().len();
+    let nb = g.get("B_tokens").i32s().len();
+    let mut d = vec![(na, (0..na).collect())];
+    d.extend((0..nb).map(|_| (1, vec![0])));
+    let lens: Vec<usize> = (0..3).map(|s| g.get(&format!("C_seq{s}_tokens")).i32s().len()).collect();
+    let mut n = 0;
+    let mut outs = Vec::new();
+    for i in 0..*lens.iter().max().unwrap() {
+        for s in 0..3 {
+            if i < lens[s] {
+                if i == lens[s] - 1 {
+                    outs.push(n);
+                }
+                n += 1;
+            }
+        }
+    }
+    outs.sort_unstable();
+    d.push((n, outs));
+    d.push((2, vec![0, 1]));
+    d
+}
+
+/// Where our expert choice first differs from llama.cpp's in a row's history.
+#[derive(Debug)]
+pub struct Flip {
+    pub decode: usize,
+    pub row: usize,
+    pub layer: usize,
+    /// How far upstream's own scores are from choosing as we did: for each expert it chose
+    /// and we did not, the distance of its selection score (and, with expert groups, of its
+    /// group's score) to the nearest expert we chose instead; the largest of those.
+    pub margin: f32,
+    /// Our selection scores' largest distance from upstream's at that decision.
+    pub deviation: f32,
+}
+
+/// The root flips of a row: the differing choices at the lowest MoE block where any differs in
+/// its history (a choice at block l depends only on the choices at blocks below l).
+pub fn root_flips(history: &[(usize, usize)], ours: &[Vec<RouteRecord>], up: &UpstreamRouting, n_group: usize, outputs: &[(usize, Vec<usize>)]) -> Vec<Flip> {
+    let mut flips: Vec<Flip> = Vec::new();
+    // the record index of batch row t in a trace of n rows: all rows, or the output rows only
+    let index = |d: usize, n: usize, t: usize| -> Option<usize> {
+        let (n_tokens, outs) = &outputs[d];
+        if n == *n_tokens {
+            Some(t)
+        } else {
+            assert_eq!(n, outs.len(), "decode {d}: a trace of {n} rows for {n_tokens} tokens and {} outputs", outs.len());
+            outs.iter().position(|&o| o == t)
+        }
+    };
+    for &(d, t) in history {
+        let mut layers: Vec<usize> = ours[d].iter().map(|r| r.layer).collect();
+        layers.sort_unstable();
+        layers.dedup();
+        for layer in layers {
+            let recs: Vec<&RouteRecord> = ours[d].iter().filter(|r| r.layer == layer).collect();
+            let (scores, chosen) = &up.0[&(d, layer)];
+            assert_eq!(scores.len(), chosen.len());
+            let (Some(i), Some(j)) = (index(d, recs.len(), t), index(d, scores.len(), t)) else { continue };
+            let rec = recs.iter().find(|r| r.row == i).expect("our trace has the row");
+            let (s, c) = (&scores[j], &chosen[j]);
+            if *c == rec.chosen {
+                continue;
+            }
+            let n = s.len();
+            let per = n / n_group.max(1);
+            let group_score = |g: usize| {
+                let mut v: Vec<f32> = s[g * per..(g + 1) * per].to_vec();
+                v.sort_by(|a, b| b.partial_cmp(a).unwrap());
+                v[0] + v.get(1).copied().unwrap_or(0.0)
+            };
+            let mut margin = 0f32;
+            for &a in c.iter().filter(|a| !rec.chosen.contains(a)) {
+                let mut best = f32::INFINITY;
+                for &b in rec.chosen.iter().filter(|b| !c.contains(b)) {
+                    let mut m = (s[a] - s[b]).abs();
+                    if n_group > 1 && a / per != b / per {
+                        m = m.min((group_score(a / per) - group_score(b / per)).abs());
+                    }
+                    best = best.min(m);
+                }
+                margin = margin.max(best);
+            }
+            let deviation = s.iter().zip(&rec.scores).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+            flips.push(Flip { decode: d, row: t, layer: rec.layer, margin, deviation });
+        }
+    }
+    let low = flips.iter().map(|f| f.layer).min();
+    flips.retain(|f| Some(f.layer) == low);
+    flips
+}
+
+/// The quantized tolerance for an MoE model, with the one excuse DESIGN.md allows: a row that
+/// misses it passes only if its history holds a root flip of an expert choice (see
+/// [`root_flips`]) and every root flip sits on a near-tie of llama.cpp's own router (`margin`
+/// ≤ `TIE`) reached by our router from scores that agree with upstream's (`deviation` ≤ `DEV`).
+/// A row that differs without a flip, or after a flip on scores that are not close, fails.
+///
+/// `Moe::Loose` is the tolerance this replaces (median ≥ 0.995, the same argmax on ≥ 80% of
+/// the rows), kept for the fixtures that do not pass yet (issue 19): their root flips sit on
+/// router scores that already differ from upstream's by more than `DEV`, so the difference is
+/// ours, and those are printed.
+pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path, moe: Moe) {
+    const TIE: f32 = 2e-3;
+    const DEV: f32 = 2e-3;
+    let g = Json::parse(&std::fs::read_to_string(json).unwrap());
+    let n_vocab = g.get("n_vocab").num() as usize;
+    let reference = read_f32s(f32s);
+    let up = UpstreamRouting::read(router);
+    let m = load_model(gguf);
+    // SAFETY: a live model handle.
+    let n_group = unsafe { &*m }.model.hp.moe.as_ref().map_or(1, |p| p.n_group);
+    let (rows, ours) = run_scenarios_traced(m, &g, true);
+    assert_eq!(rows.len() * n_vocab, reference.len());
+    let hist = row_histories(&g);
+    let outputs = decode_outputs(&g);
+    assert_eq!(hist.len(), rows.len());
+    assert_eq!(ours.len(), up.0.keys().map(|k| k.0).max().unwrap() + 1, "{model}: decode calls");
+    let mut cosines = Vec::new();
+    let mut failures = Vec::new();
+    let mut excused = Vec::new();
+    for (r, row) in rows.iter().enumerate() {
+        let want = &reference[r * n_vocab..(r + 1) * n_vocab];
+        let cos = cosine(row, want);
+        cosines.push(cos);
+        let argmax_flip = top2_gap_fraction(want) > 0.02 && argmax(row) != argmax(want);
+        if cos >= 0.998 && !argmax_flip {
+            continue;
+        }
+        if let Some(&(d, _)) = hist[r].iter().find(|(d, _)| up.1.contains(d)) {
+            failures.push(format!("row {r}: cosine {cos:.6}{}; its history has decode call {d}, which llama.cpp split into micro-batches whose row order the trace lacks", if argmax_flip { ", argmax differs" } else { "" }));
+            continue;
+        }
+        let flips = root_flips(&hist[r], &ours, &up, n_group, &outputs);
+        let why = format!("row {r}: cosine {cos:.6}{}; root flips {flips:?}", if argmax_flip { ", argmax differs" } else { "" });
+        if !flips.is_empty() && flips.iter().all(|f| f.margin <= TIE && f.deviation <= DEV) {
+            excused.push(why);
+        } else {
+            failures.push(why);
+        }
+    }
+    cosines.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = cosines[cosines.len() / 2];
+    if median < 0.9995 {
+        failures.push(format!("median cosine {median:.6} < 0.9995"));
+    }
+    if moe == Moe::Loose {
+        for f in &failures {
+            eprintln!("  {model} (loose for now): {f}");
+        }
+        failures.clear();
+        if median < 0.995 {
+            failures.push(format!("median cosine {median:.6} < 0.995"));
+        }
+        let equal = rows.iter().enumerate().filter(|(r, row)| argmax(row) == argmax(&reference[r * n_vocab..(r + 1) * n_vocab])).count();
+        if equal * 5 < rows.len() * 4 {
+            failures.push(format!("argmax equal on {equal}/{} rows (< 80%)", rows.len()));
+        }
+    }
+    eprintln!("{model}: min cosine {:.6}, median {median:.6}, {} rows excused by near-ties of llama.cpp's router", cosines[0], excused.len());
+    for e in &excused {
+        eprintln!("  excused {e}");
+    }
     assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
 }
