@@ -3,7 +3,8 @@
 # each for SECONDS: first every committed regression input (tests/data/regressions/TARGET) and
 # the committed corpus once, then new inputs, with a 10 s hang limit. New corpus entries go to
 # target/fuzz-corpus (copy the ones that matter into fuzz/corpus). Fails on any crash, hang,
-# leak or sanitizer report.
+# leak or sanitizer report, on any other non-zero exit of the fuzzer, and when a target ran
+# fewer than FUZZ_MIN_RUNS (200) executions (a fuzzer that never really started).
 # usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (default 60 s, every target)
 #        FUZZ_CAMPAIGN=1 scripts/fuzz.sh 7200 TARGET   (10 M executions or 2 h of CPU time)
 set -euo pipefail
@@ -58,9 +59,19 @@ for t in "${targets[@]}"; do
     grep -E "^#[0-9]+ +(pulse|NEW|REDUCE|DONE)" "$log" | tail -1
   else
     echo "== $t: ${seconds} s"
+    rc=0
     "$bin/$t" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
       -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" -print_final_stats=1 \
-      > "$log" 2>&1 || true
+      > "$log" 2>&1 || rc=$?
+    # libFuzzer exits 0 when its time is up; anything else (a crash, a leak, an error before it
+    # started) fails, as does a run too short to have fuzzed anything.
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    if [ "$rc" -ne 0 ] || [ "${runs:-0}" -lt "${FUZZ_MIN_RUNS:-200}" ]; then
+      tail -60 "$log" >&2
+      echo "fuzz target $t: exit status $rc after ${runs:-no} executions (at least ${FUZZ_MIN_RUNS:-200} expected)" >&2
+      exit 1
+    fi
+    echo "== $t: ${runs} executions"
   fi
   grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly|interrupted" "$log" || true
   if ls "target/fuzz-artifacts/$t"/* >/dev/null 2>&1; then
