@@ -22,12 +22,16 @@
 
 use std::arch::x86_64::*;
 
+use crate::quant::fp4::{e8m0_half, KVALUES_FP4};
+use crate::quant::iq_tables::KVALUES_IQ4NL;
 use crate::quant::GgmlType;
 
 const QK_K: usize = crate::quant::QK_K;
 const Q4_0_B: usize = GgmlType::Q4_0.block_bytes();
 const Q5_0_B: usize = GgmlType::Q5_0.block_bytes();
 const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
+const IQ4_NL_B: usize = GgmlType::IQ4_NL.block_bytes();
+const MXFP4_B: usize = GgmlType::MXFP4.block_bytes();
 const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
@@ -248,6 +252,105 @@ pub unsafe fn gemv_q8_0<const P: usize>(nb: usize, w: *const u8, w_stride: usize
             _mm512_xor_si512(z, _mm512_set1_epi8(0x80u8 as i8))
         })
     }
+}
+
+/// IQ4_NL / MXFP4 weights, 2P rows, against a prepared Q8_0 row (`prep_q8_0::<128>`): each
+/// nibble looked up in the type's codebook (`values`) and made unsigned by flipping the top bit.
+/// Upstream's order for these types (the reference: `quant::legacy::vec_dot_q8_0_pairs`): even
+/// and odd blocks in two accumulators, `hsum(acc_even + acc_odd)`, an odd last block added as
+/// `sumf + d · sumi`; each row's accumulators are one 256-bit half here. `F16`: the scales are
+/// f16 at the block start, else `scale` decodes them.
+#[inline(always)]
+unsafe fn gemv_pairs_nl<const P: usize, const WB: usize, const F16: bool>(
+    nb: usize,
+    w: *const u8,
+    w_stride: usize,
+    prep: *const u8,
+    out: *mut f32,
+    values: &[i8; 16],
+    qs_off: usize,
+    scale: impl Fn(*const u8) -> f32,
+) {
+    const { assert!(P == 1 || P == 2) };
+    // SAFETY: see the module docs.
+    unsafe {
+        let ds = prep.add(nb * PREP_BLOCK) as *const f32;
+        let didx: [__m512i; P] = std::array::from_fn(|p| {
+            let (a, b) = (2 * p as i32, 2 * p as i32 + 1);
+            _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        });
+        let table = _mm512_broadcast_i32x4(load128(values.as_ptr() as *const u8));
+        let flip = _mm512_set1_epi8(0x80u8 as i8);
+        let span = 2 * P * w_stride;
+        const { assert!(2 * P * WB <= 64 * 3) };
+        let lines_per_block = (2 * P * WB).div_ceil(64);
+        let mut acc = [[_mm512_setzero_ps(); P]; 2];
+        let pairs = nb / 2 * 2;
+        for ib in 0..pairs {
+            let pb = prep.add(ib * PREP_BLOCK);
+            let y = _mm512_load_si512(pb as *const __m512i);
+            let offs = _mm512_load_si512(pb.add(64) as *const __m512i);
+            let row = |j: usize| w.add(j * w_stride + ib * WB);
+            for k in 0..lines_per_block {
+                let at = (ib * lines_per_block + k) * 64;
+                if at < span {
+                    _mm_prefetch::<_MM_HINT_T0>(w.add(PREFETCH + at) as *const i8);
+                }
+            }
+            let dw = if F16 {
+                let f16_bits = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as i32;
+                let mut dh = _mm_insert_epi16::<1>(_mm_cvtsi32_si128(f16_bits(0)), f16_bits(1));
+                if P == 2 {
+                    dh = _mm_insert_epi16::<3>(_mm_insert_epi16::<2>(dh, f16_bits(2)), f16_bits(3));
+                }
+                _mm_mul_ps(_mm_cvtph_ps(dh), _mm_set1_ps(*ds.add(ib)))
+            } else {
+                let s = |j: usize| if j < 2 * P { scale(row(j)) } else { 0.0 };
+                _mm_mul_ps(_mm_setr_ps(s(0), s(1), s(2), s(3)), _mm_set1_ps(*ds.add(ib)))
+            };
+            for p in 0..P {
+                let q = _mm512_xor_si512(_mm512_shuffle_epi8(table, nibble_pair(row(2 * p).add(qs_off), row(2 * p + 1).add(qs_off))), flip);
+                let isum = _mm512_dpbusd_epi32(offs, q, y);
+                let d = _mm512_permutexvar_ps(didx[p], _mm512_castps128_ps512(dw));
+                acc[ib & 1][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[ib & 1][p]);
+            }
+        }
+        for p in 0..P {
+            let t = _mm512_add_ps(acc[0][p], acc[1][p]);
+            let halves = [_mm512_castps512_ps256(t), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1))];
+            for (h, &half) in halves.iter().enumerate() {
+                let j = 2 * p + h;
+                let mut sumf = hsum_float_8(half);
+                if pairs < nb {
+                    // the last block: its quants are the first 32 bytes of the prepared block
+                    let (wb, yb) = (w.add(j * w_stride + pairs * WB), prep.add(pairs * PREP_BLOCK));
+                    let mut sumi = 0i32;
+                    for k in 0..16 {
+                        let byte = *wb.add(qs_off + k);
+                        sumi += values[(byte & 15) as usize] as i32 * *yb.add(k) as i8 as i32;
+                        sumi += values[(byte >> 4) as usize] as i32 * *yb.add(16 + k) as i8 as i32;
+                    }
+                    let dw = if F16 { f16_at(wb) } else { scale(wb) };
+                    sumf += *ds.add(pairs) * dw * sumi as f32;
+                }
+                *out.add(j) = sumf;
+            }
+        }
+    }
+}
+
+/// IQ4_NL weights, 2P rows (`prep_q8_0::<128>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_iq4_nl<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; layout d (f16) | qs[16].
+    unsafe { gemv_pairs_nl::<P, IQ4_NL_B, true>(nb, w, w_stride, prep, out, &KVALUES_IQ4NL, 2, |_| 0.0) }
+}
+
+/// MXFP4 weights, 2P rows (`prep_q8_0::<128>`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemv_mxfp4<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    // SAFETY: forwarded contract; layout e (E8M0) | qs[16].
+    unsafe { gemv_pairs_nl::<P, MXFP4_B, false>(nb, w, w_stride, prep, out, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -624,6 +727,17 @@ pub unsafe fn unpack16_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 pub unsafe fn unpack16_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe { unpack16::<Q8_0_B>(nb, w, w_stride, panel, |b| _mm256_xor_si256(load256(b.add(2)), _mm256_set1_epi8(0x80u8 as i8))) }
+}
+
+/// IQ4_NL: each nibble's codebook value, made unsigned by flipping the top bit (offset 128,
+/// as Q8_0's).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_iq4_nl(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract; 16 nibble bytes follow the f16 scale.
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(load128(KVALUES_IQ4NL.as_ptr() as *const u8));
+        unpack16::<IQ4_NL_B>(nb, w, w_stride, panel, |b| _mm256_xor_si256(_mm256_shuffle_epi8(table, nibbles_32(b.add(2))), _mm256_set1_epi8(0x80u8 as i8)))
+    }
 }
 
 /// A 16-row panel × R Q8_0 activation rows (`a + i * a_stride`, per-block [`super::ActAux`]

@@ -74,7 +74,7 @@ pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
     let (q8_1, offset) = match ty {
         GgmlType::Q4_0 => (false, 8),
         GgmlType::Q5_0 => (false, 16),
-        GgmlType::Q8_0 => (false, 128),
+        GgmlType::Q8_0 | GgmlType::IQ4_NL => (false, 128),
         GgmlType::Q4_1 | GgmlType::Q5_1 => (true, 0),
         // the K-quant panels read what they need from the Q8_K blocks
         _ => return,
@@ -266,6 +266,7 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
             static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
             static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
             static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
+            static IQ4_NL: PanelFns = panel!(avx512, 16, unpack16_iq4_nl, gemm16);
             static Q4_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
             static Q6_K: PanelFns = panel!(avx512, 16, 9, avx512::Q6K_PANEL_BLOCK, unpack16_q6_k, gemm16_q6_k);
             match ty {
@@ -274,6 +275,7 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),
+                GgmlType::IQ4_NL => Some(&IQ4_NL),
                 _ => panel_fns_at(Level::Avx2, ty),
             }
         }
@@ -349,6 +351,8 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
             static Q5_0: GemvFns = g!(16, gemv_q5_0);
             static Q5_0_GFNI: GemvFns = g!(16, gemv_q5_0_gfni);
             static Q8_0: GemvFns = g!(128, gemv_q8_0);
+            static IQ4_NL: GemvFns = g!(128, gemv_iq4_nl);
+            static MXFP4: GemvFns = g!(128, gemv_mxfp4);
             // Q4_K and Q5_K had 4- and 2-row kernels too: against the one-row ones they lost 17%
             // of 1.5B generation when the machine's memory was contended, 3% when it was not
             match ty {
@@ -356,6 +360,8 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
                 GgmlType::Q5_0 if gfni => Some(&Q5_0_GFNI),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),
+                GgmlType::IQ4_NL => Some(&IQ4_NL),
+                GgmlType::MXFP4 => Some(&MXFP4),
                 _ => None,
             }
         }

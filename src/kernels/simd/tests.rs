@@ -290,6 +290,16 @@ fn gemv_q8_0() {
 }
 
 #[test]
+fn gemv_iq4_nl() {
+    check_gemv(GgmlType::IQ4_NL, &[32, 96, 896]);
+}
+
+#[test]
+fn gemv_mxfp4() {
+    check_gemv(GgmlType::MXFP4, &[32, 96, 896]);
+}
+
+#[test]
 fn q4_0() {
     check_type(GgmlType::Q4_0, &[32, 96, 896]);
 }
@@ -514,6 +524,10 @@ fn panels_q5_0() {
 #[test]
 fn panels_q8_0() {
     check_panels(GgmlType::Q8_0, &[32, 96, 896]);
+}
+#[test]
+fn panels_iq4_nl() {
+    check_panels(GgmlType::IQ4_NL, &[32, 96, 896]);
 }
 #[test]
 fn panels_q4_k() {
