@@ -45,7 +45,8 @@ for t in "${targets[@]}"; do
     # comes first. CPU time, not wall time, so that a campaign sharing the cores with builds still
     # gets its whole budget; libFuzzer prints its final stats when interrupted.
     echo "== $t: campaign, 10,000,000 executions or ${seconds} s of CPU time ($log)"
-    "$bin/$t" "$work" "${seeds[@]}" -runs=10000000 -max_total_time=$((seconds * 4)) -timeout=10 \
+    # The hang limit is wall time: a campaign shares the cores, so it gets 30 s (CI's runs 10).
+    "$bin/$t" "$work" "${seeds[@]}" -runs=10000000 -max_total_time=$((seconds * 4)) -timeout=30 \
       -rss_limit_mb=4096 -max_len="${max_len[$t]}" -artifact_prefix="target/fuzz-artifacts/$t/" \
       -print_final_stats=1 > "$log" 2>&1 &
     pid=$!
