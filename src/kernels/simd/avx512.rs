@@ -32,6 +32,7 @@ const Q5_0_B: usize = GgmlType::Q5_0.block_bytes();
 const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
 const IQ4_NL_B: usize = GgmlType::IQ4_NL.block_bytes();
 const MXFP4_B: usize = GgmlType::MXFP4.block_bytes();
+const IQ4_XS_B: usize = GgmlType::IQ4_XS.block_bytes();
 const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
@@ -351,6 +352,54 @@ pub unsafe fn gemv_iq4_nl<const P: usize>(nb: usize, w: *const u8, w_stride: usi
 pub unsafe fn gemv_mxfp4<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
     // SAFETY: forwarded contract; layout e (E8M0) | qs[16].
     unsafe { gemv_pairs_nl::<P, MXFP4_B, false>(nb, w, w_stride, prep, out, &KVALUES_FP4, 1, |b| e8m0_half(*b)) }
+}
+
+/// IQ4_XS × Q8_K, R activation rows. Upstream's AVX2 loop (the reference) keeps per super-block
+/// 8 i32 lanes, lane k the sum over the 8 groups of `ls_g` × the group's four products in lane
+/// k, then one 8-lane FMA by `d_w · d_a`; here two groups share a 512-bit register (group g in
+/// the low 256 bits, g + 1 in the high), `maddubs` + `dpwssd` add `ls` × the products into each
+/// half, and the halves are added before the FMA — the same integers, so the same floats.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: d | scales_h u16 | scales_l[4] | qs[128]; Q8_K:
+    // d (f32) | qs[256] | bsums.
+    unsafe {
+        let table = _mm512_broadcast_i32x4(load128(KVALUES_IQ4NL.as_ptr() as *const u8));
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ibl in 0..nb {
+            let wb = w.add(ibl * IQ4_XS_B);
+            // the 8 groups' scales ls_g − 32 as 16-bit lanes 0..8, from scales_l (nibble g % 2
+            // of byte g / 2) and scales_h (bits 2g, 2g + 1) in registers
+            let sl = _mm_cvtsi32_si128(std::ptr::read_unaligned(wb.add(4) as *const i32));
+            let lo = _mm_and_si128(_mm_srlv_epi16(_mm_shuffle_epi8(sl, _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1)), _mm_setr_epi16(0, 4, 0, 4, 0, 4, 0, 4)), _mm_set1_epi16(15));
+            let hi = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(std::ptr::read_unaligned(wb.add(2) as *const i16)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)), _mm_set1_epi16(3));
+            let lsall = _mm512_castsi128_si512(_mm_sub_epi16(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32)));
+            // two chains of integer sums (pairs of groups 0, 2 and 1, 3), added at the end:
+            // integers, so the order is free, and the chains overlap
+            let mut sumi = [[_mm512_setzero_si512(); R]; 2];
+            for g in (0..8).step_by(2) {
+                let lsv = _mm512_permutexvar_epi16(_mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16(g as i16), _mm512_set1_epi16(g as i16 + 1)), lsall);
+                let q = _mm512_shuffle_epi8(table, nibble_pair(wb.add(8 + 16 * g), wb.add(8 + 16 * (g + 1))));
+                let aq = _mm512_abs_epi8(q);
+                let neg = _mm512_movepi8_mask(q);
+                for r in 0..R {
+                    let y = load512(a.add(r * a_stride + ibl * Q8_K_B + 4 + 32 * g));
+                    let sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+                    let c = g / 2 % 2;
+                    sumi[c][r] = _mm512_dpwssd_epi32(sumi[c][r], _mm512_maddubs_epi16(aq, sy), lsv);
+                }
+            }
+            let dw = f16_at(wb);
+            for r in 0..R {
+                let da = f32_at(a.add(r * a_stride + ibl * Q8_K_B));
+                let t = _mm512_add_epi32(sumi[0][r], sumi[1][r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(fold_halves(t)), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

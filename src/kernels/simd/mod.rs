@@ -158,7 +158,9 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static Q4_K: DotFns = table!(avx512, dot_q4_k);
             static Q5_K: DotFns = table!(avx512, dot_q5_k);
             static Q6_K: DotFns = table!(avx512, dot_q6_k);
+            static IQ4_XS: DotFns = table!(avx512, dot_iq4_xs);
             match ty {
+                GgmlType::IQ4_XS => Some(&IQ4_XS),
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
