@@ -33,6 +33,7 @@ const Q5_0_B: usize = GgmlType::Q5_0.block_bytes();
 const Q5_1_B: usize = GgmlType::Q5_1.block_bytes();
 const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
 const Q8_1_B: usize = GgmlType::Q8_1.block_bytes();
+const Q2_K_B: usize = GgmlType::Q2K.block_bytes();
 const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
@@ -371,6 +372,62 @@ pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
     unsafe { dot_qk_45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q2_K × Q8_K, R activation rows: upstream's AVX2 loop (`ggml_vec_dot_q2_K_q8_K`), whose lanes
+/// the scalar reference (`quant::q2_k`) follows: per super-block the mins' products with the
+/// activation's 16 sums in one 8-lane FMA by `-d_a · dmin`, then the four 2-bit planes of each
+/// 128 weights by `maddubs`, each 16-weight sub-block's scale by `madd`, into 8 lanes and one
+/// FMA by `d_a · d`; `hsum_float_8` at the end.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q2_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: scales[16] | qs[64] | d | dmin; Q8_K: d (f32) |
+    // qs[256] | bsums i16[16].
+    unsafe {
+        // upstream's get_scale_shuffle_q3k(i): 16-bit scale 2i in the low 128 bits, 2i + 1 in the high
+        let shuffle = |i: i8| {
+            let (lo, hi) = (4 * i, 4 * i + 2);
+            _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1)
+        };
+        let shuf = [shuffle(0), shuffle(1), shuffle(2), shuffle(3)];
+        let m3 = _mm256_set1_epi8(3);
+        let m4 = _mm_set1_epi8(0xF);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for i in 0..nb {
+            let wb = w.add(i * Q2_K_B);
+            let (dw, dminw) = (f16_at(wb.add(80)), f16_at(wb.add(82)));
+            let mins_and_scales = _mm_loadu_si128(wb as *const __m128i);
+            let scales8 = _mm_and_si128(mins_and_scales, m4);
+            let mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
+            let all_scales = _mm256_cvtepi8_epi16(scales8);
+            let (l, h) = (_mm256_castsi256_si128(all_scales), _mm256_extracti128_si256(all_scales, 1));
+            let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
+            for r in 0..R {
+                let ab = a.add(r * a_stride + i * Q8_K_B);
+                let da = f32_at(ab);
+                let (d, dmin) = (da * dw, -da * dminw);
+                let prod = _mm256_madd_epi16(mins, load256(ab.add(260)));
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc[r]);
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..2 {
+                    let q2bits = load256(wb.add(16 + 32 * j));
+                    let q8 = |k: usize| load256(ab.add(4 + 128 * j + 32 * k));
+                    let plane = |k: i32| match k {
+                        0 => _mm256_and_si256(q2bits, m3),
+                        1 => _mm256_and_si256(_mm256_srli_epi16(q2bits, 2), m3),
+                        2 => _mm256_and_si256(_mm256_srli_epi16(q2bits, 4), m3),
+                        _ => _mm256_and_si256(_mm256_srli_epi16(q2bits, 6), m3),
+                    };
+                    let p: [__m256i; 4] = std::array::from_fn(|k| _mm256_madd_epi16(_mm256_shuffle_epi8(scales[j], shuf[k]), _mm256_maddubs_epi16(plane(k as i32), q8(k))));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
