@@ -34,6 +34,7 @@ const Q5_1_B: usize = GgmlType::Q5_1.block_bytes();
 const Q8_0_B: usize = GgmlType::Q8_0.block_bytes();
 const Q8_1_B: usize = GgmlType::Q8_1.block_bytes();
 const Q2_K_B: usize = GgmlType::Q2K.block_bytes();
+const Q3_K_B: usize = GgmlType::Q3K.block_bytes();
 const Q4_K_B: usize = GgmlType::Q4K.block_bytes();
 const Q5_K_B: usize = GgmlType::Q5K.block_bytes();
 const Q6_K_B: usize = GgmlType::Q6K.block_bytes();
@@ -419,6 +420,72 @@ pub unsafe fn dot_q2_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
                         _ => _mm256_and_si256(_mm256_srli_epi16(q2bits, 6), m3),
                     };
                     let p: [__m256i; 4] = std::array::from_fn(|k| _mm256_madd_epi16(_mm256_shuffle_epi8(scales[j], shuf[k]), _mm256_maddubs_epi16(plane(k as i32), q8(k))));
+                    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
+                }
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q3_K × Q8_K, R activation rows: upstream's AVX2 loop (`ggml_vec_dot_q3_K_q8_K`): the 6-bit
+/// scales unpacked as there, the low two bits by `maddubs` minus 4 × the activation where the
+/// high bit is clear, each sub-block's scale by `madd`, 8 lanes and one FMA per super-block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q3_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: hmask[32] | qs[64] | scales[12] | d; Q8_K: d (f32) |
+    // qs[256] | bsums.
+    unsafe {
+        let shuffle = |i: i8| {
+            let (lo, hi) = (4 * i, 4 * i + 2);
+            _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1)
+        };
+        let shuf = [shuffle(0), shuffle(1), shuffle(2), shuffle(3)];
+        let (m3, mone) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
+        const KMASK1: u32 = 0x0303_0303;
+        const KMASK2: u32 = 0x0f0f_0f0f;
+        let mut acc = [_mm256_setzero_ps(); R];
+        for i in 0..nb {
+            let wb = w.add(i * Q3_K_B);
+            let dw = f16_at(wb.add(108));
+            let aux: [u32; 3] = std::array::from_fn(|k| std::ptr::read_unaligned(wb.add(96 + 4 * k) as *const u32));
+            let scales128 = _mm_sub_epi8(
+                _mm_set_epi32(
+                    (((aux[1] >> 4) & KMASK2) | (((aux[2] >> 6) & KMASK1) << 4)) as i32,
+                    (((aux[0] >> 4) & KMASK2) | (((aux[2] >> 4) & KMASK1) << 4)) as i32,
+                    ((aux[1] & KMASK2) | (((aux[2] >> 2) & KMASK1) << 4)) as i32,
+                    ((aux[0] & KMASK2) | ((aux[2] & KMASK1) << 4)) as i32,
+                ),
+                _mm_set1_epi8(32),
+            );
+            let all_scales = _mm256_cvtepi8_epi16(scales128);
+            let (l, h) = (_mm256_castsi256_si128(all_scales), _mm256_extracti128_si256(all_scales, 1));
+            let scales = [_mm256_set_m128i(l, l), _mm256_set_m128i(h, h)];
+            let hbits = load256(wb);
+            // per plane (j, k): the low two bits and 4 where the high bit is clear
+            let planes: [[(__m256i, __m256i); 4]; 2] = std::array::from_fn(|j| {
+                let q3bits = load256(wb.add(32 + 32 * j));
+                std::array::from_fn(|k| {
+                    let bit = (4 * j + k) as i32;
+                    let low = _mm256_and_si256(_mm256_srl_epi16(q3bits, _mm_cvtsi32_si128(2 * k as i32)), m3);
+                    let high = _mm256_slli_epi16(_mm256_srl_epi16(_mm256_andnot_si256(hbits, _mm256_sll_epi16(mone, _mm_cvtsi32_si128(bit))), _mm_cvtsi32_si128(bit)), 2);
+                    (low, high)
+                })
+            });
+            for r in 0..R {
+                let ab = a.add(r * a_stride + i * Q8_K_B);
+                let d = f32_at(ab) * dw;
+                let mut sumi = _mm256_setzero_si256();
+                for j in 0..2 {
+                    let p: [__m256i; 4] = std::array::from_fn(|k| {
+                        let q8 = load256(ab.add(4 + 128 * j + 32 * k));
+                        let (low, high) = planes[j][k];
+                        let p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, q8), _mm256_maddubs_epi16(high, q8));
+                        _mm256_madd_epi16(_mm256_shuffle_epi8(scales[j], shuf[k]), p16)
+                    });
                     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])));
                 }
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);

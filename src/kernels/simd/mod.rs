@@ -175,6 +175,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static Q5_1: DotFns = table!(avx2, dot_q5_1);
             static Q8_0: DotFns = table!(avx2, dot_q8_0);
             static Q2_K: DotFns = table!(avx2, dot_q2_k);
+            static Q3_K: DotFns = table!(avx2, dot_q3_k);
             static Q4_K: DotFns = table!(avx2, dot_q4_k);
             static Q5_K: DotFns = table!(avx2, dot_q5_k);
             static Q6_K: DotFns = table!(avx2, dot_q6_k);
@@ -218,6 +219,7 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
                 GgmlType::Q5_1 => Some(&Q5_1),
                 GgmlType::Q8_0 => Some(&Q8_0),
                 GgmlType::Q2K => Some(&Q2_K),
+                GgmlType::Q3K => Some(&Q3_K),
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),

@@ -55,6 +55,7 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => &[0, 2],
         GgmlType::Q6K => &[208],
         GgmlType::Q2K => &[80, 82],
+        GgmlType::Q3K => &[108],
         GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ1_S => &[0],
         GgmlType::IQ4_XS | GgmlType::IQ4_NL | GgmlType::Q1_0 | GgmlType::Q2_0 => &[0],
         GgmlType::TQ1_0 => &[52],
@@ -323,6 +324,10 @@ fn q8_0() {
 #[test]
 fn q4_k() {
     check_type(GgmlType::Q4K, &[256, 768, 4864]);
+}
+#[test]
+fn q3_k() {
+    check_type(GgmlType::Q3K, &[256, 768, 4864]);
 }
 #[test]
 fn q2_k() {
