@@ -154,3 +154,38 @@ fn a_bad_grammar_is_refused_at_submission() {
     // An empty grammar constrains nothing.
     assert!(submit("").is_ok());
 }
+
+/// Steady generation under a grammar allocates nothing on the decode thread once its states
+/// have been met (the grammar's transitions are cached per request).
+#[test]
+fn steady_generation_under_a_grammar_allocates_nothing() {
+    let model = model();
+    let e = Engine::new(model.clone(), &EngineParams { n_seq_max: 3, n_ctx_seq: 1024, n_threads: 1, ..Default::default() }).unwrap();
+    let p = prompt(&model, "Text:");
+    let mut ids = Vec::new();
+    // a fixpoint the model's picks mostly keep to, a grammar that rejects most of them (each
+    // step then applies the grammar to the whole row), and JSON, which ends early: from then on
+    // only end-of-generation is allowed (ignore_eos keeps the request going)
+    for g in ["root ::= [^\"]*", "root ::= (\"ab\" | [a-z]+ \" \" | [0-9])*", JSON_OBJECT] {
+        ids.push(e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: chain(0.0, 0), max_tokens: 600, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: spec(g) }).unwrap());
+    }
+    let mut counts = vec![0usize; ids.len()];
+    let mut buf = [Event::Finish(FinishKind::Error); 16];
+    let mut info = None;
+    let mut drain_until = |counts: &mut Vec<usize>, k: usize| {
+        while counts.iter().any(|&c| c < k) {
+            for (j, &id) in ids.iter().enumerate() {
+                counts[j] += e.wait(id, &mut buf, &mut info, Duration::from_millis(50)).unwrap();
+            }
+        }
+    };
+    drain_until(&mut counts, 200);
+    let m = e.metrics();
+    let before = m.loop_allocated_bytes.get();
+    drain_until(&mut counts, 500);
+    let after = m.loop_allocated_bytes.get();
+    if cfg!(feature = "jemalloc") {
+        assert!(before > 0, "the decode thread's allocation counter is not read");
+    }
+    assert_eq!(after, before, "the decode thread allocated {} bytes while 3 grammar requests generated 300 tokens each", after - before);
+}
