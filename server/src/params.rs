@@ -338,3 +338,52 @@ pub fn prompt(f: &Fields<'_>, n_vocab: usize) -> Result<PromptInput, ApiError> {
         Some(v) => Err(ApiError::param("prompt", format!("'prompt' must be a string or an array of tokens, not {}", kind(v)))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Fields;
+    use serde_json::{json, Value};
+
+    /// The grammar a body gives (chat or completions), or the error's message.
+    fn grammar(body: Value, chat: bool) -> Result<Option<String>, String> {
+        let f = Fields::parse(&body).unwrap();
+        let r = if chat { f.chat_grammar() } else { f.completion_grammar() };
+        r.map_err(|e| e.message)
+    }
+
+    fn of(schema: Value) -> Option<String> {
+        Some(crate::schema::json_schema_to_grammar(&schema).unwrap().grammar)
+    }
+
+    /// Upstream's precedence (oaicompat_chat_params_parse, the completion fields).
+    #[test]
+    fn schemas_and_grammars_combine_as_upstream() {
+        let s = json!({"type": "integer"});
+        let any = json!({"type": "object"});
+        let g = "root ::= \"a\"";
+        // chat: json_object takes its own schema, else the json_schema field, else any object
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}, "json_schema": s}), true), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object", "schema": {"type": "null"}}, "json_schema": s}), true), Ok(of(json!({"type": "null"}))));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object", "schema": null}, "json_schema": s}), true), Ok(of(any.clone())));
+        // json_schema: json_schema.schema always (absent: any object)
+        assert_eq!(grammar(json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": s}}}), true), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_schema", "json_schema": "odd"}, "json_schema": s}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}, "json_schema": {}}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}}), true), Ok(None));
+        // a schema wins over a grammar given with response_format (the built-in template route)
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}, "grammar": g}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"json_schema": s, "grammar": g}), true), Err("Cannot use both json_schema and grammar".into()));
+        assert_eq!(grammar(json!({"grammar": g}), true), Ok(Some(g.into())));
+        assert_eq!(grammar(json!({"grammar": ""}), true), Ok(None));
+        assert_eq!(grammar(json!({}), true), Ok(None));
+        // completions: grammar wins over json_schema; an empty json_schema is any object
+        assert_eq!(grammar(json!({"json_schema": s, "grammar": g}), false), Ok(Some(g.into())));
+        assert_eq!(grammar(json!({"json_schema": s}), false), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"json_schema": {}}), false), Ok(of(any)));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}, "grammar": g}), false), Ok(Some(g.into())));
+        assert!(grammar(json!({"response_format": {"type": "json_object"}}), false).is_err());
+        assert!(grammar(json!({"grammar": ["x"]}), true).unwrap_err().contains("'grammar' must be a string"));
+        assert!(grammar(json!({"response_format": "json"}), true).unwrap_err().contains("must be an object"));
+    }
+}
