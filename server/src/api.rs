@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use deepseek::chat;
-use deepseek::engine::{Engine, Event, FinishInfo, FinishKind, Prompt, Request as EngineRequest, SubmitError, TokenProbs};
+use deepseek::engine::{Engine, Event, FinishInfo, FinishKind, GrammarSpec, Prompt, Request as EngineRequest, SubmitError, TokenProbs};
 
 use crate::error::ApiError;
 use crate::params::{self, Fields, GenParams, PromptInput};
@@ -230,6 +230,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         callback: Some(callback),
         user_data: 0,
         n_probs,
+        grammar: gp.grammar.as_ref().map(|text| GrammarSpec { text: text.clone(), root: "root".into() }),
     };
     match r.engine.submit(req) {
         Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),

@@ -12,6 +12,7 @@ mod api;
 mod error;
 mod metrics;
 mod params;
+mod schema;
 mod text;
 
 use std::net::SocketAddr;

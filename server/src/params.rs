@@ -1,7 +1,8 @@
 //! The OpenAI request bodies read field by field from JSON: every field the server knows is
 //! type- and range-checked (a 400 naming the field otherwise), fields it does not know are
 //! ignored as OpenAI's clients send extras, and the features it does not have (n > 1, echo,
-//! tools, grammar-constrained response formats, logit_bias) are refused, never ignored.
+//! tools, logit_bias) are refused, never ignored. Structured output (`grammar`, `json_schema`,
+//! chat's `response_format`) becomes one GBNF grammar, as llama-server makes it.
 
 use serde_json::{Map, Value};
 
@@ -27,6 +28,8 @@ pub struct GenParams {
     /// `reasoning_format`: Some(true) splits `<think>` into `reasoning_content`, Some(false)
     /// keeps it inline, None: the server's default.
     pub reasoning: Option<bool>,
+    /// GBNF (root rule `root`) the output must keep to; None: unconstrained.
+    pub grammar: Option<String>,
 }
 
 pub struct Fields<'a>(pub &'a Map<String, Value>);
@@ -106,10 +109,11 @@ impl<'a> Fields<'a> {
             }
         }
         self.refuse_unless("logit_bias", |v| v.as_object().is_some_and(|m| m.is_empty()), "token biases are not supported")?;
-        self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tool calls need grammar-constrained sampling, which this server does not have yet")?;
-        self.refuse_unless("tool_choice", |v| v.as_str() == Some("none") || v.as_str() == Some("auto"), "forcing a tool call needs grammar-constrained sampling, which this server does not have yet")?;
-        self.refuse_unless("response_format", |v| v.get("type").and_then(Value::as_str) == Some("text"), "JSON and schema response formats need grammar-constrained sampling, which this server does not have yet")?;
-        self.refuse_unless("grammar", |v| v.as_str().is_some_and(str::is_empty), "grammars are not supported yet")?;
+        // llama-server makes tool-call grammars and parsers from the model's Jinja template
+        // (--jinja); without it, as here (built-in templates), it refuses tools too.
+        self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tool calls are not supported: this server formats chats with built-in templates, as llama-server does without --jinja, which refuses tools too")?;
+        self.refuse_unless("tool_choice", |v| v.as_str() == Some("none") || v.as_str() == Some("auto"), "forcing a tool call is not supported (this server has no tool calls)")?;
+        let grammar = if chat { self.chat_grammar()? } else { self.completion_grammar()? };
         let mut max_tokens = None;
         for name in ["max_tokens", "max_completion_tokens", "n_predict"] {
             if let Some(n) = self.int(name, -1, i32::MAX as i64)? {
@@ -182,8 +186,82 @@ impl<'a> Fields<'a> {
             Some("deepseek") | Some("deepseek-legacy") => Some(true),
             Some(o) => return Err(ApiError::param("reasoning_format", format!("'reasoning_format' = '{o}': use none, deepseek or auto"))),
         };
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning })
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar })
     }
+
+    /// Chat's grammar, as llama-server b11312 derives it (`oaicompat_chat_params_parse`, then
+    /// the built-in template route of `common_chat_templates_apply`): `json_schema`, or the
+    /// schema of `response_format` (`json_object` with an optional `schema`, `json_schema`
+    /// with `json_schema.schema`; an absent or empty schema is any JSON object), converted to
+    /// GBNF; else `grammar`. A schema and a grammar together are refused.
+    fn chat_grammar(&self) -> Result<Option<String>, ApiError> {
+        let mut schema = self.get("json_schema").cloned();
+        let grammar = self.str("grammar")?.unwrap_or("");
+        if schema.is_some() && !grammar.is_empty() {
+            return Err(ApiError::param("grammar", "Cannot use both json_schema and grammar"));
+        }
+        let mut from = "json_schema";
+        if let Some(rf) = self.get("response_format") {
+            let Some(rf) = rf.as_object() else { return Err(ApiError::param("response_format", format!("'response_format' must be an object, not {}", kind(rf)))) };
+            let rf = Fields(rf);
+            match rf.str("type").map_err(|_| ApiError::param("response_format", "'response_format.type' must be a string"))?.unwrap_or("") {
+                "json_object" => {
+                    if rf.0.contains_key("schema") || schema.as_ref().is_none_or(empty_json) {
+                        schema = Some(rf.get("schema").cloned().unwrap_or_else(|| Value::Object(Map::new())));
+                        from = "response_format";
+                    }
+                }
+                "json_schema" => {
+                    schema = Some(rf.get("json_schema").and_then(|w| w.get("schema")).filter(|s| !s.is_null()).cloned().unwrap_or_else(|| Value::Object(Map::new())));
+                    from = "response_format";
+                }
+                "" | "text" => {}
+                other => return Err(ApiError::param("response_format", format!("response_format type must be one of \"text\" or \"json_object\", but got: {other}"))),
+            }
+        }
+        match schema {
+            Some(s) => convert_schema(s).map(Some).map_err(|e| ApiError::param(from, e)),
+            None => Ok((!grammar.is_empty()).then(|| grammar.to_string())),
+        }
+    }
+
+    /// The completions grammar, as llama-server b11312's completion fields give it:
+    /// `json_schema` converted to GBNF (a null or empty one is any JSON object), unless
+    /// `grammar` is given, which wins. `response_format` is chat's; llama-server ignores it
+    /// here, so it is refused rather than silently leaving the output unconstrained.
+    fn completion_grammar(&self) -> Result<Option<String>, ApiError> {
+        self.refuse_unless("response_format", |v| v.get("type").is_none_or(|t| t.as_str() == Some("text")), "response_format is a chat completions field (llama-server ignores it on completions); use 'json_schema' or 'grammar' here")?;
+        let grammar = self.str("grammar")?;
+        if grammar.is_none() {
+            if let Some(s) = self.get("json_schema") {
+                return convert_schema(s.clone()).map(Some).map_err(|e| ApiError::param("json_schema", format!("\"json_schema\": {e}")));
+            }
+        }
+        Ok(grammar.filter(|g| !g.is_empty()).map(str::to_string))
+    }
+}
+
+/// nlohmann's `empty()`: null, or an empty object or array.
+fn empty_json(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// A schema as GBNF (an empty object is any JSON object); upstream's warnings (parts it could
+/// not constrain) go to the log, as llama-server writes them.
+fn convert_schema(mut schema: Value) -> Result<String, String> {
+    if schema.as_object().is_some_and(Map::is_empty) {
+        schema = serde_json::json!({"type": "object"});
+    }
+    let c = crate::schema::json_schema_to_grammar(&schema)?;
+    if !c.warnings.is_empty() {
+        eprintln!("deepseek-server: WARNING: JSON schema conversion was incomplete: {}", c.warnings.join("; "));
+    }
+    Ok(c.grammar)
 }
 
 /// A chat message's text: a string, null, or an array of text parts.
@@ -258,5 +336,54 @@ pub fn prompt(f: &Fields<'_>, n_vocab: usize) -> Result<PromptInput, ApiError> {
         },
         Some(Value::Array(_)) => Err(ApiError::param("prompt", "several prompts in one request are not supported (send one request per prompt)")),
         Some(v) => Err(ApiError::param("prompt", format!("'prompt' must be a string or an array of tokens, not {}", kind(v)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fields;
+    use serde_json::{json, Value};
+
+    /// The grammar a body gives (chat or completions), or the error's message.
+    fn grammar(body: Value, chat: bool) -> Result<Option<String>, String> {
+        let f = Fields::parse(&body).unwrap();
+        let r = if chat { f.chat_grammar() } else { f.completion_grammar() };
+        r.map_err(|e| e.message)
+    }
+
+    fn of(schema: Value) -> Option<String> {
+        Some(crate::schema::json_schema_to_grammar(&schema).unwrap().grammar)
+    }
+
+    /// Upstream's precedence (oaicompat_chat_params_parse, the completion fields).
+    #[test]
+    fn schemas_and_grammars_combine_as_upstream() {
+        let s = json!({"type": "integer"});
+        let any = json!({"type": "object"});
+        let g = "root ::= \"a\"";
+        // chat: json_object takes its own schema, else the json_schema field, else any object
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}, "json_schema": s}), true), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object", "schema": {"type": "null"}}, "json_schema": s}), true), Ok(of(json!({"type": "null"}))));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object", "schema": null}, "json_schema": s}), true), Ok(of(any.clone())));
+        // json_schema: json_schema.schema always (absent: any object)
+        assert_eq!(grammar(json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": s}}}), true), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "json_schema", "json_schema": "odd"}, "json_schema": s}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}, "json_schema": {}}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}}), true), Ok(None));
+        // a schema wins over a grammar given with response_format (the built-in template route)
+        assert_eq!(grammar(json!({"response_format": {"type": "json_object"}, "grammar": g}), true), Ok(of(any.clone())));
+        assert_eq!(grammar(json!({"json_schema": s, "grammar": g}), true), Err("Cannot use both json_schema and grammar".into()));
+        assert_eq!(grammar(json!({"grammar": g}), true), Ok(Some(g.into())));
+        assert_eq!(grammar(json!({"grammar": ""}), true), Ok(None));
+        assert_eq!(grammar(json!({}), true), Ok(None));
+        // completions: grammar wins over json_schema; an empty json_schema is any object
+        assert_eq!(grammar(json!({"json_schema": s, "grammar": g}), false), Ok(Some(g.into())));
+        assert_eq!(grammar(json!({"json_schema": s}), false), Ok(of(s.clone())));
+        assert_eq!(grammar(json!({"json_schema": {}}), false), Ok(of(any)));
+        assert_eq!(grammar(json!({"response_format": {"type": "text"}, "grammar": g}), false), Ok(Some(g.into())));
+        assert!(grammar(json!({"response_format": {"type": "json_object"}}), false).is_err());
+        assert!(grammar(json!({"grammar": ["x"]}), true).unwrap_err().contains("'grammar' must be a string"));
+        assert!(grammar(json!({"response_format": "json"}), true).unwrap_err().contains("must be an object"));
     }
 }

@@ -383,7 +383,7 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
             unsafe { f(&e, user as *mut c_void) }
         }) as Callback
     });
-    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0 })
+    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0, grammar: None })
 }
 
 fn reason_of(k: FinishKind) -> ds_engine_finish_reason {

@@ -13,6 +13,10 @@
 //! - sleeping (the idle loop, a blocked `wait`) is a futex on an atomic word (`sync`).
 //! The loom tests (`loom_tests.rs`, `--cfg loom`) model-check the queue, the table and the
 //! rings. The loop allocates per request (its prompt, its ring), never per token.
+//!
+//! A request may carry a GBNF grammar (`GrammarSpec`): it is parsed on the submitting thread
+//! (a bad grammar is refused there, with the parser's reason) and each of the request's tokens
+//! is sampled under it as llama.cpp's common sampler does (`sampling::chain::sample_constrained`).
 
 mod queue;
 mod ring;
@@ -30,6 +34,7 @@ pub use crate::sys::stats::FinishKind;
 pub use ring::Event;
 
 use crate::model::Model;
+use crate::sampling::grammar::sampler::GrammarSampler;
 use crate::sampling::Sampler;
 use crate::sys::stats::{self, EngineMetrics, ENGINES_ALL};
 use queue::SubmitQueue;
@@ -105,6 +110,16 @@ pub struct EventView<'a> {
 /// Called on the decode thread for each event; returning false cancels the request.
 pub type Callback = Box<dyn FnMut(&EventView<'_>) -> bool + Send>;
 
+/// A grammar every generated token must keep to (llama-server's `grammar`): GBNF text and the
+/// rule it starts from. The request's tokens are sampled as llama.cpp samples under a grammar:
+/// the sampler's pick is checked against it and, when it breaks it, the row is sampled again
+/// with the grammar applied first; end-of-generation is allowed only where the grammar may end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrammarSpec {
+    pub text: String,
+    pub root: String,
+}
+
 pub struct Request {
     pub prompt: Prompt,
     /// The engine owns it from submission on and drops it when the request ends.
@@ -122,6 +137,8 @@ pub struct Request {
     /// `n_probs` most likely tokens' (at most `MAX_TOP_PROBS`; 0: none), from the softmax of the
     /// model's logits before sampling, as llama-server's `n_probs`.
     pub n_probs: u32,
+    /// None (or empty text): unconstrained.
+    pub grammar: Option<GrammarSpec>,
 }
 
 /// The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
@@ -263,6 +280,7 @@ pub(crate) struct Submitted {
     pub(crate) ignore_eos: bool,
     pub(crate) callback: Option<Callback>,
     pub(crate) n_probs: u32,
+    pub(crate) grammar: Option<GrammarSampler>,
     pub(crate) t_submit: Instant,
 }
 
@@ -495,6 +513,17 @@ impl Engine {
         if r.n_probs as usize > MAX_TOP_PROBS {
             return fail(SubmitError::Invalid(format!("n_probs = {} is above the limit of {MAX_TOP_PROBS}", r.n_probs)));
         }
+        let grammar = match r.grammar.as_ref().filter(|g| !g.text.is_empty()) {
+            None => None,
+            Some(g) => match GrammarSampler::new(inner.model.clone(), Some(g.text.as_bytes()), g.root.as_bytes(), false, &[], &[], &[]) {
+                Ok(s) => {
+                    // The vocabulary's token trie is built on first use: here, not on the decode thread.
+                    inner.model.vocab.grammar_trie();
+                    Some(s)
+                }
+                Err(e) => return fail(SubmitError::Invalid(format!("failed to parse grammar: {e}"))),
+            },
+        };
         if !inner.queue.try_reserve() {
             return fail(SubmitError::Full(format!("the queue holds {} requests that have not started (queue_limit)", inner.params.queue_limit)));
         }
@@ -520,6 +549,7 @@ impl Engine {
             ignore_eos: r.ignore_eos,
             callback: r.callback,
             n_probs: r.n_probs,
+            grammar,
             t_submit: Instant::now(),
         });
         inner.wake.notify();

@@ -15,7 +15,8 @@ use super::sync::{Arc, Ordering};
 use super::{Callback, EventView, FinishInfo, Inner, RequestShared, Submitted, TokenProbs};
 use crate::batch::BatchInput;
 use crate::context::Context;
-use crate::sampling::chain::sample;
+use crate::sampling::chain::{sample, sample_constrained};
+use crate::sampling::grammar::sampler::GrammarSampler;
 use crate::sampling::{Sampler, TokenData};
 use crate::sys::stats::FinishKind;
 
@@ -34,6 +35,8 @@ struct Active {
     /// The sampled token to decode next.
     pending: Option<i32>,
     sampler: Box<dyn Sampler + Send>,
+    /// The request's grammar, its state advanced by every token.
+    grammar: Option<GrammarSampler>,
     max_tokens: i32,
     n_generated: u32,
     stop_tokens: Vec<i32>,
@@ -309,6 +312,7 @@ impl Loop {
                 prompt: sub.prompt,
                 pending: None,
                 sampler: sub.sampler,
+                grammar: sub.grammar,
                 max_tokens: sub.max_tokens,
                 n_generated: 0,
                 stop_tokens: sub.stop_tokens,
@@ -487,7 +491,11 @@ impl Loop {
             }
         };
         let a = self.slots[s].req.as_mut().expect("slot has a request");
-        let token = match sample(&mut *a.sampler, logits, &mut self.candidates) {
+        let sampled = match &mut a.grammar {
+            None => sample(&mut *a.sampler, logits, &mut self.candidates),
+            Some(g) => sample_constrained(&mut *a.sampler, g, logits, &mut self.candidates),
+        };
+        let token = match sampled {
             Ok(t) => t,
             Err(e) => {
                 crate::log_error!("ds_engine: request {}: {e}", a.shared.id);

@@ -77,6 +77,37 @@ pub fn sample(sampler: &mut dyn Sampler, logits: &[f32], buf: &mut Vec<TokenData
     Ok(token)
 }
 
+/// `sample` under a grammar, as llama.cpp's common sampler does it (`common_sampler_sample`
+/// without `grammar_first`): the chain picks a token from the whole row; if `grammar` rejects
+/// it, the row is filled again, the grammar applied first and the chain run again. Both accept
+/// the token. So the emitted token is always one the grammar allows, and the cost of the
+/// grammar's full pass is paid only when the unconstrained choice breaks it.
+pub fn sample_constrained(sampler: &mut dyn Sampler, grammar: &mut dyn Sampler, logits: &[f32], buf: &mut Vec<TokenData>) -> Result<i32, String> {
+    fn chosen(cur: &Candidates<'_>) -> Result<i32, String> {
+        if cur.selected < 0 || cur.selected as usize >= cur.len() {
+            return Err(format!("the sampler chose no token (selected = {} of {} candidates); end the chain with greedy, dist or mirostat", cur.selected, cur.len()));
+        }
+        Ok(cur.data[cur.selected as usize].id)
+    }
+    fill_candidates(buf, logits);
+    let mut cur = Candidates::new(buf);
+    sampler.apply(&mut cur);
+    let mut token = chosen(&cur)?;
+    // The grammar decides the picked token alone (upstream's rejection check).
+    let mut one = [TokenData { id: token, logit: 1.0, p: 0.0 }];
+    grammar.apply(&mut Candidates::new(&mut one));
+    if one[0].logit == f32::NEG_INFINITY {
+        fill_candidates(buf, logits);
+        let mut cur = Candidates::new(buf);
+        grammar.apply(&mut cur);
+        sampler.apply(&mut cur);
+        token = chosen(&cur)?;
+    }
+    grammar.accept(token);
+    sampler.accept(token);
+    Ok(token)
+}
+
 impl Sampler for BoxChain {
     fn name(&self) -> &'static std::ffi::CStr {
         c"chain"

@@ -1,9 +1,9 @@
 """deepseek-server driven by the real `openai` client (and raw HTTP for what the client hides).
 
 Usage: test_server.py SERVER_BIN MODEL.gguf CLI_BIN
-Starts the server on loopback ports, checks every endpoint and error of the server issue, and
-prints "all server checks passed" at the end. Each check is a function named check_*; a failed
-assertion stops the run with the check's name.
+Starts the server on loopback ports, checks every endpoint and error of the server issue
+(structured output included), and prints "all server checks passed" at the end. Each check is a
+function named check_*; a failed assertion stops the run with the check's name.
 """
 
 import json
@@ -296,7 +296,9 @@ def check_bad_requests(srv):
     expect_error(post("/v1/completions", json={}), 400, "prompt")
     expect_error(post("/v1/chat/completions", json={"messages": "hi"}), 400, "messages")
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "wizard", "content": "x"}]}), 400, "role")
-    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}), 400, "response_format")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}), 400, "response_format")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "kaboom"}}}}), 400, "JSON schema conversion failed")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}), 400, "tools")
     ctx = raw(srv, "GET", "/v1/models").json()["data"][0]["meta"]["n_ctx_slot"]
     expect_error(post("/v1/completions", json={"prompt": "hello", "max_tokens": ctx + 10}), 400, "maximum context length")
     long_prompt = "word " * (ctx + 50)
@@ -316,6 +318,42 @@ def check_bad_requests(srv):
     assert m["ds_engine_requests_rejected_total"] == 0, m
     # And the server still serves.
     assert client(srv).completions.create(model="x", prompt=PROMPT, max_tokens=2).choices[0].text
+
+
+def check_structured_output(srv):
+    c = client(srv)
+    # response_format json_object: the reply is a JSON object.
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Reply with a JSON object with a name and an age."}], max_tokens=200,
+                                  temperature=0, response_format={"type": "json_object"})
+    assert r.choices[0].finish_reason == "stop", r
+    v = json.loads(r.choices[0].message.content)
+    assert isinstance(v, dict) and v, r.choices[0].message.content
+    # json_schema, through the client's typed response_format: the reply keeps to the schema.
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "legs": {"type": "integer", "minimum": 0, "maximum": 8},
+                                               "color": {"enum": ["black", "white", "orange"]}},
+              "required": ["name", "legs", "color"], "additionalProperties": False}
+    for seed in (1, 2, 3):
+        r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "A cat, as JSON."}], max_tokens=200, temperature=0.8, seed=seed,
+                                      response_format={"type": "json_schema", "json_schema": {"name": "cat", "schema": schema, "strict": True}})
+        assert r.choices[0].finish_reason == "stop", r
+        v = json.loads(r.choices[0].message.content)
+        assert set(v) == {"name", "legs", "color"} and isinstance(v["name"], str) and len(v["name"]) <= 20, v
+        assert isinstance(v["legs"], int) and 0 <= v["legs"] <= 8 and v["color"] in schema["properties"]["color"]["enum"], v
+    # llama-server's grammar field, on completions (through extra_body)
+    r = c.completions.create(model="x", prompt="Is the sky blue? Answer:", max_tokens=8, temperature=0, extra_body={"grammar": 'root ::= " " ("yes" | "no") "."'})
+    assert r.choices[0].text in (" yes.", " no."), r.choices[0].text
+    # streamed, the deltas join into the same kind of reply
+    chunks = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Three primes as a JSON array."}], max_tokens=60, temperature=0, stream=True,
+                                       extra_body={"json_schema": {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 3}})
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    v = json.loads(text)
+    assert isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) for x in v), text
+    # a bad grammar is refused with the parser's reason
+    try:
+        c.completions.create(model="x", prompt="x", max_tokens=4, extra_body={"grammar": "root ::= undefined-rule"})
+        raise AssertionError("accepted a bad grammar")
+    except openai.BadRequestError as e:
+        assert "failed to parse grammar" in str(e) and "undefined-rule" in str(e), e
 
 
 def check_metrics(srv):
@@ -377,7 +415,7 @@ def main():
         # CLI computes them (not reused from an earlier request).
         for check in [check_greedy_matches_cli, check_health_and_models, check_chat, check_completion, check_stop_strings,
                       check_seeded_sampling, check_penalties_and_logprobs, check_disconnect_frees_slot, check_api_key,
-                      check_bad_requests, check_tokenize, check_metrics]:
+                      check_bad_requests, check_structured_output, check_tokenize, check_metrics]:
             t0 = time.time()
             check(srv)
             print(f"ok {check.__name__} ({time.time() - t0:.1f} s)", flush=True)

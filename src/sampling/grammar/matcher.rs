@@ -65,6 +65,8 @@ pub struct SetTable {
     by_interval: Vec<Vec<u32>>,
     /// (state, which of its stacks take the code point) → next state.
     by_signature: HashMap<Vec<u64>, u32>,
+    /// Per state, the state of its stacks that are not empty (UNKNOWN until asked).
+    non_empty: Vec<u32>,
     sig_buf: Vec<u64>,
     /// Stack positions held (the budget's measure).
     held: usize,
@@ -80,7 +82,7 @@ pub const TABLE_FULL: &str = "the grammar's state table is full";
 
 impl Default for SetTable {
     fn default() -> SetTable {
-        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), bounds: Vec::new(), by_interval: Vec::new(), by_signature: HashMap::new(), sig_buf: Vec::new(), held: 0 };
+        let mut t = SetTable { sets: Vec::new(), index: HashMap::new(), ascii: Vec::new(), bounds: Vec::new(), by_interval: Vec::new(), by_signature: HashMap::new(), non_empty: Vec::new(), sig_buf: Vec::new(), held: 0 };
         t.push(StackSet::default(), &[]);
         t
     }
@@ -110,6 +112,7 @@ impl SetTable {
         self.held += b.len() * 2;
         self.by_interval.push(vec![UNKNOWN; b.len() + 1]);
         self.bounds.push(b);
+        self.non_empty.push(UNKNOWN);
         id
     }
 
@@ -129,9 +132,37 @@ impl SetTable {
 
     /// Empties the cache when it holds more than its budget.
     pub fn trim(&mut self) {
-        if self.held > TABLE_BUDGET {
+        if self.over_budget() {
             self.clear();
         }
+    }
+
+    /// Whether the table holds more than its budget (`trim` would empty it).
+    pub fn over_budget(&self) -> bool {
+        self.held > TABLE_BUDGET
+    }
+
+    /// State `id` without its empty stacks (what accepting a token without a whole code point
+    /// leaves: a piece that ends inside a UTF-8 sequence).
+    pub fn non_empty(&mut self, g: &Grammar, id: u32) -> u32 {
+        let n = self.non_empty[id as usize];
+        if n != UNKNOWN {
+            return n;
+        }
+        let set = &self.sets[id as usize].set;
+        let n = if set.0.iter().all(|s| !s.is_empty()) {
+            id
+        } else {
+            let kept = StackSet(set.0.iter().filter(|s| !s.is_empty()).cloned().collect());
+            self.intern(g, &kept)
+        };
+        self.non_empty[id as usize] = n;
+        n
+    }
+
+    /// The token elements on top of state `id`'s stacks.
+    pub fn token_elems(&self, id: u32) -> &[Elem] {
+        &self.sets[id as usize].token_elems
     }
 
     pub fn clear(&mut self) {

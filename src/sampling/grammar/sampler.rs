@@ -6,13 +6,19 @@
 //! end, a token that leaves no stack alive, a state beyond the bounds), this sampler logs an error
 //! and the grammar becomes dead: from then on it allows only end-of-generation tokens, so a chain
 //! ends its generation instead of crashing.
+//!
+//! The current state lives in the sampler's `SetTable` (as the id of its interned stacks), and
+//! accepting a token or deciding a few candidates follows the table's cached transitions by
+//! code point, so once a grammar's states have been met a step allocates nothing (the serving
+//! engine samples on its decode thread). Where the table cannot say (a token element on top of
+//! a stack, the table full or over its bounds) the stacks are computed directly, as before.
 
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use super::matcher::{self, SetTable, TokenBits};
+use super::matcher::{self, SetTable, TokenBits, EMPTY};
 use super::regex::Regex;
-use super::stacks::{decode, Limits, Partial, StackSet};
+use super::stacks::{decode, match_token, Limits, Partial, StackSet};
 use super::Grammar;
 use crate::model::Model;
 use crate::sampling::{Candidates, Sampler};
@@ -32,7 +38,10 @@ pub struct GrammarSampler {
     model: Arc<Model>,
     /// None: the empty grammar, which constrains nothing (upstream's sampler without a grammar).
     cfg: Option<Arc<Config>>,
+    /// The current stacks unless `in_table`; then they are `table.set(state)`.
     stacks: StackSet,
+    state: u32,
+    in_table: bool,
     partial: Partial,
     awaiting: bool,
     buffer: Vec<u8>,
@@ -74,6 +83,8 @@ impl GrammarSampler {
             model,
             cfg,
             stacks: StackSet::default(),
+            state: EMPTY,
+            in_table: false,
             partial: Partial::default(),
             awaiting: false,
             buffer: Vec::new(),
@@ -94,7 +105,101 @@ impl GrammarSampler {
 
     /// The current stacks (for tests and the fuzzer).
     pub fn stacks(&self) -> &StackSet {
-        &self.stacks
+        if self.in_table {
+            self.table.set(self.state)
+        } else {
+            &self.stacks
+        }
+    }
+
+    /// The current state's id in the table (interned when it is not there yet).
+    fn state_id(&mut self, g: &super::Grammar) -> u32 {
+        if !self.in_table {
+            self.state = self.table.intern(g, &self.stacks);
+            self.in_table = true;
+        }
+        self.state
+    }
+
+    /// Empties the table (or only when over its budget), keeping the current state.
+    fn clear_table(&mut self, always: bool) {
+        if !always && !self.table.over_budget() {
+            return;
+        }
+        if self.in_table {
+            self.stacks.clone_from(self.table.set(self.state));
+            self.in_table = false;
+        }
+        self.table.clear();
+    }
+
+    /// The state after the code points in `cps` from state `s`, by the table's transitions (as
+    /// `Grammar::accept_token`: no code point drops the empty stacks); None where the table
+    /// cannot say: a token element on top of a stack of `s` (upstream matches it by id), or the
+    /// table full.
+    fn walk_cps(&mut self, g: &super::Grammar, s: u32) -> Result<Option<u32>, String> {
+        if !self.table.token_elems(s).is_empty() {
+            return Ok(None);
+        }
+        if self.cps.is_empty() {
+            return Ok(Some(self.table.non_empty(g, s)));
+        }
+        let mut t = s;
+        for &c in &self.cps {
+            if t == EMPTY {
+                break;
+            }
+            t = match self.table.next(g, t, c) {
+                Ok(n) => n,
+                Err(e) if e == matcher::TABLE_FULL => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(Some(t))
+    }
+
+    /// `allowed_slow`'s decision through the table (no allocation once the states are known):
+    /// the token's code points from the current state, a token element on top of a stack before
+    /// the last code point decides by id, and at the end a stack must remain (a partial UTF-8
+    /// sequence must fit a character class on top). None where the table cannot say.
+    fn allowed_fast(&mut self, g: &super::Grammar, id: i32) -> Option<Result<bool, String>> {
+        let model = Arc::clone(&self.model);
+        let vocab = &model.vocab;
+        if id < 0 || id as usize >= vocab.n_tokens() {
+            return Some(Ok(false));
+        }
+        if vocab.is_eog(id) {
+            return Some(Ok(self.dead || self.stacks().can_end()));
+        }
+        if self.dead {
+            return Some(Ok(false));
+        }
+        let piece = vocab.piece(id);
+        let piece = &piece[..piece.iter().position(|&b| b == 0).unwrap_or(piece.len())];
+        if piece.is_empty() {
+            return Some(Ok(false));
+        }
+        let p = decode(piece, self.partial, &mut self.cps);
+        if p.n_remain < 0 {
+            return Some(Ok(false));
+        }
+        let mut t = self.state_id(g);
+        for k in 0..self.cps.len() {
+            if t == EMPTY {
+                return Some(Ok(false));
+            }
+            if self.table.token_elems(t).iter().any(|&e| match_token(e, id)) {
+                return Some(Ok(true));
+            }
+            t = self.table.next(g, t, self.cps[k]).ok()?;
+        }
+        if t == EMPTY {
+            return Some(Ok(false));
+        }
+        if p.n_remain == 0 {
+            return Some(Ok(true));
+        }
+        Some(Ok(self.table.set(t).0.iter().any(|st| st.last().is_some_and(|&top| !g.elem(top).is_token() && g.match_partial(top, p)))))
     }
 
     /// Whether an error has ended the grammar (it then allows only end-of-generation).
@@ -114,12 +219,12 @@ impl GrammarSampler {
             return Some(Ok(false));
         }
         if vocab.is_eog(id) {
-            return Some(Ok(self.dead || self.stacks.can_end()));
+            return Some(Ok(self.dead || self.stacks().can_end()));
         }
         if self.dead {
             return Some(Ok(false));
         }
-        Some(matcher::allowed_one(&cfg.grammar, &self.stacks, self.partial, id, vocab.piece(id)))
+        Some(matcher::allowed_one(&cfg.grammar, self.stacks(), self.partial, id, vocab.piece(id)))
     }
 
     fn die(&mut self, why: String) {
@@ -133,12 +238,31 @@ impl GrammarSampler {
         if self.dead {
             return;
         }
+        let g = &cfg.grammar;
         let p = decode(piece, self.partial, &mut self.cps);
-        match cfg.grammar.accept_token(&self.stacks, token, &self.cps) {
-            Ok(next) => {
-                self.stacks = next;
+        self.clear_table(false);
+        let s = self.state_id(g);
+        let next = match self.walk_cps(g, s) {
+            Ok(Some(t)) => {
+                self.state = t;
+                Ok(t == EMPTY)
+            }
+            Ok(None) => {
+                // from the stacks, as upstream computes it
+                self.clear_table(false);
+                let stacks = self.stacks().clone();
+                g.accept_token(&stacks, token, &self.cps).map(|next| {
+                    self.stacks = next;
+                    self.in_table = false;
+                    self.stacks.is_empty()
+                })
+            }
+            Err(e) => Err(e),
+        };
+        match next {
+            Ok(empty) => {
                 self.partial = p;
-                if self.stacks.is_empty() {
+                if empty {
                     self.die(format!("unexpected empty grammar stack after accepting piece '{}' ({token})", String::from_utf8_lossy(piece)));
                 }
             }
@@ -152,17 +276,17 @@ impl GrammarSampler {
         let model = Arc::clone(&self.model);
         let vocab = &model.vocab;
         self.bits.reset(vocab.n_tokens());
-        let mut eog_ok = self.dead || self.stacks.can_end();
+        let mut eog_ok = self.dead || self.stacks().can_end();
         if !self.dead {
-            self.table.trim();
+            self.clear_table(false);
             let g = &cfg.grammar;
-            let id = self.table.intern(g, &self.stacks);
+            let id = self.state_id(g);
             if let Err(e) = matcher::allowed(g, &mut self.table, vocab.grammar_trie(), id, self.partial, &mut self.bits) {
                 self.bits.reset(vocab.n_tokens());
                 if e == matcher::TABLE_FULL {
                     // too many distinct states for the cache: this apply decides each token
                     // directly (upstream's way), the table starts afresh
-                    self.table.clear();
+                    self.clear_table(true);
                     crate::log_info!("grammar: more distinct states than the cache holds; this step decides each token directly");
                     for t in 0..vocab.n_tokens() as i32 {
                         match self.allowed_slow(t) {
@@ -211,9 +335,16 @@ impl Sampler for GrammarSampler {
         }
         if cur.len() <= FEW_CANDIDATES {
             // A few candidates (llama.cpp's common sampler checks the one token it picked): each
-            // decided directly, as upstream does, instead of walking the whole trie.
+            // decided alone, by the table's transitions or directly, instead of walking the trie.
+            let cfg = Arc::clone(self.cfg.as_ref().expect("checked above"));
+            self.clear_table(false);
             for i in 0..cur.len() {
-                let ok = match self.allowed_slow(cur.data[i].id) {
+                let id = cur.data[i].id;
+                let decided = match self.allowed_fast(&cfg.grammar, id) {
+                    Some(d) => Some(d),
+                    None => self.allowed_slow(id),
+                };
+                let ok = match decided {
                     Some(Ok(ok)) => ok,
                     Some(Err(e)) => {
                         self.die(e);
@@ -273,7 +404,7 @@ impl Sampler for GrammarSampler {
             return;
         }
         if vocab.is_eog(token) {
-            if self.dead || self.stacks.can_end() {
+            if self.dead || self.stacks().can_end() {
                 return;
             }
             self.die(format!("end-of-generation token {token} accepted where the grammar cannot end"));
@@ -285,6 +416,7 @@ impl Sampler for GrammarSampler {
     fn reset(&mut self) {
         let Some(cfg) = &self.cfg else { return };
         self.stacks = cfg.grammar.initial.clone();
+        self.in_table = false;
         self.partial = Partial::default();
         self.awaiting = cfg.lazy;
         self.buffer.clear();
@@ -296,7 +428,9 @@ impl Sampler for GrammarSampler {
         Box::new(GrammarSampler {
             model: Arc::clone(&self.model),
             cfg: self.cfg.clone(),
-            stacks: self.stacks.clone(),
+            stacks: self.stacks().clone(),
+            state: EMPTY,
+            in_table: false,
             partial: self.partial,
             awaiting: self.awaiting,
             buffer: self.buffer.clone(),
