@@ -230,7 +230,7 @@ impl<'a> Fields<'a> {
     /// `grammar` is given, which wins. `response_format` is chat's; llama-server ignores it
     /// here, so it is refused rather than silently leaving the output unconstrained.
     fn completion_grammar(&self) -> Result<Option<String>, ApiError> {
-        self.refuse_unless("response_format", |v| v.get("type").is_none_or(|t| t.as_str() == Some("text")), "response_format is a chat completions field (llama-server ignores it on completions); use 'json_schema' or 'grammar' here")?;
+        self.refuse_unless("response_format", |v| v.as_object().is_some_and(|o| o.get("type").is_none_or(|t| t.as_str() == Some("text"))), "response_format is a chat completions field (llama-server ignores it on completions); use 'json_schema' or 'grammar' here")?;
         let grammar = self.str("grammar")?;
         if grammar.is_none() {
             if let Some(s) = self.get("json_schema") {
@@ -383,6 +383,7 @@ mod tests {
         assert_eq!(grammar(json!({"json_schema": {}}), false), Ok(of(any)));
         assert_eq!(grammar(json!({"response_format": {"type": "text"}, "grammar": g}), false), Ok(Some(g.into())));
         assert!(grammar(json!({"response_format": {"type": "json_object"}}), false).is_err());
+        assert!(grammar(json!({"response_format": "json"}), false).is_err());
         assert!(grammar(json!({"grammar": ["x"]}), true).unwrap_err().contains("'grammar' must be a string"));
         assert!(grammar(json!({"response_format": "json"}), true).unwrap_err().contains("must be an object"));
     }
