@@ -105,10 +105,10 @@ fn main() {
 /// Decode attention: one tile of `rows` query rows (the heads sharing a K/V head) over `n`
 /// cached F16 cells, CPU ns per cell (all rows).
 fn attention() {
-    use deepseek::kernels::attention::TileScratch;
+    use deepseek::kernels::attention::{Accumulator, TileScratch};
     println!("attention {:?}, one thread, CPU ns per cell for the whole tile", deepseek::kernels::simd::level());
-    for (label, rows, dk, dv, mla) in [("GQA 7x64 (0.5B)", 7, 64, 64, false), ("GQA 6x128 (1.5B)", 6, 128, 128, false), ("MLA 16x576/512", 16, 576, 512, true)] {
-        let mut line = format!("{label:>18}");
+    for (label, rows, dk, dv, mla, acc) in [("GQA 7x64 (0.5B) f32", 7, 64, 64, false, Accumulator::F32), ("GQA 6x128 (1.5B) f32", 6, 128, 128, false, Accumulator::F32), ("GQA 7x64 f16", 7, 64, 64, false, Accumulator::F16), ("MLA 16x576/512 f16", 16, 576, 512, true, Accumulator::F16)] {
+        let mut line = format!("{label:>22}");
         for n in [512usize, 4096] {
             let mut seed = 0x2545_f491_4f6c_dd1du64;
             let mut rnd = || {
@@ -120,7 +120,7 @@ fn attention() {
             let keys: Vec<u16> = (0..n * dk).map(|_| deepseek::quant::f32_to_f16(rnd() * 2.0)).collect();
             let vals: Vec<u16> = (0..n * dv).map(|_| deepseek::quant::f32_to_f16(rnd())).collect();
             let qs: Vec<Vec<f32>> = (0..rows).map(|_| (0..dk).map(|_| rnd()).collect()).collect();
-            let mut tile = TileScratch::new(rows, dk, dv).unwrap();
+            let mut tile = TileScratch::new(rows, dk, dv, acc).unwrap();
             let mut out = vec![0f32; dv];
             let cells = || (0..n).map(|c| (c as i32, &keys[c * dk..(c + 1) * dk], if mla { &keys[c * dk..c * dk + dv] } else { &vals[c * dv..(c + 1) * dv] }));
             let mut best = f64::INFINITY;

@@ -22,6 +22,18 @@ use crate::sys::alloc::try_zeroed;
 /// Cells per block of the online softmax.
 const BLOCK: usize = 32;
 
+/// The precision of the running sum of values. `F16` is ggml's, cell by cell (rounded to F16
+/// after every rescale and multiply-add): the recipes whose results follow its roundings — the
+/// MoE models, where an expert choice flips on them — use it. `F32`: a block's cells rescale
+/// the sum once when the block raises the maximum and add in f32 — more exact, and far less
+/// sensitive to how a batch was composed (a rounding flip of the F16 sum is 2^-11 of it), for
+/// the dense models, whose logits meet the tolerances either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accumulator {
+    F32,
+    F16,
+}
+
 /// Query rows a tile aims at: enough that widening a block of cells costs little next to the
 /// rows' dot products, few enough that the rows' queries and accumulators stay in L2.
 pub(crate) const TILE_ROWS: usize = 64;
@@ -91,6 +103,7 @@ pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u16], &'a [u16])>>(
 /// maximum and sum, and the current block's cells widened to f32.
 pub struct TileScratch {
     level: Level,
+    accumulator: Accumulator,
     dk: usize,
     dv: usize,
     /// dk and dv rounded up to a multiple of 16 (the padding stays zero)
@@ -118,15 +131,16 @@ pub struct TileScratch {
 }
 
 impl TileScratch {
-    pub fn new(max_rows: usize, dk: usize, dv: usize) -> Result<TileScratch, String> {
-        Self::at_level(simd::level(), max_rows, dk, dv)
+    pub fn new(max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator) -> Result<TileScratch, String> {
+        Self::at_level(simd::level(), max_rows, dk, dv, accumulator)
     }
 
     /// As [`TileScratch::new`] with the kernels of `level` (which the CPU must support).
-    pub(crate) fn at_level(level: Level, max_rows: usize, dk: usize, dv: usize) -> Result<TileScratch, String> {
+    pub(crate) fn at_level(level: Level, max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator) -> Result<TileScratch, String> {
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
         Ok(TileScratch {
             level,
+            accumulator,
             dk,
             dv,
             dkp,
@@ -185,7 +199,10 @@ impl TileScratch {
                 }
                 self.taken[row] = m;
                 if m > 0 {
-                    self.weigh(row, m, scale);
+                    match self.accumulator {
+                        Accumulator::F16 => self.weigh(row, m, scale),
+                        Accumulator::F32 => self.weigh_block(row, m, scale),
+                    }
                 }
             }
             // the value rows into the accumulators, up to four rows that take as many cells at once
@@ -272,6 +289,28 @@ impl TileScratch {
         self.weight[row * BLOCK..row * BLOCK + m].copy_from_slice(&p[..m]);
     }
 
+    /// The f32 accumulator's steps for row `row` and the block's first `m` cells: one rescale of
+    /// the sum and the accumulator when the block raises the maximum, then the block's
+    /// exponentials against the new maximum (the cells' weights; no per-cell rescales).
+    fn weigh_block(&mut self, row: usize, m: usize, scale: f32) {
+        let mut p = [0f32; BLOCK];
+        self.scores(row, m, scale, &mut p);
+        let p = &mut p[..m];
+        let block_max = p.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+        if block_max > self.max[row] {
+            let ms = (self.max[row] - block_max).exp();
+            self.acc[row * self.dvp..(row + 1) * self.dvp].iter_mut().for_each(|a| *a *= ms);
+            self.sum[row] *= ms;
+            self.max[row] = block_max;
+        }
+        exp_shifted(self.level, p, self.max[row]);
+        for &x in p.iter() {
+            self.sum[row] += x;
+        }
+        self.rescale[row] = 0;
+        self.weight[row * BLOCK..row * BLOCK + m].copy_from_slice(p);
+    }
+
     /// Rows `row..row + n` (n ≤ 4, each weighed over the block's first `m` cells) add those
     /// cells' value rows into their accumulators.
     fn accumulate(&mut self, row: usize, n: usize, m: usize) {
@@ -280,7 +319,7 @@ impl TileScratch {
         let accs = &mut self.acc[row * dvp..(row + n) * dvp];
         let w = &self.weight[row * BLOCK..(row + n) * BLOCK];
         let ms = &self.rescale_by[row * BLOCK..(row + n) * BLOCK];
-        accumulate(self.level, accs, dvp, &v[..m], w, ms, &self.rescale[row..row + n]);
+        accumulate(self.level, self.accumulator, accs, dvp, &v[..m], w, ms, &self.rescale[row..row + n]);
     }
 
     /// p[c] = scale · q_row · k_c for the block's first `m` cells.
@@ -345,7 +384,10 @@ fn exp_shifted(level: Level, x: &mut [f32], shift: f32) {
 /// values; row i's weights, rescale factors and mask at `w[i·BLOCK..]`, `ms[i·BLOCK..]`,
 /// `rescale[i]`): where bit c of the mask is set, acc = f16(acc · ms[c]); then acc =
 /// f16(fma(v_c, w[c], acc)). Every level gives the same result (the roundings are per element).
-fn accumulate(level: Level, accs: &mut [f32], dvp: usize, v: &[*const f32], w: &[f32], ms: &[f32], rescale: &[u32]) {
+/// With `Accumulator::F32` the same steps without the roundings.
+#[allow(clippy::too_many_arguments)]
+fn accumulate(level: Level, accumulator: Accumulator, accs: &mut [f32], dvp: usize, v: &[*const f32], w: &[f32], ms: &[f32], rescale: &[u32]) {
+    let round = accumulator == Accumulator::F16;
     let n = rescale.len();
     let m = v.len();
     assert!(dvp % 16 == 0 && accs.len() == n * dvp && (1..=4).contains(&n) && m <= BLOCK && w.len() >= n * BLOCK && ms.len() >= n * BLOCK);
@@ -360,14 +402,16 @@ fn accumulate(level: Level, accs: &mut [f32], dvp: usize, v: &[*const f32], w: &
                     let p: [&[f32]; $r] = std::array::from_fn(|i| &w[at(i)]);
                     let s: [&[f32]; $r] = std::array::from_fn(|i| &ms[at(i)]);
                     let masks: [u32; $r] = std::array::from_fn(|i| rescale[i]);
-                    if level == Level::Avx512 {
-                        // SAFETY: the AVX-512 level was detected; each accumulator row and each
-                        // value row (the caller's widened cells) holds dvp values, a multiple of
-                        // 16; p and s hold m values per row.
-                        unsafe { simd::attn::accumulate_f16_512::<$r>(acc, dvp, v, p, s, masks) }
-                    } else {
-                        // SAFETY: the AVX2/FMA/F16C level was detected; as above.
-                        unsafe { simd::attn::accumulate_f16_256::<$r>(acc, dvp, v, p, s, masks) }
+                    // SAFETY: the level was detected (AVX-512, or AVX2/FMA/F16C); each accumulator
+                    // row and each value row (the caller's widened cells) holds dvp values, a
+                    // multiple of 16; p and s hold m values per row.
+                    unsafe {
+                        match (level == Level::Avx512, round) {
+                            (true, true) => simd::attn::accumulate_512::<$r, true>(acc, dvp, v, p, s, masks),
+                            (true, false) => simd::attn::accumulate_512::<$r, false>(acc, dvp, v, p, s, masks),
+                            (false, true) => simd::attn::accumulate_256::<$r, true>(acc, dvp, v, p, s, masks),
+                            (false, false) => simd::attn::accumulate_256::<$r, false>(acc, dvp, v, p, s, masks),
+                        }
                     }
                 }};
             }
@@ -379,7 +423,7 @@ fn accumulate(level: Level, accs: &mut [f32], dvp: usize, v: &[*const f32], w: &
             }
         }
         _ => {
-            let r16 = |x: f32| f16_to_f32(f32_to_f16(x));
+            let r16 = |x: f32| if round { f16_to_f32(f32_to_f16(x)) } else { x };
             for (i, acc) in accs.chunks_exact_mut(dvp).enumerate() {
                 for (c, &row) in v.iter().enumerate() {
                     if rescale[i] >> c & 1 == 1 {
@@ -464,7 +508,7 @@ mod tests {
                 let n = 75;
                 let (keys, vals) = (f16_rows(n, dk, 1), f16_rows(n, dv, 5));
                 let pos: Vec<i32> = (0..n as i32).collect();
-                let mut s = TileScratch::at_level(level, 4, dk, dv).unwrap();
+                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F16).unwrap();
                 let limits = [74, 40, 31, 0];
                 for (r, &l) in limits.iter().enumerate() {
                     s.set_query(r, &query(dk, r as f32), l);
@@ -490,6 +534,33 @@ mod tests {
         }
     }
 
+    /// The f32 accumulator follows the exact softmax within f32 rounding, at every level.
+    #[test]
+    fn f32_accumulator_matches_the_exact_softmax_at_every_level() {
+        for level in levels() {
+            for (dk, dv) in [(16, 16), (64, 64), (72, 72), (128, 128), (576, 512)] {
+                let n = 75;
+                let (keys, vals) = (f16_rows(n, dk, 1), f16_rows(n, dv, 5));
+                let pos: Vec<i32> = (0..n as i32).collect();
+                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F32).unwrap();
+                let limits = [74, 40, 31, 0];
+                for (r, &l) in limits.iter().enumerate() {
+                    s.set_query(r, &query(dk, r as f32), l);
+                }
+                let scale = 1.0 / (dk as f32).sqrt();
+                s.run(4, scale, cells(&pos, &keys, &vals));
+                for (r, &l) in limits.iter().enumerate() {
+                    let mut out = vec![0.0; dv];
+                    s.output(r, &mut out);
+                    let want = exact(&query(dk, r as f32), &keys, &vals, l as usize + 1, scale as f64);
+                    for d in 0..dv {
+                        assert!((out[d] as f64 - want[d]).abs() < 2e-5 * (1.0 + want[d].abs()), "{level:?} dk {dk} row {r} d {d}: {} vs {}", out[d], want[d]);
+                    }
+                }
+            }
+        }
+    }
+
     /// A row's result is the same bit for bit whether it runs in a tile of rows with other
     /// limits or alone over exactly its own cells (decode), and when the values are the keys'
     /// first elements (MLA) it is the same as with a copy of them.
@@ -500,12 +571,12 @@ mod tests {
             let (keys, vals) = (f16_rows(n, dk, 2), f16_rows(n, dv, 7));
             let pos: Vec<i32> = (0..n as i32).collect();
             let limits = [99, 64, 63, 31, 32, 5, 0, 70];
-            let mut tile = TileScratch::at_level(level, limits.len(), dk, dv).unwrap();
+            let mut tile = TileScratch::at_level(level, limits.len(), dk, dv, Accumulator::F16).unwrap();
             for (r, &l) in limits.iter().enumerate() {
                 tile.set_query(r, &query(dk, r as f32 * 0.3), l);
             }
             tile.run(limits.len(), 0.1, cells(&pos, &keys, &vals));
-            let mut alone = TileScratch::at_level(level, 1, dk, dv).unwrap();
+            let mut alone = TileScratch::at_level(level, 1, dk, dv, Accumulator::F16).unwrap();
             for (r, &l) in limits.iter().enumerate() {
                 alone.set_query(0, &query(dk, r as f32 * 0.3), i32::MAX);
                 alone.run(1, 0.1, cells(&pos[..=l as usize], &keys, &vals));
@@ -515,8 +586,8 @@ mod tests {
                 assert_eq!(a, b, "{level:?} row {r}");
             }
             let prefix: Vec<Vec<u16>> = keys.iter().map(|k| k[..96].to_vec()).collect();
-            let mut shared = TileScratch::at_level(level, 1, dk, 96).unwrap();
-            let mut copied = TileScratch::at_level(level, 1, dk, 96).unwrap();
+            let mut shared = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16).unwrap();
+            let mut copied = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16).unwrap();
             shared.set_query(0, &query(dk, 1.0), 99);
             copied.set_query(0, &query(dk, 1.0), 99);
             shared.run(1, 0.1, pos.iter().zip(&keys).map(|(&p, k)| (p, k.as_slice(), &k[..96])));
@@ -538,10 +609,10 @@ mod tests {
         let pos = [30, 31, 35, 39];
         for positions in [(0..40).collect::<Vec<i32>>(), (0..40).map(|i| if i % 7 == 3 { 39 - i } else { i }).collect()] {
             let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).filter(move |(&p, _)| p <= limit).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice()));
-            let mut tile = TileScratch::new(4 * heads, dk, dv).unwrap();
+            let mut tile = TileScratch::new(4 * heads, dk, dv, Accumulator::F16).unwrap();
             let mut got = vec![vec![0.0; dv]; 4 * heads];
             attend_tokens(&mut tile, 0..4, &pos, heads, 0.125, |t, j| &queries[t * heads + j], cells, |t, j, tile, row| tile.output(row, &mut got[t * heads + j]));
-            let mut alone = TileScratch::new(1, dk, dv).unwrap();
+            let mut alone = TileScratch::new(1, dk, dv, Accumulator::F16).unwrap();
             for t in 0..4 {
                 for j in 0..heads {
                     alone.set_query(0, &queries[t * heads + j], pos[t]);
@@ -575,14 +646,19 @@ mod tests {
                         }
                     }
                     let v: Vec<*const f32> = refs.iter().map(|r| r.as_ptr()).collect();
-                    accumulate(l, &mut acc, dvp, &v, &w, &s, &[0b100101, 0, 0b10010]);
+                    accumulate(l, Accumulator::F16, &mut acc, dvp, &v, &w, &s, &[0b100101, 0, 0b10010]);
+                    // and without the roundings, at every level alike too
+                    let mut acc32: Vec<f32> = (0..3 * dvp).map(|d| d as f32 * 0.001).collect();
+                    accumulate(l, Accumulator::F32, &mut acc32, dvp, &v, &w, &s, &[0b100101, 0, 0b10010]);
+                    acc.extend(acc32);
                     acc
                 })
                 .collect();
             for r in &results[1..] {
                 assert_eq!(r, &results[0], "dv {dvp}");
             }
-            assert!(results[0].iter().all(|&a| f16_to_f32(f32_to_f16(a)) == a), "the accumulator holds F16 values");
+            assert!(results[0][..3 * dvp].iter().all(|&a| f16_to_f32(f32_to_f16(a)) == a), "the accumulator holds F16 values");
+            assert!(results[0][3 * dvp..].iter().any(|&a| f16_to_f32(f32_to_f16(a)) != a), "the f32 accumulator is not rounded");
         }
     }
 

@@ -11,6 +11,7 @@ use super::weights::{mat, opt_vector, Mat};
 use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::add_assign;
+pub use crate::kernels::attention::Accumulator;
 use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::rope::{self, RopeParams};
 use crate::kv::KvCache;
@@ -60,7 +61,7 @@ pub struct MhaScratch {
 }
 
 impl MhaScratch {
-    pub fn new(hp: &HParams, n_ubatch: usize, n_threads: usize) -> Result<MhaScratch, String> {
+    pub fn new(hp: &HParams, n_ubatch: usize, n_threads: usize, accumulator: Accumulator) -> Result<MhaScratch, String> {
         let n = n_ubatch;
         let group = hp.n_head / hp.n_head_kv;
         Ok(MhaScratch {
@@ -68,7 +69,7 @@ impl MhaScratch {
             k: try_zeroed(n * hp.kv_dim_k(), "scratch")?,
             v: try_zeroed(n * hp.kv_dim_v(), "scratch")?,
             att: try_zeroed(n * hp.n_head * hp.head_dim_v, "scratch")?,
-            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v)).collect::<Result<_, _>>()?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v, accumulator)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
         })
     }

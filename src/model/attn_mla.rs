@@ -12,7 +12,7 @@ use super::proj::{project, project_all, project_heads};
 use super::weights::{mat, stack, vector, Mat, Stack};
 use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
-use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, Accumulator, TileScratch, TILE_ROWS};
 use crate::kernels::matmul::activation_bytes;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -151,7 +151,7 @@ impl MlaScratch {
             q_full: try_zeroed(n * h * (c + r), "scratch")?,
             o_lat: try_zeroed(n * h * c, "scratch")?,
             o: try_zeroed(n * h * m.v_head, "scratch")?,
-            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c)).collect::<Result<_, _>>()?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c, Accumulator::F16)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
         })
     }

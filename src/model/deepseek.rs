@@ -3,7 +3,7 @@
 //! `leading_dense_block_count` blocks and the routed experts (softmax gating, no groups, no
 //! renormalisation) plus shared experts in the others; then the output head.
 
-use super::attn_mha::{self, MhaScratch, MhaWeights};
+use super::attn_mha::{self, Accumulator, MhaScratch, MhaWeights};
 use super::moe::MoeScratch;
 use super::weights::{layer_count, vector, Mat};
 use super::{head, proj, FeedForward, HParams, Model, Scratch, UBatch};
@@ -45,7 +45,7 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let moes = || blocks.iter().filter_map(|b| if let FeedForward::Moe(m) = &b.ffn { Some(m) } else { None });
     let act = proj::act_bytes(mats, n_ubatch).max(moes().map(|m| m.decode_act_bytes(p)).max().unwrap_or(0));
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * hp.n_ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
-    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads)?);
+    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F16)?);
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     Ok(s)
 }

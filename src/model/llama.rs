@@ -3,7 +3,7 @@
 //! (present in qwen2 files). Per block: RMSNorm → multi-head attention → residual → RMSNorm →
 //! SwiGLU → residual; then the output head.
 
-use super::attn_mha::{self, MhaScratch, MhaWeights};
+use super::attn_mha::{self, Accumulator, MhaScratch, MhaWeights};
 use super::ffn::{self, Ffn};
 use super::weights::{layer_count, vector};
 use super::{head, proj, HParams, Model, Scratch, UBatch};
@@ -38,7 +38,7 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let widest = hp.n_ff.max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
     let mats = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain([&model.weights.output]);
     let mut s = Scratch::new(hp, n_ubatch, widest, proj::act_bytes(mats, n_ubatch), n_ubatch * hp.n_ff)?;
-    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads)?);
+    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F32)?);
     Ok(s)
 }
 

@@ -101,24 +101,24 @@ unsafe fn round_f16_256(x: __m256) -> __m256 {
 /// ms_i[c]) first; then acc_i = f16(fma(v_c, p_i[c], acc_i)). `dv` a multiple of 16; each
 /// acc_i holds F16-representable values. Per element the same operations as the other levels.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn accumulate_f16_512<const R: usize>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+pub unsafe fn accumulate_512<const R: usize, const ROUND: bool>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
     // SAFETY: every acc_i and every row hold dv elements; p_i and ms_i at least v.len().
     unsafe {
         let mut d0 = 0;
         while dv - d0 >= 64 {
-            acc_chunk_512::<R, 4>(acc, d0, v, p, ms, rescale);
+            acc_chunk_512::<R, 4, ROUND>(acc, d0, v, p, ms, rescale);
             d0 += 64;
         }
         while d0 < dv {
-            acc_chunk_512::<R, 1>(acc, d0, v, p, ms, rescale);
+            acc_chunk_512::<R, 1, ROUND>(acc, d0, v, p, ms, rescale);
             d0 += 16;
         }
     }
 }
 
 #[inline(always)]
-unsafe fn acc_chunk_512<const R: usize, const W: usize>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
-    // SAFETY: as accumulate_f16_512, elements d0..d0 + 16·W.
+unsafe fn acc_chunk_512<const R: usize, const W: usize, const ROUND: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_512, elements d0..d0 + 16·W.
     unsafe {
         let mut r = [[_mm512_setzero_ps(); W]; R];
         for i in 0..R {
@@ -135,12 +135,18 @@ unsafe fn acc_chunk_512<const R: usize, const W: usize>(acc: [*mut f32; R], d0: 
                 if rescale[i] >> c & 1 == 1 {
                     let s = _mm512_set1_ps(ms[i][c]);
                     for k in 0..W {
-                        r[i][k] = round_f16_512(_mm512_mul_ps(r[i][k], s));
+                        r[i][k] = _mm512_mul_ps(r[i][k], s);
+                        if ROUND {
+                            r[i][k] = round_f16_512(r[i][k]);
+                        }
                     }
                 }
                 let w = _mm512_set1_ps(p[i][c]);
                 for k in 0..W {
-                    r[i][k] = round_f16_512(_mm512_fmadd_ps(x[k], w, r[i][k]));
+                    r[i][k] = _mm512_fmadd_ps(x[k], w, r[i][k]);
+                    if ROUND {
+                        r[i][k] = round_f16_512(r[i][k]);
+                    }
                 }
             }
         }
@@ -152,27 +158,27 @@ unsafe fn acc_chunk_512<const R: usize, const W: usize>(acc: [*mut f32; R], d0: 
     }
 }
 
-/// [`accumulate_f16_512`] with 8-lane registers (`dv` a multiple of 8); the same operations
+/// [`accumulate_512`] with 8-lane registers (`dv` a multiple of 8); the same operations
 /// per element, so the same results.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn accumulate_f16_256<const R: usize>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
-    // SAFETY: as accumulate_f16_512.
+pub unsafe fn accumulate_256<const R: usize, const ROUND: bool>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_512.
     unsafe {
         let mut d0 = 0;
         while dv - d0 >= 16 {
-            acc_chunk_256::<R, 2>(acc, d0, v, p, ms, rescale);
+            acc_chunk_256::<R, 2, ROUND>(acc, d0, v, p, ms, rescale);
             d0 += 16;
         }
         while d0 < dv {
-            acc_chunk_256::<R, 1>(acc, d0, v, p, ms, rescale);
+            acc_chunk_256::<R, 1, ROUND>(acc, d0, v, p, ms, rescale);
             d0 += 8;
         }
     }
 }
 
 #[inline(always)]
-unsafe fn acc_chunk_256<const R: usize, const W: usize>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
-    // SAFETY: as accumulate_f16_256, elements d0..d0 + 8·W.
+unsafe fn acc_chunk_256<const R: usize, const W: usize, const ROUND: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+    // SAFETY: as accumulate_256, elements d0..d0 + 8·W.
     unsafe {
         let mut r = [[_mm256_setzero_ps(); W]; R];
         for i in 0..R {
@@ -189,12 +195,18 @@ unsafe fn acc_chunk_256<const R: usize, const W: usize>(acc: [*mut f32; R], d0: 
                 if rescale[i] >> c & 1 == 1 {
                     let s = _mm256_set1_ps(ms[i][c]);
                     for k in 0..W {
-                        r[i][k] = round_f16_256(_mm256_mul_ps(r[i][k], s));
+                        r[i][k] = _mm256_mul_ps(r[i][k], s);
+                        if ROUND {
+                            r[i][k] = round_f16_256(r[i][k]);
+                        }
                     }
                 }
                 let w = _mm256_set1_ps(p[i][c]);
                 for k in 0..W {
-                    r[i][k] = round_f16_256(_mm256_fmadd_ps(x[k], w, r[i][k]));
+                    r[i][k] = _mm256_fmadd_ps(x[k], w, r[i][k]);
+                    if ROUND {
+                        r[i][k] = round_f16_256(r[i][k]);
+                    }
                 }
             }
         }
