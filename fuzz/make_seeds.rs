@@ -1,6 +1,7 @@
 //! Writes the seed corpus of the gguf_model fuzz target: the smallest models that load and
 //! run for each architecture path (llama; qwen2 with biases; deepseek2 V2-Lite style and V3
-//! style with q-LoRA, sigmoid gating, selection bias and expert groups) in several weight
+//! style with q-LoRA, sigmoid gating, selection bias and expert groups; deepseek32 with its
+//! lightning indexer) in several weight
 //! types, with the 480-token vocabulary of the tiny fixtures. Small seeds keep the fuzzer
 //! fast: every mutation lands near the metadata instead of deep inside megabytes of weights.
 //! usage: make_fuzz_seeds OUT_DIR
@@ -102,9 +103,14 @@ fn dense(arch: &'static str, ty: GgmlType, e: usize, tok: &GgufFile) -> Vec<u8> 
     b.w.to_bytes()
 }
 
-fn deepseek2(v3: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
+/// deepseek2 (V2-Lite style without `v3`, V3 style with it), or with `dsa` deepseek32: the V3
+/// style plus a lightning indexer of 2 heads × 64 that keeps the top 2 cells.
+fn deepseek2(v3: bool, dsa: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
     let (e, h, nope, rope, c, vh, q_lora, ff, ff_exp, experts) = (32, 2, 32, 16, 32, 32, 32, 64, 32, 4);
-    let mut b = Builder::new("deepseek2", ty, tok);
+    let (ih, id) = (2, 64);
+    let v3 = v3 || dsa;
+    let arch = if dsa { "deepseek32" } else { "deepseek2" };
+    let mut b = Builder::new(arch, ty, tok);
     for (k, v) in [
         ("block_count", 2),
         ("context_length", 256),
@@ -132,12 +138,17 @@ fn deepseek2(v3: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
     if v3 {
         b.hp("expert_group_count", 2);
         b.hp("expert_group_used_count", 1);
-        b.w.kv("deepseek2.expert_weights_norm", GgufValue::Bool(true));
+        b.w.kv(&format!("{arch}.expert_weights_norm"), GgufValue::Bool(true));
+    }
+    if dsa {
+        b.hp("attention.indexer.head_count", ih);
+        b.hp("attention.indexer.key_length", id);
+        b.hp("attention.indexer.top_k", 2);
     }
     b.hp_f32("attention.layer_norm_rms_epsilon", 1e-6);
     b.hp_f32("rope.freq_base", 10000.0);
     b.hp_f32("expert_weights_scale", 2.5);
-    b.w.kv("deepseek2.rope.scaling.type", GgufValue::Str("yarn".into()));
+    b.w.kv(&format!("{arch}.rope.scaling.type"), GgufValue::Str("yarn".into()));
     b.hp_f32("rope.scaling.factor", 40.0);
     b.hp("rope.scaling.original_context_length", 64);
     b.hp_f32("rope.scaling.yarn_log_multiplier", 0.0707);
@@ -158,6 +169,13 @@ fn deepseek2(v3: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
         b.weight(&n("attn_v_b.weight"), &[c, vh, h]);
         b.weight(&n("attn_output.weight"), &[h * vh, e]);
         b.ones(&n("ffn_norm.weight"), e);
+        if dsa {
+            b.ones(&n("indexer.k_norm.weight"), id);
+            b.ones(&n("indexer.k_norm.bias"), id);
+            b.weight(&n("indexer.proj.weight"), &[e, ih]);
+            b.weight(&n("indexer.attn_k.weight"), &[e, id]);
+            b.weight(&n("indexer.attn_q_b.weight"), &[q_lora, ih * id]);
+        }
         if i == 0 {
             b.weight(&n("ffn_gate.weight"), &[e, ff]);
             b.weight(&n("ffn_up.weight"), &[e, ff]);
@@ -216,8 +234,9 @@ fn main() {
         ("llama-q4_0", dense("llama", GgmlType::Q4_0, 32, &tok)),
         ("qwen2-q8_0", dense("qwen2", GgmlType::Q8_0, 32, &tok)),
         ("qwen2-f16", dense("qwen2", GgmlType::F16, 32, &tok)),
-        ("deepseek2-lite-q8_0", deepseek2(false, GgmlType::Q8_0, &tok)),
-        ("deepseek3-q4_1", deepseek2(true, GgmlType::Q4_1, &tok)),
+        ("deepseek2-lite-q8_0", deepseek2(false, false, GgmlType::Q8_0, &tok)),
+        ("deepseek3-q4_1", deepseek2(true, false, GgmlType::Q4_1, &tok)),
+        ("deepseek32-q8_0", deepseek2(true, true, GgmlType::Q8_0, &tok)),
         // the IQ / FP4 families: a 256-block type needs 256 columns
         ("qwen2-iq1_s", dense("qwen2", GgmlType::IQ1_S, 256, &tok)),
         ("llama-iq4_nl", dense("llama", GgmlType::IQ4_NL, 32, &tok)),

@@ -1,7 +1,8 @@
 //! Engine properties beyond the golden scenarios, on the tiny fixture models through the Rust
 //! API: thread count does not change results, shifting a sequence's positions re-rotates the
-//! cached keys (dense and MLA), and deepseek2's latent KV cache holds kv_lora_rank + rope dims
-//! per token and layer, no values.
+//! cached keys (dense, MLA and deepseek32's indexer keys), deepseek2's latent KV cache holds
+//! kv_lora_rank + rope dims per token and layer, no values (deepseek32's also its indexer key),
+//! and deepseek32 with a top-k that covers the context is deepseek2.
 
 mod common;
 
@@ -36,7 +37,7 @@ fn decode(ctx: &mut Context, toks: &[i32], pos: Option<&[i32]>) {
     ctx.decode(&BatchInput { tokens: toks, pos, seq_ids: None, logits: None }, None).unwrap();
 }
 
-const MODELS: [&str; 3] = ["tiny/tiny-qwen2-f32.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek3-f32.gguf"];
+const MODELS: [&str; 4] = ["tiny/tiny-qwen2-f32.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek3-f32.gguf", "deepseek-family/tiny-deepseek32-f32.gguf"];
 
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
@@ -109,4 +110,74 @@ fn mla_cache_holds_the_latent_and_rope_key_only() {
     let mha = hp.n_layer * hp.n_head * (m.qk_head + m.v_head) * 2;
     eprintln!("deepseek3 tiny: MLA cache {per_token} B/token vs {mha} B/token for plain multi-head K/V");
     assert!(per_token < mha);
+}
+
+#[test]
+fn deepseek32_cache_rows_add_the_indexer_key() {
+    let model = load("deepseek-family/tiny-deepseek32-f32.gguf");
+    let hp = &model.hp;
+    let (m, x) = (hp.mla.as_ref().unwrap(), hp.indexer.as_ref().unwrap());
+    let ctx = Context::new(Arc::clone(&model), &params(1)).unwrap();
+    assert_eq!(ctx.kv.bytes() / ctx.n_ctx as usize, hp.n_layer * (m.kv_lora_rank + hp.n_rot + x.head_size) * 2);
+}
+
+/// The tiny deepseek32 file rebuilt: as deepseek2 (its keys renamed, the indexer's keys and
+/// tensors dropped), or as deepseek32 with another top-k.
+fn deepseek32_as(v2: bool, top_k: u32) -> Arc<Model> {
+    use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
+    let f = GgufFile::open(&data("deepseek-family/tiny-deepseek32-f32.gguf"), true).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in f.kvs() {
+        match k.strip_prefix("deepseek32.") {
+            Some(rest) if v2 && rest.starts_with("attention.indexer.") => {}
+            Some(rest) if v2 => {
+                w.kv(&format!("deepseek2.{rest}"), v.clone());
+            }
+            Some("attention.indexer.top_k") => {
+                w.kv(k, GgufValue::U32(top_k));
+            }
+            _ if v2 && k == "general.architecture" => {
+                w.kv(k, GgufValue::Str("deepseek2".into()));
+            }
+            _ => {
+                w.kv(k, v.clone());
+            }
+        }
+    }
+    for t in f.tensors().iter().filter(|t| !(v2 && t.name.contains(".indexer."))) {
+        w.tensor(&t.name, &t.dims, t.ty, f.tensor_data(t).to_vec());
+    }
+    let model = Model::from_file(GgufFile::from_slice(&w.to_bytes()).unwrap()).unwrap();
+    assert_eq!(model.hp.arch.name(), if v2 { "deepseek2" } else { "deepseek32" });
+    Arc::new(model)
+}
+
+/// With a top-k of at least the context every token keeps every cell: the same logits as
+/// deepseek2 on the same weights, bit for bit, in prefill and decode. With the file's top-k (8)
+/// the rows of tokens that see more than 8 cells differ.
+#[test]
+fn deepseek32_with_a_top_k_covering_the_context_is_deepseek2() {
+    let run = |model: &Arc<Model>| {
+        let mut ctx = Context::new(Arc::clone(model), &params(2)).unwrap();
+        let toks = tokens(40);
+        let logits = [1i8; 40];
+        ctx.decode(&BatchInput { tokens: &toks, pos: None, seq_ids: None, logits: Some(&logits) }, None).unwrap();
+        let mut rows: Vec<Vec<f32>> = (0..40).map(|i| ctx.logits_row(i).unwrap().to_vec()).collect();
+        for t in [5, 9, 13] {
+            decode(&mut ctx, &[t], None);
+            rows.push(ctx.logits_row(-1).unwrap().to_vec());
+        }
+        rows
+    };
+    let dense = run(&deepseek32_as(true, 0));
+    assert_eq!(run(&deepseek32_as(false, 256)), dense, "top-k 256 (the whole context) vs deepseek2");
+    assert_eq!(run(&deepseek32_as(false, 1000)), dense, "top-k 1000 vs deepseek2");
+    let sparse = run(&deepseek32_as(false, 8));
+    for (i, (s, d)) in sparse.iter().zip(&dense).enumerate() {
+        if i < 8 {
+            assert_eq!(s, d, "row {i}: a token that sees at most 8 cells keeps them all");
+        } else {
+            assert_ne!(s, d, "row {i}: the indexer drops cells");
+        }
+    }
 }

@@ -100,6 +100,14 @@ golden_family! {
     deepseek2_legacy_q4_k_m => "tiny-deepseek2-legacy-q4_k_m",
 }
 
+// DeepSeek V3.2 (`deepseek32`): MLA + MoE as deepseek2, each token attending only to the top-8
+// cells its lightning indexer chooses.
+golden_family! {
+    deepseek32_f32 => "tiny-deepseek32-f32",
+    deepseek32_q8_0 => "tiny-deepseek32-q8_0",
+    deepseek32_q4_k_m => "tiny-deepseek32-q4_k_m",
+}
+
 /// Split models (tests/data/splits, cut by upstream's llama-gguf-split): loaded from the first
 /// shard, which brings the others, against upstream's logits for the same call.
 fn check_split(model: &str, count: usize, tol: Tolerance) {

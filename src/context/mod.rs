@@ -203,9 +203,10 @@ impl Context {
             n_seq_max: p.n_seq_max as usize,
             with_v: hp.kv_with_v(),
             rope_offset: hp.kv_rope_offset(),
+            indexer_key: hp.kv_indexer_key(),
         };
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
-        let scratch = model.new_scratch(n_ubatch as usize, max_threads)?;
+        let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize)?;
         let pool = ThreadPool::new(max_threads)?;
         let scratch_bytes = scratch.bytes();
         let monitor = Arc::new(ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes()));

@@ -4,6 +4,7 @@
 use crate::threads;
 
 pub mod attention;
+pub mod indexer;
 pub mod matmul;
 pub mod norm;
 pub mod rope;

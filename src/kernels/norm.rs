@@ -27,6 +27,18 @@ fn rms_norm_at(level: Level, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32
     }
 }
 
+/// LayerNorm as ggml_norm then the weight and bias (separate f32 steps): the mean and the
+/// variance summed in f64, the scale 1/√(variance + eps) applied in f32.
+pub fn layer_norm(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len() as f64;
+    let mean = (x.iter().map(|&v| v as f64).sum::<f64>() / n) as f32;
+    let var = (x.iter().map(|&v| ((v - mean) * (v - mean)) as f64).sum::<f64>() / n) as f32;
+    let scale = 1.0 / (var + eps).sqrt();
+    for (((o, &v), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
+        *o = (v - mean) * scale * w + b;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub mod seqtable;
 
 use std::sync::Arc;
 
+use crate::kernels::indexer::hadamard;
 use crate::kernels::rope::{self, RopeParams};
 use crate::quant::{f16_to_f32, f32_to_f16};
 use crate::sys::pages::Pages;
@@ -42,6 +43,9 @@ pub struct KvShape {
     pub with_v: bool,
     /// Where the rotated dimensions start inside a head's key (MLA: after the latent).
     pub rope_offset: usize,
+    /// deepseek32: where each row's indexer key starts and its size. It is stored
+    /// Hadamard-rotated with NEOX rope on its first rope dims, and re-roped that way on a shift.
+    pub indexer_key: Option<(usize, usize)>,
 }
 
 pub struct KvCache {
@@ -366,6 +370,7 @@ impl KvCache {
         let hd = self.shape.head_dim;
         let mut cache = vec![0.0f32; self.rope.n_dims];
         let mut row = vec![0.0f32; hd];
+        let n_rot = self.rope.n_dims;
         for c in self.stream_cells(s) {
             let cell = self.cells[c];
             if cell.is_empty() || !cell.seqs.contains(seq) || cell.pos < p0 || cell.pos >= p1 {
@@ -389,7 +394,13 @@ impl KvCache {
                     for (r, &x) in row.iter_mut().zip(k.iter()) {
                         *r = f16_to_f32(x);
                     }
-                    rope::apply(self.rope.mode, self.rope.n_dims, &cache, &mut row[self.shape.rope_offset..]);
+                    rope::apply(self.rope.mode, n_rot, &cache, &mut row[self.shape.rope_offset..]);
+                    if let Some((at, n)) = self.shape.indexer_key {
+                        let key = &mut row[at..at + n];
+                        hadamard(key);
+                        rope::apply(rope::RopeMode::Neox, n_rot, &cache, key);
+                        hadamard(key);
+                    }
                     for (d, &x) in k.iter_mut().zip(&row) {
                         *d = f32_to_f16(x);
                     }

@@ -7,7 +7,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::hparams::MlaParams;
+use super::hparams::{IndexerParams, MlaParams};
+use super::indexer::{self, IndexerScratch, IndexerWeights};
 use super::proj::{project, project_all, project_heads};
 use super::weights::{mat, stack, vector, Mat, Stack};
 use super::{Common, HParams, Model, UBatch};
@@ -138,6 +139,7 @@ pub struct MlaScratch {
 impl MlaScratch {
     pub fn new(hp: &HParams, m: &MlaParams, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
         let (n, h, c, r) = (n_ubatch, hp.n_head, m.kv_lora_rank, hp.n_rot);
+        let row = hp.kv_cache_heads().1;
         let heads_in = n.max(h) * c.max(m.qk_nope);
         let heads_out = n.max(h) * c.max(m.v_head);
         Ok(MlaScratch {
@@ -145,7 +147,7 @@ impl MlaScratch {
             qa_normed: try_zeroed(n * m.q_lora_rank, "scratch")?,
             q: try_zeroed(n * h * m.qk_head, "scratch")?,
             kv: try_zeroed(n * (c + r), "scratch")?,
-            krow: try_zeroed(c + r, "scratch")?,
+            krow: try_zeroed(row, "scratch")?,
             head_in: try_zeroed(heads_in, "scratch")?,
             head_out: try_zeroed(heads_out, "scratch")?,
             q_full: try_zeroed(n * h * (c + r), "scratch")?,
@@ -171,9 +173,35 @@ pub fn kq_scale(rope: &RopeParams, yarn_log_mul: f32, qk_head: usize) -> f32 {
     mscale * mscale / (qk_head as f32).sqrt()
 }
 
+/// deepseek32's sparse attention for one block: the lightning indexer's parameters, weights and
+/// buffers.
+pub struct Dsa<'a> {
+    pub params: &'a IndexerParams,
+    pub weights: &'a IndexerWeights,
+    pub scratch: &'a mut IndexerScratch,
+}
+
+/// The cells a tile's rows attend to: every cell of the sequence up to a limit, or the
+/// indexer's choice.
+enum Cells<A, B> {
+    Causal(A),
+    Chosen(B),
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Cells<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Cells::Causal(a) => a.next(),
+            Cells::Chosen(b) => b.next(),
+        }
+    }
+}
+
 /// MLA attention of block `il` over `c.xn` (the normed input); attn_output's result in `c.proj`.
+/// With `dsa` (deepseek32) each token attends only to the cells its indexer chooses.
 #[allow(clippy::too_many_arguments)]
-pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, cs: &mut Common, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams) {
+pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, cs: &mut Common, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams, mut dsa: Option<Dsa<'_>>) {
     let n = ub.tokens.len();
     let scale = kq_scale(rope, model.hp.rope_yarn_log_mul, m.qk_head);
     let hp = &model.hp;
@@ -182,23 +210,35 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     // Query: direct, or through the low-rank bottleneck with its own norm.
     // Compressed KV (`s.kv`): the latent (normed below) and the shared rope key part (not
     // normed), projected in the same batch as the query's first matrix.
-    match &layer.q {
-        Query::Direct(wq) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(wq, &mut s.q), (&layer.kv_a, &mut s.kv)]),
-        Query::LowRank { a, norm, b } => {
-            project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv)]);
+    // With the indexer: its key and head weights from the same input, its queries from the
+    // normed bottleneck with the main query.
+    match (&layer.q, dsa.as_mut()) {
+        (Query::Direct(wq), None) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(wq, &mut s.q), (&layer.kv_a, &mut s.kv)]),
+        (Query::Direct(_), Some(_)) => unreachable!("deepseek32 blocks always have the q bottleneck (checked at load)"),
+        (Query::LowRank { a, norm, b }, mut dsa) => {
+            match dsa.as_deref_mut() {
+                None => project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv)]),
+                Some(x) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv), (&x.weights.k, &mut x.scratch.k), (&x.weights.proj, &mut x.scratch.w)]),
+            }
             let ql = m.q_lora_rank;
             for t in 0..n {
                 rms_norm(&s.qa[t * ql..(t + 1) * ql], norm, hp.rms_eps, &mut s.qa_normed[t * ql..(t + 1) * ql]);
             }
-            project(model, pool, &mut cs.act, b, &s.qa_normed, n, &mut s.q);
+            match dsa {
+                None => project(model, pool, &mut cs.act, b, &s.qa_normed, n, &mut s.q),
+                Some(x) => project_all(model, pool, &mut cs.act, &s.qa_normed, n, [(b, &mut s.q), (&x.weights.q_b, &mut x.scratch.q)]),
+            }
         }
     }
     for t in 0..n {
         let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
         rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);
-        s.krow[c..].copy_from_slice(&row[c..]);
+        s.krow[c..c + r].copy_from_slice(&row[c..]);
         let cache = &cs.rope_cache[t * r.max(2)..(t + 1) * r.max(2)];
-        rope::apply(rope.mode, r, cache, &mut s.krow[c..]);
+        rope::apply(rope.mode, r, cache, &mut s.krow[c..c + r]);
+        if let Some(x) = dsa.as_mut() {
+            indexer::prepare(hp, x.params, x.weights, x.scratch, t, cache, &mut s.krow[c + r..]);
+        }
         for head in 0..h {
             let q = &mut s.q[(t * h + head) * qk..(t * h + head + 1) * qk];
             rope::apply(rope.mode, r, cache, &mut q[nope..]);
@@ -206,6 +246,10 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         }
         kv.store_k(il, ub.cells[t], &s.krow);
     }
+    if let Some(x) = dsa.as_mut() {
+        indexer::select(x.params, c + r, il, ub, kv, x.scratch, pool);
+    }
+    let chosen = dsa.as_ref().map(|x| &*x.scratch);
     // Absorb W_UK into the query, head by head: q_abs = attn_k_b[h] · q_nope.
     if n == 1 {
         for head in 0..h {
@@ -238,7 +282,9 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         let scratch = SharedOut::new(&mut s.tiles);
         let part = if n < pool.n_threads() { h.div_ceil(pool.n_threads()) } else { h };
         let parts = h.div_ceil(part);
-        let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(part), &mut s.tile_starts);
+        // the indexer chooses per token: a tile is one token's heads
+        let per_tile = if chosen.is_some() { 1 } else { tile_tokens(part) };
+        let n_tiles = split_tiles(&ub.seq[..n], per_tile, &mut s.tile_starts);
         let starts = &s.tile_starts;
         // claimed one by one, latest tokens first (see dense::attention)
         let next = AtomicUsize::new(0);
@@ -255,13 +301,18 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
                 let heads = p * part..((p + 1) * part).min(h);
                 let seq = ub.seq[starts[i]];
                 let stream = kvr.stream_of(seq);
-                let cells = |limit: i32| {
-                    kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
-                        let k = kvr.k_row(il, i);
-                        (cell.pos, k, &k[..c])
-                    })
-                };
                 let tokens = starts[i]..starts[i + 1];
+                let choice = chosen.and_then(|x| x.chosen(tokens.start));
+                let cells = |limit: i32| match choice {
+                    None => Cells::Causal(kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
+                        let k = kvr.k_row(il, i);
+                        (cell.pos, &k[..c + r], &k[..c])
+                    })),
+                    Some(list) => Cells::Chosen(list.iter().map(|&i| {
+                        let k = kvr.k_row(il, i as usize);
+                        (kvr.cell(i as usize).pos, &k[..c + r], &k[..c])
+                    })),
+                };
                 let query = |t: usize, j: usize| {
                     let at = (t * h + heads.start + j) * (c + r);
                     &q_full[at..at + c + r]

@@ -11,6 +11,8 @@ pub enum Arch {
     Qwen2,
     Deepseek,
     Deepseek2,
+    /// DeepSeek V3.2: deepseek2's MLA and MoE plus the lightning indexer (sparse attention).
+    Deepseek32,
 }
 
 impl Arch {
@@ -20,6 +22,7 @@ impl Arch {
             "qwen2" => Some(Arch::Qwen2),
             "deepseek" => Some(Arch::Deepseek),
             "deepseek2" => Some(Arch::Deepseek2),
+            "deepseek32" => Some(Arch::Deepseek32),
             _ => None,
         }
     }
@@ -29,13 +32,18 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Deepseek => "deepseek",
             Arch::Deepseek2 => "deepseek2",
+            Arch::Deepseek32 => "deepseek32",
         }
     }
     pub fn rope_mode(self) -> RopeMode {
         match self {
-            Arch::Llama | Arch::Deepseek | Arch::Deepseek2 => RopeMode::Norm,
+            Arch::Llama | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 => RopeMode::Norm,
             Arch::Qwen2 => RopeMode::Neox,
         }
+    }
+    /// The MLA architectures (deepseek2's attention, routing and YaRN conventions).
+    pub fn is_mla(self) -> bool {
+        matches!(self, Arch::Deepseek2 | Arch::Deepseek32)
     }
 }
 
@@ -77,8 +85,20 @@ pub struct HParams {
     pub yarn_mscale_all_dims: bool,
     /// MLA parameters of deepseek2.
     pub mla: Option<MlaParams>,
-    /// Expert parameters of deepseek and deepseek2.
+    /// Expert parameters of deepseek, deepseek2 and deepseek32.
     pub moe: Option<MoeParams>,
+    /// The lightning indexer of deepseek32.
+    pub indexer: Option<IndexerParams>,
+}
+
+/// deepseek32's lightning indexer (DeepSeek Sparse Attention): `n_head` query heads of
+/// `head_size` against one cached key per token (its first n_rot dims NEOX-roped, the whole key
+/// Hadamard-rotated); each query attends to the `top_k` cells it scores highest.
+#[derive(Clone, Debug)]
+pub struct IndexerParams {
+    pub n_head: usize,
+    pub head_size: usize,
+    pub top_k: usize,
 }
 
 /// Gating function of the MoE router (values of upstream's llama_expert_gating_func_type).
@@ -135,7 +155,7 @@ fn positive(v: u32, key: &str) -> Result<usize, String> {
 impl HParams {
     pub fn from_gguf(f: &GgufFile, n_vocab: usize) -> Result<HParams, String> {
         let arch_name = f.get_str("general.architecture").ok_or("missing required key 'general.architecture'")?;
-        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2, deepseek, deepseek2)"))?;
+        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2, deepseek, deepseek2, deepseek32)"))?;
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let n_embd = positive(required_u32(f, &k("embedding_length"))?, &k("embedding_length"))?;
@@ -150,7 +170,7 @@ impl HParams {
         let default_hd = (n_embd / n_head) as u32;
         let head_dim_k = positive(f.get_u32(&k("attention.key_length")).unwrap_or(default_hd), &k("attention.key_length"))?;
         let head_dim_v = positive(f.get_u32(&k("attention.value_length")).unwrap_or(default_hd), &k("attention.value_length"))?;
-        if head_dim_k != head_dim_v && arch != Arch::Deepseek2 {
+        if head_dim_k != head_dim_v && !arch.is_mla() {
             return Err(format!("key length {head_dim_k} differs from value length {head_dim_v}: not supported for {a}"));
         }
         let n_rot = f.get_u32(&k("rope.dimension_count")).unwrap_or(head_dim_k as u32) as usize;
@@ -197,17 +217,19 @@ impl HParams {
             n_ctx_orig_yarn,
             yarn_ext_factor: f.get_f32(&k("rope.scaling.yarn_ext_factor")).unwrap_or(-1.0),
             yarn_attn_factor: f.get_f32(&k("rope.scaling.yarn_attn_factor")).unwrap_or(1.0),
-            // deepseek2 ignores the beta keys (upstream's hard defaults 32 and 1).
-            yarn_beta_fast: if arch == Arch::Deepseek2 { 32.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_fast")).unwrap_or(32.0) },
-            yarn_beta_slow: if arch == Arch::Deepseek2 { 1.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_slow")).unwrap_or(1.0) },
+            // deepseek2 and deepseek32 ignore the beta keys (upstream's hard defaults 32 and 1).
+            yarn_beta_fast: if arch.is_mla() { 32.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_fast")).unwrap_or(32.0) },
+            yarn_beta_slow: if arch.is_mla() { 1.0 } else { f.get_f32(&k("rope.scaling.yarn_beta_slow")).unwrap_or(1.0) },
             rope_attn_factor: f.get_f32(&k("rope.scaling.attn_factor")).unwrap_or(1.0),
             rope_yarn_log_mul: match (arch, f.get_f32(&k("rope.scaling.yarn_log_multiplier"))) {
-                (Arch::Deepseek2, Some(v)) => v / 0.1,
+                (Arch::Deepseek2 | Arch::Deepseek32, Some(v)) => v / 0.1,
                 (_, v) => v.unwrap_or(0.0),
             },
+            // Only deepseek2 (upstream's llama_context checks that architecture alone).
             yarn_mscale_all_dims: arch == Arch::Deepseek2,
-            mla: if arch == Arch::Deepseek2 { Some(MlaParams::from_gguf(f, head_dim_k, head_dim_v, n_rot)?) } else { None },
-            moe: if matches!(arch, Arch::Deepseek | Arch::Deepseek2) { Some(MoeParams::from_gguf(f, arch, n_layer)?) } else { None },
+            mla: if arch.is_mla() { Some(MlaParams::from_gguf(f, arch, head_dim_k, head_dim_v, n_rot)?) } else { None },
+            moe: if matches!(arch, Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32) { Some(MoeParams::from_gguf(f, arch, n_layer)?) } else { None },
+            indexer: if arch == Arch::Deepseek32 { Some(IndexerParams::from_gguf(f, n_rot)?) } else { None },
         })
     }
 
@@ -223,11 +245,17 @@ impl HParams {
     /// The KV cache's heads and row size per head: MLA caches one row of the latent and the
     /// rope key per token (also for legacy files, whose `head_count_kv` and `key_length` describe
     /// the per-head K/V upstream caches instead).
+    /// deepseek32's rows also carry the token's indexer key after the rope key part.
     pub fn kv_cache_heads(&self) -> (usize, usize) {
         match &self.mla {
-            Some(m) => (1, m.kv_lora_rank + self.n_rot),
+            Some(m) => (1, m.kv_lora_rank + self.n_rot + self.indexer.as_ref().map_or(0, |x| x.head_size)),
             None => (self.n_head_kv, self.head_dim_k),
         }
+    }
+    /// Where a cached row's indexer key starts, and its size (deepseek32).
+    pub fn kv_indexer_key(&self) -> Option<(usize, usize)> {
+        let (m, x) = (self.mla.as_ref()?, self.indexer.as_ref()?);
+        Some((m.kv_lora_rank + self.n_rot, x.head_size))
     }
     /// Whether the KV cache holds V rows (MLA's values are its cached latent).
     pub fn kv_with_v(&self) -> bool {
@@ -243,15 +271,45 @@ impl HParams {
     }
 }
 
+impl IndexerParams {
+    fn from_gguf(f: &GgufFile, n_rot: usize) -> Result<IndexerParams, String> {
+        let k = |s: &str| format!("deepseek32.attention.indexer.{s}");
+        let n_head = positive(required_u32(f, &k("head_count"))?, &k("head_count"))?;
+        let head_size = positive(required_u32(f, &k("key_length"))?, &k("key_length"))?;
+        let top_k = positive(required_u32(f, &k("top_k"))?, &k("top_k"))?;
+        // Upstream rotates the indexer's queries and keys with one Hadamard matrix of the key's
+        // size, built only for powers of two from 64 (llama-kv-cache.cpp).
+        if !head_size.is_power_of_two() || head_size < 64 {
+            return Err(format!("indexer key_length {head_size} must be a power of two of at least 64 (its Hadamard rotation)"));
+        }
+        if n_rot > head_size {
+            return Err(format!("rope.dimension_count {n_rot} exceeds the indexer key_length {head_size}"));
+        }
+        if n_head > 1024 {
+            return Err(format!("indexer head_count {n_head} is implausible (at most 1024)"));
+        }
+        Ok(IndexerParams { n_head, head_size, top_k })
+    }
+}
+
 impl MlaParams {
-    fn from_gguf(f: &GgufFile, key_length: usize, value_length: usize, n_rot: usize) -> Result<MlaParams, String> {
-        let k = |s: &str| format!("deepseek2.{s}");
+    fn from_gguf(f: &GgufFile, arch: Arch, key_length: usize, value_length: usize, n_rot: usize) -> Result<MlaParams, String> {
+        let a = arch.name();
+        let k = |s: &str| format!("{a}.{s}");
         let kv_lora_rank = required_u32(f, &k("attention.kv_lora_rank"))? as usize;
         let qk_head = f.get_u32(&k("attention.key_length_mla")).map(|v| v as usize);
         let v_head = f.get_u32(&k("attention.value_length_mla")).map(|v| v as usize);
         // Upstream's is_mla(): both keys present. Without them (the legacy layout) key_length
         // and value_length are the per-head sizes themselves.
         let legacy = qk_head.is_none() || v_head.is_none();
+        if legacy && arch == Arch::Deepseek32 {
+            return Err("deepseek32 requires MLA: the keys attention.key_length_mla and attention.value_length_mla are missing".into());
+        }
+        let q_lora_rank = match arch {
+            // required by upstream's deepseek32 loader, which always takes the q-LoRA path
+            Arch::Deepseek32 => positive(required_u32(f, &k("attention.q_lora_rank"))?, &k("attention.q_lora_rank"))?,
+            _ => f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize,
+        };
         let (qk_head, v_head) = match (qk_head, v_head) {
             (Some(k), Some(v)) => (k, v),
             _ => (key_length, value_length),
@@ -262,7 +320,7 @@ impl MlaParams {
         if !legacy && (key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank) {
             return Err(format!("key_length {key_length} / value_length {value_length} must be kv_lora_rank + rope dims / kv_lora_rank ({kv_lora_rank}, {n_rot})"));
         }
-        Ok(MlaParams { q_lora_rank: f.get_u32(&k("attention.q_lora_rank")).unwrap_or(0) as usize, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head, legacy })
+        Ok(MlaParams { q_lora_rank, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head, legacy })
     }
 }
 
@@ -272,7 +330,7 @@ impl MoeParams {
     fn from_gguf(f: &GgufFile, arch: Arch, n_layer: usize) -> Result<MoeParams, String> {
         let k = |s: &str| format!("{}.{s}", arch.name());
         let req = |s: &str| required_u32(f, &k(s)).map(|v| v as usize);
-        let v2 = arch == Arch::Deepseek2;
+        let v2 = arch.is_mla();
         let n_expert = req("expert_count")?;
         let n_expert_used = req("expert_used_count")?;
         let n_group = if v2 { f.get_u32(&k("expert_group_count")).unwrap_or(1).max(1) as usize } else { 1 };
@@ -293,7 +351,9 @@ impl MoeParams {
         let gating = if !v2 {
             Gating::Softmax
         } else {
-            match f.get_u32(&k("expert_gating_func")).unwrap_or(1) {
+            // required by deepseek32's loader; deepseek2 defaults to softmax
+            let gating = if arch == Arch::Deepseek32 { required_u32(f, &k("expert_gating_func"))? } else { f.get_u32(&k("expert_gating_func")).unwrap_or(1) };
+            match gating {
                 0 | 1 => Gating::Softmax,
                 2 => Gating::Sigmoid,
                 g => return Err(format!("expert_gating_func {g} is not supported")),

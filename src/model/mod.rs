@@ -5,8 +5,8 @@
 //!
 //! How a model runs is decided here, at load, and nowhere else: `Layers` holds one recipe's
 //! blocks (`llama.rs` for llama/qwen2, `deepseek.rs` for DeepSeek V1 MoE, `deepseek2.rs` for
-//! V2/V3/R1), `Model::new_scratch` sizes that recipe's buffers and `Model::forward` runs it.
-//! Recipes compose blocks (`attn_mha`, `attn_mla`, `ffn`, `moe`, `head`, through `proj`); no
+//! V2/V3/R1 and V3.2), `Model::new_scratch` sizes that recipe's buffers and `Model::forward` runs it.
+//! Recipes compose blocks (`attn_mha`, `attn_mla`, `indexer`, `ffn`, `moe`, `head`, through `proj`); no
 //! recipe imports another, and no block knows which recipe uses it.
 
 pub mod attn_mha;
@@ -16,6 +16,7 @@ pub mod deepseek2;
 pub mod ffn;
 pub mod head;
 pub mod hparams;
+pub mod indexer;
 pub mod llama;
 pub mod moe;
 pub mod proj;
@@ -101,6 +102,7 @@ pub struct Scratch {
     pub mla: Option<attn_mla::MlaScratch>,
     pub ffn: ffn::FfnScratch,
     pub moe: Option<moe::MoeScratch>,
+    pub indexer: Option<indexer::IndexerScratch>,
 }
 
 impl Scratch {
@@ -121,6 +123,7 @@ impl Scratch {
             mla: None,
             ffn: ffn::FfnScratch::new(ffn_floats)?,
             moe: None,
+            indexer: None,
         })
     }
 
@@ -133,6 +136,7 @@ impl Scratch {
             + self.mla.as_ref().map_or(0, |s| s.bytes())
             + self.ffn.bytes()
             + self.moe.as_ref().map_or(0, |s| s.bytes())
+            + self.indexer.as_ref().map_or(0, |s| s.bytes())
     }
 }
 
@@ -223,7 +227,7 @@ impl Model {
         let layers = match hp.arch {
             Arch::Llama | Arch::Qwen2 => Layers::Llama(llama::load(&file, &hp)?),
             Arch::Deepseek => Layers::Deepseek(deepseek::load(&file, &hp)?),
-            Arch::Deepseek2 => {
+            Arch::Deepseek2 | Arch::Deepseek32 => {
                 let blocks = deepseek2::load(&file, &hp)?;
                 // A q_lora_rank that no tensor uses (plain attn_q everywhere) must not size
                 // buffers: the file could claim any value.
@@ -244,14 +248,14 @@ impl Model {
         crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes] }
     }
 
-    /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens
-    /// and `n_threads` threads.
-    pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize) -> Result<Scratch, String> {
+    /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens,
+    /// `n_threads` threads and KV streams of `n_cells` cells.
+    pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize, n_cells: usize) -> Result<Scratch, String> {
         match &self.layers {
             Layers::None => Err("a vocab-only model has no weights to run".into()),
             Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads),
             Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads),
-            Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads),
+            Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells),
         }
     }
 

@@ -12,6 +12,7 @@ cc -O2 -I"$LLAMA/include" -I"$LLAMA/ggml/include" golden.c -L"$BUILD/bin" -lllam
 cc -O2 -I"$LLAMA/include" -I"$LLAMA/ggml/include" gen_trace.c -L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin" -o /tmp/gen_trace
 for f in ../deepseek2/tiny-deepseek2-lite-q8_0 ../deepseek2/tiny-deepseek2-lite-q4_k_m ../deepseek2/tiny-deepseek3-q8_0 ../deepseek2/tiny-deepseek3-q4_k_m \
          ../deepseek-family/tiny-deepseek-moe-q8_0 ../deepseek-family/tiny-deepseek-moe-q4_k_m ../deepseek-family/tiny-deepseek2-legacy-q8_0 ../deepseek-family/tiny-deepseek2-legacy-q4_k_m \
+         ../deepseek-family/tiny-deepseek32-q8_0 ../deepseek-family/tiny-deepseek32-q4_k_m \
          ../quants/tiny-deepseek3-ud-iq1_s ../quants/tiny-deepseek3-iq2_xxs ../quants/tiny-deepseek3-iq3_xxs ../quants/tiny-deepseek3-iq4_xs ../quants/tiny-deepseek3-mxfp4_moe \
          ../splits/tiny-deepseek3-q4_k_m-00001-of-00004:tiny-deepseek3-q4_k_m; do
   name=${f#*:}; [ "$name" = "$f" ] && name=$(basename "$f")
