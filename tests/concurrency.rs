@@ -256,6 +256,12 @@ fn eight_threads_on_one_deepseek2_model_match_a_serial_run() {
 }
 
 #[test]
+fn eight_threads_on_one_deepseek32_model_match_a_serial_run() {
+    // prompts of up to 300 tokens against an indexer top-k of 8: sparse attention throughout
+    check(&["deepseek-family/tiny-deepseek32-q8_0.gguf"], 40);
+}
+
+#[test]
 fn two_models_with_different_rope_interleaved_on_the_same_threads() {
     // qwen2: NEOX RoPE, base 1e6; llama: NORM RoPE, base 1e4; deepseek2-lite: YaRN-scaled.
     check(&["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf"], 60);

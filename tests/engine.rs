@@ -181,3 +181,45 @@ fn deepseek32_with_a_top_k_covering_the_context_is_deepseek2() {
         }
     }
 }
+
+/// A file that keeps its multi-token-prediction block (`nextn_predict_layers` = 1, the block
+/// after the trunk's, as b11312's converter writes V3.2 by default) runs only the trunk, as
+/// upstream does: the same logits as the file without it, bit for bit.
+#[test]
+fn nextn_blocks_are_not_run_as_trunk_blocks() {
+    use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
+    use deepseek::quant::GgmlType;
+    for rel in ["deepseek-family/tiny-deepseek32-f32.gguf", "deepseek2/tiny-deepseek3-f32.gguf"] {
+        let f = GgufFile::open(&data(rel), true).unwrap();
+        let arch = f.get_str("general.architecture").unwrap().to_string();
+        let n_layer = f.get_u32(&format!("{arch}.block_count")).unwrap() as usize;
+        let e = f.get_u32(&format!("{arch}.embedding_length")).unwrap() as usize;
+        let mut w = GgufWriter::new();
+        for (k, v) in f.kvs() {
+            w.kv(k, v.clone());
+        }
+        w.kv(&format!("{arch}.block_count"), GgufValue::U32(n_layer as u32 + 1));
+        w.kv(&format!("{arch}.nextn_predict_layers"), GgufValue::U32(1));
+        let last = format!("blk.{}.", n_layer - 1);
+        for t in f.tensors() {
+            w.tensor(&t.name, &t.dims, t.ty, f.tensor_data(t).to_vec());
+        }
+        // the draft block: the last trunk block's tensors again, plus NextN's own
+        for t in f.tensors().iter().filter(|t| t.name.starts_with(&last)) {
+            w.tensor(&t.name.replacen(&last, &format!("blk.{n_layer}."), 1), &t.dims, t.ty, f.tensor_data(t).to_vec());
+        }
+        let f32s = |n: usize| (0..n).flat_map(|i| (0.01 * (i % 7) as f32).to_le_bytes()).collect::<Vec<u8>>();
+        w.tensor(&format!("blk.{n_layer}.nextn.eh_proj.weight"), &[2 * e, e], GgmlType::F32, f32s(2 * e * e));
+        w.tensor(&format!("blk.{n_layer}.nextn.enorm.weight"), &[e], GgmlType::F32, f32s(e));
+        w.tensor(&format!("blk.{n_layer}.nextn.hnorm.weight"), &[e], GgmlType::F32, f32s(e));
+        let with_mtp = Arc::new(Model::from_file(GgufFile::from_slice(&w.to_bytes()).unwrap()).unwrap());
+        assert_eq!(with_mtp.hp.n_layer, n_layer, "{rel}");
+        let run = |model: &Arc<Model>| {
+            let mut ctx = Context::new(Arc::clone(model), &params(2)).unwrap();
+            decode(&mut ctx, &tokens(20), None);
+            decode(&mut ctx, &[7], None);
+            ctx.logits_row(-1).unwrap().to_vec()
+        };
+        assert_eq!(run(&with_mtp), run(&load(rel)), "{rel}: the NextN block must not run");
+    }
+}

@@ -170,7 +170,7 @@ fn create_use_free_returns_everything() {
     let (contexts, models) = if full { (5_000, 200) } else { (500, 40) };
     let real = models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     assert!(real.exists(), "{} is missing: run scripts/fetch-models.sh qwen05", real.display());
-    for path in [data("tiny/tiny-qwen2-q8_0.gguf"), data("deepseek2/tiny-deepseek2-lite-q4_k_m.gguf"), real] {
+    for path in [data("tiny/tiny-qwen2-q8_0.gguf"), data("deepseek2/tiny-deepseek2-lite-q4_k_m.gguf"), data("deepseek-family/tiny-deepseek32-q4_k_m.gguf"), real] {
         soak(&path, contexts, models);
     }
     let s = stats();

@@ -50,6 +50,17 @@ impl GgufWriter {
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let align = self.alignment();
+        let mut out = self.header();
+        for (_, _, _, data) in &self.tensors {
+            out.extend_from_slice(data);
+            out.resize(out.len().next_multiple_of(align), 0);
+        }
+        out
+    }
+
+    /// Everything before the tensor data: header, metadata, tensor infos, padding.
+    fn header(&self) -> Vec<u8> {
+        let align = self.alignment();
         let mut out = Vec::new();
         out.extend_from_slice(&MAGIC.to_le_bytes());
         out.extend_from_slice(&3u32.to_le_bytes());
@@ -72,15 +83,27 @@ impl GgufWriter {
             offset += data.len().next_multiple_of(align);
         }
         out.resize(out.len().next_multiple_of(align), 0);
-        for (_, _, _, data) in &self.tensors {
-            out.extend_from_slice(data);
-            out.resize(out.len().next_multiple_of(align), 0);
-        }
         out
     }
 
+    /// Writes the file, streaming the tensors (no second copy of their data in memory).
     pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
-        std::fs::write(path, self.to_bytes())
+        use std::io::Write;
+        let align = self.alignment();
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let header = self.header();
+        f.write_all(&header)?;
+        let pad = [0u8; 4096];
+        for (_, _, _, data) in &self.tensors {
+            f.write_all(data)?;
+            let mut left = data.len().next_multiple_of(align) - data.len();
+            while left > 0 {
+                let k = left.min(pad.len());
+                f.write_all(&pad[..k])?;
+                left -= k;
+            }
+        }
+        f.flush()
     }
 }
 

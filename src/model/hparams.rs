@@ -159,7 +159,15 @@ impl HParams {
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let n_embd = positive(required_u32(f, &k("embedding_length"))?, &k("embedding_length"))?;
-        let n_layer = positive(required_u32(f, &k("block_count"))?, &k("block_count"))?;
+        let n_layer_all = positive(required_u32(f, &k("block_count"))?, &k("block_count"))?;
+        // Multi-token-prediction (NextN) blocks come after the trunk's (b11312's converter keeps
+        // V3.2's by default): upstream's n_layer() excludes them and runs only the trunk unless a
+        // context is made for MTP drafting, which llama.h's context params cannot ask for here.
+        let n_nextn = f.get_u32(&k("nextn_predict_layers")).unwrap_or(0) as usize;
+        if n_nextn >= n_layer_all {
+            return Err(format!("nextn_predict_layers {n_nextn} leaves no trunk blocks of block_count {n_layer_all} (a file holding only the MTP draft head cannot run alone)"));
+        }
+        let n_layer = n_layer_all - n_nextn;
         let n_ctx_train = required_u32(f, &k("context_length"))?;
         let n_ff = positive(required_u32(f, &k("feed_forward_length"))?, &k("feed_forward_length"))?;
         let n_head = positive(required_u32(f, &k("attention.head_count"))?, &k("attention.head_count"))?;

@@ -338,6 +338,11 @@ pub fn random_blocks(ty: GgmlType, seed: u64, dst: &mut [u8]) {
             GgmlType::MXFP4 => blk[0] = 118 + (next() % 12) as u8,
             GgmlType::NVFP4 => blk[..4].iter_mut().for_each(|b| *b = 0x08 + (next() % 0x70) as u8),
             GgmlType::TQ1_0 | GgmlType::TQ2_0 => blk[bb - 2..].copy_from_slice(&h.to_le_bytes()),
+            // d and dmin
+            GgmlType::Q4K | GgmlType::Q5K => {
+                blk[..2].copy_from_slice(&h.to_le_bytes());
+                blk[2..4].copy_from_slice(&h.to_le_bytes());
+            }
             _ if ty.block_len() > 1 => blk[..2].copy_from_slice(&h.to_le_bytes()),
             _ => {}
         }
