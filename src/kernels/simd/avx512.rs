@@ -839,17 +839,49 @@ pub(crate) const Q4K_PANEL_BLOCK: usize = Q4K_D + 128;
 /// `nb * Q4K_PANEL_BLOCK` bytes.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn unpack16_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: as unpack16_qk45's contract, which the caller guarantees.
+    unsafe { unpack16_qk45::<false>(nb, w, w_stride, panel) }
+}
+
+/// Unpacks 16 Q5_K rows into the Q4_K panel layout (quants 0..31: the 5th bit from `qh`), for
+/// [`gemm16_q4_k`], whose steps do not depend on the quants' range (a block's integer sums stay
+/// far below 2^31).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16_q5_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: as unpack16_qk45's contract, which the caller guarantees.
+    unsafe { unpack16_qk45::<true>(nb, w, w_stride, panel) }
+}
+
+/// 16 Q4_K (or, with `QH`, Q5_K) rows of nb super-blocks at `w` into nb * Q4K_PANEL_BLOCK
+/// bytes at `panel`. Both types start with d, dmin and the same 12 bytes of 6-bit scales/mins.
+#[inline(always)]
+unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q4K_PANEL_BLOCK
     // bytes at panel.
     unsafe {
         let m4 = _mm256_set1_epi8(0x0f);
+        let one = _mm256_set1_epi8(1);
         for ib in 0..nb {
-            prefetch_next_panel::<Q4_K_B>(w, w_stride, ib);
+            if QH {
+                prefetch_next_panel::<Q5_K_B>(w, w_stride, ib);
+            } else {
+                prefetch_next_panel::<Q4_K_B>(w, w_stride, ib);
+            }
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
-            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
+            let row = |j: usize| w.add(j * w_stride + ib * wbytes);
             for g in 0..8 {
                 let (c, h) = (g / 2, (g % 2) as i32);
-                let quants = |j: usize| _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16 + 32 * c)), _mm_cvtsi32_si128(4 * h)), m4);
+                let quants = |j: usize| {
+                    let low = _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(qs_off + 32 * c)), _mm_cvtsi32_si128(4 * h)), m4);
+                    if QH {
+                        // bit g of qh[l] is the 5th bit of quant l of group g
+                        let high = _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16)), _mm_cvtsi32_si128(g as i32)), one);
+                        _mm256_or_si256(low, _mm256_slli_epi16(high, 4))
+                    } else {
+                        low
+                    }
+                };
                 let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
                 store_transposed(pb.add(512 * g), z);
             }

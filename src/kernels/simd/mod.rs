@@ -274,9 +274,11 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
             static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
             static IQ4_NL: PanelFns = panel!(avx512, 16, unpack16_iq4_nl, gemm16);
             static Q4_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
+            static Q5_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q5_k, gemm16_q4_k);
             static Q6_K: PanelFns = panel!(avx512, 16, 9, avx512::Q6K_PANEL_BLOCK, unpack16_q6_k, gemm16_q6_k);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),

@@ -544,6 +544,10 @@ fn panels_q4_k() {
     check_panels(GgmlType::Q4K, &[256, 768, 4864]);
 }
 #[test]
+fn panels_q5_k() {
+    check_panels(GgmlType::Q5K, &[256, 768, 4864]);
+}
+#[test]
 fn panels_q6_k() {
     check_panels(GgmlType::Q6K, &[256, 768, 4864]);
 }
