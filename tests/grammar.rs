@@ -88,17 +88,7 @@ fn free(s: *mut llama_sampler) {
 #[test]
 fn grammar_errors_are_logged_not_fatal() {
     llama_log_set(Some(collect), std::ptr::null_mut());
-    let path = CString::new(
-        common::data("vocab/deepseek-r1-qwen.gguf")
-            .to_str()
-            .unwrap(),
-    )
-    .unwrap();
-    let mut mp = llama_model_default_params();
-    mp.vocab_only = true;
-    // SAFETY: a valid path.
-    let model = unsafe { llama_model_load_from_file(path.as_ptr(), mp) };
-    assert!(!model.is_null());
+    let model = load_r1_vocab();
     let v = llama_model_get_vocab(model);
     let n_vocab = llama_vocab_n_tokens(v) as usize;
     let eos = llama_vocab_eos(v);

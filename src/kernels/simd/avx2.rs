@@ -375,6 +375,18 @@ pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
     unsafe { dot_qk_45::<R, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
+/// upstream's get_scale_shuffle_q3k(i) for i = 0..4: 16-bit scale 2i in the low 128 bits, 2i + 1
+/// in the high (Q2_K and Q3_K).
+#[inline(always)]
+unsafe fn scale_shuffles_q3k() -> [__m256i; 4] {
+    let shuffle = |i: i8| {
+        let (lo, hi) = (4 * i, 4 * i + 2);
+        // SAFETY: register-only AVX intrinsics; the callers checked AVX2.
+        unsafe { _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1) }
+    };
+    [shuffle(0), shuffle(1), shuffle(2), shuffle(3)]
+}
+
 /// Q2_K × Q8_K, R activation rows: upstream's AVX2 loop (`ggml_vec_dot_q2_K_q8_K`), whose lanes
 /// the scalar reference (`quant::q2_k`) follows: per super-block the mins' products with the
 /// activation's 16 sums in one 8-lane FMA by `-d_a · dmin`, then the four 2-bit planes of each
@@ -385,12 +397,7 @@ pub unsafe fn dot_q2_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
     // SAFETY: see the module docs. Layout: scales[16] | qs[64] | d | dmin; Q8_K: d (f32) |
     // qs[256] | bsums i16[16].
     unsafe {
-        // upstream's get_scale_shuffle_q3k(i): 16-bit scale 2i in the low 128 bits, 2i + 1 in the high
-        let shuffle = |i: i8| {
-            let (lo, hi) = (4 * i, 4 * i + 2);
-            _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1)
-        };
-        let shuf = [shuffle(0), shuffle(1), shuffle(2), shuffle(3)];
+        let shuf = scale_shuffles_q3k();
         let m3 = _mm256_set1_epi8(3);
         let m4 = _mm_set1_epi8(0xF);
         let mut acc = [_mm256_setzero_ps(); R];
@@ -439,11 +446,7 @@ pub unsafe fn dot_q3_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
     // SAFETY: see the module docs. Layout: hmask[32] | qs[64] | scales[12] | d; Q8_K: d (f32) |
     // qs[256] | bsums.
     unsafe {
-        let shuffle = |i: i8| {
-            let (lo, hi) = (4 * i, 4 * i + 2);
-            _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1)
-        };
-        let shuf = [shuffle(0), shuffle(1), shuffle(2), shuffle(3)];
+        let shuf = scale_shuffles_q3k();
         let (m3, mone) = (_mm256_set1_epi8(3), _mm256_set1_epi8(1));
         const KMASK1: u32 = 0x0303_0303;
         const KMASK2: u32 = 0x0f0f_0f0f;
