@@ -8,7 +8,7 @@ use crate::quant::f16_to_f32;
 use crate::sys::alloc::try_zeroed;
 
 /// Keys scored per block (the widest SIMD level's rows per call).
-pub const BLOCK: usize = 16;
+pub(crate) const BLOCK: usize = 16;
 
 /// In place: x = H·x, H the orthonormal Sylvester–Hadamard matrix of order x.len() (a power of
 /// two): H[i][j] = (−1)^popcount(i & j) / √n, the matrix upstream's `ggml_gen_hadamard` builds

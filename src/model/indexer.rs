@@ -19,7 +19,7 @@ use crate::sys::alloc::try_zeroed;
 use crate::threads::{SharedOut, ThreadPool};
 
 /// `sel_len` of a token that keeps every cell it sees.
-pub const ALL: u32 = u32::MAX;
+const ALL: u32 = u32::MAX;
 /// `sel_len` of a token whose choice this block still has to make.
 const PENDING: u32 = u32::MAX - 1;
 /// Cells per scoring work item.
