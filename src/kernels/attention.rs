@@ -355,7 +355,8 @@ impl TileScratch {
     }
 }
 
-fn widen(level: Level, src: &[u16], dst: &mut [f32]) {
+/// F16 values widened to f32 with the kernels of `level` (the same bits at every level).
+pub(crate) fn widen(level: Level, src: &[u16], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if level >= Level::Avx2 {
         // SAFETY: the AVX2/F16C level was detected.

@@ -3,8 +3,8 @@
 //! of its queries and keys, the scores of one token's heads against cached keys, and the choice
 //! of the `k` highest-scoring cells without sorting them all. Allocates nothing.
 
+use super::attention::widen;
 use super::simd::{self, Level};
-use crate::quant::f16_to_f32;
 use crate::sys::alloc::try_zeroed;
 
 /// Keys scored per block (the widest SIMD level's rows per call).
@@ -129,23 +129,10 @@ impl IndexerTile {
     }
 }
 
-fn widen(level: Level, src: &[u16], dst: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if level >= Level::Avx2 {
-        // SAFETY: the AVX2/F16C level was detected.
-        unsafe { simd::attn::widen_f16(src, dst) };
-        return;
-    }
-    let _ = level;
-    for (d, &h) in dst.iter_mut().zip(src) {
-        *d = f16_to_f32(h);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::f32_to_f16;
+    use crate::quant::{f16_to_f32, f32_to_f16};
 
     fn rng(seed: &mut u64) -> f32 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

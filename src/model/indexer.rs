@@ -63,7 +63,6 @@ pub struct IndexerScratch {
     pub k: Vec<f32>,
     pub w: Vec<f32>,
     pub q: Vec<f32>,
-    key: Vec<f32>,
     /// `group` token rows of one stream's cells.
     score: Vec<f32>,
     group: usize,
@@ -87,7 +86,6 @@ impl IndexerScratch {
             k: try_zeroed(n * x.head_size, "scratch")?,
             w: try_zeroed(n * x.n_head, "scratch")?,
             q: try_zeroed(n * x.n_head * x.head_size, "scratch")?,
-            key: try_zeroed(x.head_size, "scratch")?,
             score: try_zeroed(group * n_cells, "indexer scores")?,
             group,
             pending: try_zeroed(n, "scratch")?,
@@ -99,7 +97,7 @@ impl IndexerScratch {
     }
 
     pub fn bytes(&self) -> usize {
-        4 * [&self.k, &self.w, &self.q, &self.key, &self.score].iter().map(|v| v.capacity()).sum::<usize>()
+        4 * [&self.k, &self.w, &self.q, &self.score].iter().map(|v| v.capacity()).sum::<usize>()
             + 4 * (self.pending.capacity() + self.sel.capacity() + self.sel_len.capacity())
             + self.tiles.iter().map(|t| t.bytes()).sum::<usize>()
     }
