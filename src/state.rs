@@ -136,7 +136,9 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
     let outputs = if dest.is_none() { Some(read_outputs(&mut c, ctx)?) } else { None };
     match dest {
         None => ctx.kv.clear(false),
-        Some(d) => ctx.kv.seq_rm(d as i32, -1, -1),
+        Some(d) => {
+            ctx.kv.seq_rm(d as i32, -1, -1);
+        }
     }
     let kv_dim = ctx.kv.kv_dim();
     let mut k = vec![0u16; kv_dim];

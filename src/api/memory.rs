@@ -59,7 +59,9 @@ pub extern "C" fn llama_memory_seq_rm(mem: llama_memory_t, seq_id: llama_seq_id,
         if seq_id >= 0 {
             check_seq(c, seq_id)?;
         }
-        c.kv.seq_rm(seq_id, p0, p1);
+        if !c.kv.seq_rm(seq_id, p0, p1) {
+            return Err(format!("deepseek4's compressed caches cannot remove positions [{p0}, {p1}) from inside sequence {seq_id}: only whole sequences, or nothing past the end (as upstream, which returns false too); nothing changed"));
+        }
         Ok(true)
     })
 }
@@ -68,7 +70,9 @@ pub extern "C" fn llama_memory_seq_rm(mem: llama_memory_t, seq_id: llama_seq_id,
 pub extern "C" fn llama_memory_seq_cp(mem: llama_memory_t, seq_id_src: llama_seq_id, seq_id_dst: llama_seq_id, p0: llama_pos, p1: llama_pos) {
     with_mem("llama_memory_seq_cp", mem, |c| {
         let (s, d) = (check_seq(c, seq_id_src)?, check_seq(c, seq_id_dst)?);
-        c.kv.seq_cp(s, d, p0, p1);
+        if !c.kv.seq_cp(s, d, p0, p1) {
+            return Err(format!("deepseek4 copies only whole sequences (p0 <= 0, p1 < 0), not [{p0}, {p1}); nothing changed"));
+        }
         Ok(())
     })
 }
@@ -86,7 +90,9 @@ pub extern "C" fn llama_memory_seq_keep(mem: llama_memory_t, seq_id: llama_seq_i
 pub extern "C" fn llama_memory_seq_add(mem: llama_memory_t, seq_id: llama_seq_id, p0: llama_pos, p1: llama_pos, delta: llama_pos) {
     with_mem("llama_memory_seq_add", mem, |c| {
         let s = check_seq(c, seq_id)?;
-        c.kv.seq_add(s, p0, p1, delta);
+        if !c.kv.seq_add(s, p0, p1, delta) {
+            return Err("deepseek4's cache cannot shift positions (llama_memory_can_shift is false); nothing changed".into());
+        }
         Ok(())
     })
 }
@@ -98,14 +104,26 @@ pub extern "C" fn llama_memory_seq_div(mem: llama_memory_t, seq_id: llama_seq_id
         if d <= 0 {
             return Err(format!("divisor {d} must be positive"));
         }
-        c.kv.seq_div(s, p0, p1, d);
+        if !c.kv.seq_div(s, p0, p1, d) {
+            return Err("deepseek4's cache cannot shift positions (llama_memory_can_shift is false); nothing changed".into());
+        }
         Ok(())
     })
 }
 
 #[no_mangle]
 pub extern "C" fn llama_memory_seq_pos_min(mem: llama_memory_t, seq_id: llama_seq_id) -> llama_pos {
-    seq_range("llama_memory_seq_pos_min", mem, seq_id).map_or(-1, |r| r.0)
+    seq_range("llama_memory_seq_pos_min", mem, seq_id).map_or(-1, |r| pos_min_of(mem, r))
+}
+
+/// deepseek4 reports a sequence's last position as its first (upstream's cache does: its
+/// compressed state cannot be rolled back inside the raw window).
+fn pos_min_of(mem: llama_memory_t, r: (llama_pos, llama_pos)) -> llama_pos {
+    // SAFETY: seq_range succeeded on this handle just before.
+    match unsafe { context_of(mem) } {
+        Ok(c) if c.monitor.pos_min_is_max => r.1,
+        _ => r.0,
+    }
 }
 
 #[no_mangle]
@@ -115,5 +133,5 @@ pub extern "C" fn llama_memory_seq_pos_max(mem: llama_memory_t, seq_id: llama_se
 
 #[no_mangle]
 pub extern "C" fn llama_memory_can_shift(mem: llama_memory_t) -> bool {
-    with_mem("llama_memory_can_shift", mem, |_| Ok(true))
+    with_mem("llama_memory_can_shift", mem, |c| Ok(c.kv.can_shift()))
 }

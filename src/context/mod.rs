@@ -144,7 +144,9 @@ impl Context {
         let n_batch = n_ctx_req.min(p.n_batch);
         let n_ubatch = n_batch.min(if p.n_ubatch == 0 { p.n_batch } else { p.n_ubatch });
         let mut n_ctx = pad(n_ctx_req)?;
-        let (n_ctx_seq, n_stream) = if p.kv_unified {
+        // deepseek4's caches keep a stream per sequence even when asked for one unified stream
+        // (upstream's llama_kv_cache_dsv4 does the same)
+        let (n_ctx_seq, n_stream) = if p.kv_unified && hp.dsv4.is_none() {
             (n_ctx, 1)
         } else {
             let per = pad(n_ctx / p.n_seq_max)?;
@@ -204,12 +206,21 @@ impl Context {
             with_v: hp.kv_with_v(),
             rope_offset: hp.kv_rope_offset(),
             indexer_key: hp.kv_indexer_key(),
+            dsv4: hp.dsv4.as_ref().map(|d| crate::kv::dsv4::Dsv4Shape {
+                ratios: d.ratios.clone(),
+                head: hp.head_dim_k,
+                idx_head: hp.indexer.as_ref().map_or(0, |x| x.head_size),
+                n_stream,
+                n_cells: n_ctx_seq as usize,
+            }),
         };
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
         let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize)?;
         let pool = ThreadPool::new(max_threads)?;
         let scratch_bytes = scratch.bytes();
-        let monitor = Arc::new(ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes()));
+        let mut monitor = ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes());
+        monitor.pos_min_is_max = kv.dsv4.is_some();
+        let monitor = Arc::new(monitor);
         monitor.set_scratch_bytes(scratch_bytes);
         stats::CONTEXTS.add(1);
         Ok(Context {

@@ -14,6 +14,9 @@ pub struct ContextMonitor {
     pub n_ctx: u32,
     pub n_seq_max: u32,
     pub kv_bytes: usize,
+    /// deepseek4: `llama_memory_seq_pos_min` reports a sequence's last position, as upstream's
+    /// cache does (it cannot be rolled back inside its window).
+    pub pos_min_is_max: bool,
     scratch_bytes: AtomicU64,
     decode_calls: AtomicU64,
     prompt_tokens: AtomicU64,
@@ -46,6 +49,7 @@ impl ContextMonitor {
             n_ctx,
             n_seq_max,
             kv_bytes,
+            pos_min_is_max: false,
             scratch_bytes: AtomicU64::new(0),
             decode_calls: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),

@@ -362,7 +362,11 @@ impl Loop {
                 }
             }
         }
-        self.ctx.kv.seq_rm(slot as i32, keep as i32, -1);
+        if !self.ctx.kv.seq_rm(slot as i32, keep as i32, -1) {
+            // a cache that cannot cut a sequence (deepseek4's) starts the slot over
+            self.ctx.kv.seq_rm(slot as i32, -1, -1);
+            keep = 0;
+        }
         self.slots[slot].cache.truncate(keep);
         keep
     }

@@ -233,6 +233,19 @@ impl TileScratch {
         }
     }
 
+    /// As [`TileScratch::output`] with an attention sink: the per-head logit `sink` joins the
+    /// softmax's sum but adds no value, as ggml's flash attention applies it after the cells
+    /// (ops.cpp:9040: the accumulator in f32 rescaled when the sink exceeds the maximum).
+    pub fn output_with_sink(&self, row: usize, sink: f32, out: &mut [f32]) {
+        let (m, s) = (self.max[row], self.sum[row]);
+        let (ms, vs) = if sink > m { ((m - sink).exp(), 1.0) } else { (1.0, (sink - m).exp()) };
+        let sum = s * ms + vs;
+        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        for (o, &a) in out[..self.dv].iter_mut().zip(&self.acc[row * self.dvp..]) {
+            *o = (a * ms) * inv;
+        }
+    }
+
     /// Takes up to BLOCK cells, widening their keys and values; returns how many.
     fn widen_block<'a>(&mut self, cells: &mut impl Iterator<Item = (i32, &'a [u16], &'a [u16])>) -> usize {
         let (dk, dv, dkp, dvp) = (self.dk, self.dv, self.dkp, self.dvp);

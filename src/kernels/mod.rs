@@ -44,6 +44,13 @@ pub fn swiglu_on(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32]) {
     });
 }
 
+/// The clamp of ggml_swiglu_clamp before its SiLU-gated unit: gate[i] = min(gate[i], limit),
+/// up[i] = clamp(up[i], −limit, limit) (DeepSeek V4's experts; `limit` > 0).
+pub fn swiglu_clamp_inputs(gate: &mut [f32], up: &mut [f32], limit: f32) {
+    gate.iter_mut().for_each(|g| *g = g.min(limit));
+    up.iter_mut().for_each(|u| *u = u.clamp(-limit, limit));
+}
+
 /// a[i] += b[i]
 pub fn add_assign(a: &mut [f32], b: &[f32]) {
     for (x, &y) in a.iter_mut().zip(b) {

@@ -5,6 +5,7 @@
 //! afterwards. The per-sequence table (`SeqTable`) mirrors the cells for readers on other
 //! threads and is kept current by every operation here.
 
+pub mod dsv4;
 pub mod seqset;
 pub mod seqtable;
 
@@ -46,10 +47,14 @@ pub struct KvShape {
     /// deepseek32: where each row's indexer key starts and its size. It is stored
     /// Hadamard-rotated with NEOX rope on its first rope dims, and re-roped that way on a shift.
     pub indexer_key: Option<(usize, usize)>,
+    /// deepseek4: its compressed caches and compressor states beside the raw keys.
+    pub dsv4: Option<dsv4::Dsv4Shape>,
 }
 
 pub struct KvCache {
     pub shape: KvShape,
+    /// deepseek4's compressed caches (`shape.dsv4`).
+    pub dsv4: Option<dsv4::Dsv4Cache>,
     kv_dim: usize,
     cells: Vec<Cell>,
     /// Per layer: n_stream * n_cells rows of kv_dim F16 values.
@@ -86,8 +91,10 @@ impl KvCache {
         let head = vec![0; shape.n_stream];
         let ranges = vec![(-1, -1); shape.n_seq_max];
         let table = Arc::new(SeqTable::new(shape.n_seq_max));
-        let data_bytes = k.iter().chain(&v).map(|b| b.bytes()).sum();
+        let dsv4 = shape.dsv4.clone().map(dsv4::Dsv4Cache::new).transpose()?;
+        let data_bytes = k.iter().chain(&v).map(|b| b.bytes()).sum::<usize>() + dsv4.as_ref().map_or(0, |d| d.bytes());
         let mut kv = KvCache {
+            dsv4,
             kv_dim,
             cells,
             k,
@@ -278,6 +285,10 @@ impl KvCache {
         if data {
             self.k.iter_mut().chain(self.v.iter_mut()).for_each(|b| b.clear());
         }
+        // deepseek4's compressed rows never outlive their tokens (upstream clears them always)
+        if let Some(d) = self.dsv4.as_mut() {
+            d.clear(None);
+        }
         self.sync_seqs();
     }
 
@@ -295,8 +306,27 @@ impl KvCache {
         (p0.max(0), if p1 < 0 { i32::MAX } else { p1 })
     }
 
-    /// Removes `seq` (every sequence when < 0) from cells with pos in [p0, p1).
-    pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) {
+    /// Removes `seq` (every sequence when < 0) from cells with pos in [p0, p1). False when the
+    /// cache cannot do it (nothing changed): deepseek4's compressed caches cannot be cut inside
+    /// a sequence, so there only removals of whole sequences and of nothing (p0 past the end)
+    /// succeed, as upstream's `llama_kv_cache_dsv4::seq_rm` without rollback snapshots.
+    pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> bool {
+        if self.dsv4.is_some() {
+            if p1 >= 0 {
+                return false;
+            }
+            if p0 > 0 {
+                return seq >= 0 && (seq as usize) < self.shape.n_seq_max && p0 > self.ranges[seq as usize].1;
+            }
+            for s in self.streams_for(seq) {
+                self.dsv4.as_mut().expect("checked").clear(Some(s));
+            }
+        }
+        self.seq_rm_cells(seq, p0, p1);
+        true
+    }
+
+    fn seq_rm_cells(&mut self, seq: i32, p0: i32, p1: i32) {
         let (p0, p1) = Self::pos_range(p0, p1);
         for s in self.streams_for(seq) {
             for c in self.stream_cells(s) {
@@ -318,10 +348,18 @@ impl KvCache {
     }
 
     /// Makes `dst` share `src`'s cells with pos in [p0, p1). Across streams the whole stream's
-    /// data is copied, as upstream does.
-    pub fn seq_cp(&mut self, src: usize, dst: usize, p0: i32, p1: i32) {
+    /// data is copied, as upstream does. False (nothing changed) for a part of a deepseek4
+    /// sequence: its compressed caches are copied whole or not at all.
+    pub fn seq_cp(&mut self, src: usize, dst: usize, p0: i32, p1: i32) -> bool {
+        if self.dsv4.is_some() && (p0 > 0 || p1 >= 0) {
+            return false;
+        }
         if src == dst {
-            return;
+            return true;
+        }
+        let (s0, s1) = (self.stream_of(src), self.stream_of(dst));
+        if let Some(d) = self.dsv4.as_mut() {
+            d.copy_stream(s0, s1);
         }
         let (s0, s1) = (self.stream_of(src), self.stream_of(dst));
         let (p0, p1) = Self::pos_range(p0, p1);
@@ -333,7 +371,7 @@ impl KvCache {
                 }
             }
             self.sync_seqs();
-            return;
+            return true;
         }
         let (r0, r1) = (self.stream_cells(s0), self.stream_cells(s1));
         for i in 0..self.shape.n_cells {
@@ -346,11 +384,19 @@ impl KvCache {
         }
         self.head[s1] = self.head[s0];
         self.sync_seqs();
+        true
     }
 
-    /// Removes every sequence but `seq` from the cells of `seq`'s stream.
+    /// Removes every sequence but `seq` from the cells of `seq`'s stream (deepseek4: and empties
+    /// every other stream, compressed caches included, as upstream).
     pub fn seq_keep(&mut self, seq: usize) {
         let s = self.stream_of(seq);
+        if self.dsv4.is_some() {
+            for other in (0..self.shape.n_stream).filter(|&o| o != s) {
+                self.stream_cells(other).for_each(|c| self.cells[c] = Cell::EMPTY);
+                self.dsv4.as_mut().expect("checked").clear(Some(other));
+            }
+        }
         for c in self.stream_cells(s) {
             let cell = &mut self.cells[c];
             if cell.seqs.contains(seq) {
@@ -410,16 +456,31 @@ impl KvCache {
         self.sync_seqs();
     }
 
-    pub fn seq_add(&mut self, seq: usize, p0: i32, p1: i32, shift: i32) {
+    /// Whether positions can be shifted (`seq_add`, `seq_div`): not in deepseek4's cache, whose
+    /// compressed rows belong to fixed blocks of positions (upstream's `get_can_shift` false).
+    pub fn can_shift(&self) -> bool {
+        self.dsv4.is_none()
+    }
+
+    /// False (nothing changed) when the cache cannot shift.
+    pub fn seq_add(&mut self, seq: usize, p0: i32, p1: i32, shift: i32) -> bool {
+        if !self.can_shift() {
+            return false;
+        }
         if shift != 0 {
             self.seq_move(seq, p0, p1, |p| p.saturating_add(shift));
         }
+        true
     }
 
-    pub fn seq_div(&mut self, seq: usize, p0: i32, p1: i32, d: i32) {
+    pub fn seq_div(&mut self, seq: usize, p0: i32, p1: i32, d: i32) -> bool {
+        if !self.can_shift() {
+            return false;
+        }
         if d > 1 {
             self.seq_move(seq, p0, p1, |p| p / d);
         }
+        true
     }
 
     pub fn seq_pos_min(&self, seq: usize) -> i32 {

@@ -6,7 +6,7 @@ use super::proj::{project, project_all};
 use super::weights::{mat, Mat};
 use super::{Common, Model};
 use crate::gguf::GgufFile;
-use crate::kernels::swiglu_on;
+use crate::kernels::{swiglu_clamp_inputs, swiglu_on};
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -14,13 +14,15 @@ pub struct Ffn {
     pub gate: Mat,
     pub up: Mat,
     pub down: Mat,
+    /// DeepSeek V4's SwiGLU clamp of gate and up (0: none).
+    pub clamp: f32,
 }
 
 impl Ffn {
     /// `blk.{i}.ffn_{gate,up,down}{suffix}.weight` of width `ff`.
     pub fn load(f: &GgufFile, i: usize, suffix: &str, n_embd: usize, ff: usize) -> Result<Ffn, String> {
         let n = |s: &str| format!("blk.{i}.ffn_{s}{suffix}.weight");
-        Ok(Ffn { gate: mat(f, &n("gate"), n_embd, ff)?, up: mat(f, &n("up"), n_embd, ff)?, down: mat(f, &n("down"), ff, n_embd)? })
+        Ok(Ffn { gate: mat(f, &n("gate"), n_embd, ff)?, up: mat(f, &n("up"), n_embd, ff)?, down: mat(f, &n("down"), ff, n_embd)?, clamp: 0.0 })
     }
 
     pub fn mats(&self) -> [&Mat; 3] {
@@ -48,6 +50,9 @@ impl FfnScratch {
 pub fn forward(model: &Model, f: &Ffn, c: &mut Common, s: &mut FfnScratch, pool: &ThreadPool, n: usize) {
     let ff = f.gate.rows;
     project_all(model, pool, &mut c.act, &c.xn, n, [(&f.gate, &mut s.gate), (&f.up, &mut s.up)]);
+    if f.clamp > 0.0 {
+        swiglu_clamp_inputs(&mut s.gate[..n * ff], &mut s.up[..n * ff], f.clamp);
+    }
     swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff]);
     project(model, pool, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
 }

@@ -13,6 +13,7 @@ pub enum Arch {
     Deepseek2,
     /// DeepSeek V3.2: deepseek2's MLA and MoE plus the lightning indexer (sparse attention).
     Deepseek32,
+    Deepseek4,
 }
 
 impl Arch {
@@ -23,6 +24,7 @@ impl Arch {
             "deepseek" => Some(Arch::Deepseek),
             "deepseek2" => Some(Arch::Deepseek2),
             "deepseek32" => Some(Arch::Deepseek32),
+            "deepseek4" => Some(Arch::Deepseek4),
             _ => None,
         }
     }
@@ -33,11 +35,12 @@ impl Arch {
             Arch::Deepseek => "deepseek",
             Arch::Deepseek2 => "deepseek2",
             Arch::Deepseek32 => "deepseek32",
+            Arch::Deepseek4 => "deepseek4",
         }
     }
     pub fn rope_mode(self) -> RopeMode {
         match self {
-            Arch::Llama | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 => RopeMode::Norm,
+            Arch::Llama | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => RopeMode::Norm,
             Arch::Qwen2 => RopeMode::Neox,
         }
     }
@@ -89,7 +92,31 @@ pub struct HParams {
     pub moe: Option<MoeParams>,
     /// The lightning indexer of deepseek32.
     pub indexer: Option<IndexerParams>,
+    pub dsv4: Option<Dsv4Params>,
 }
+
+/// deepseek4 (V4): what its attention, hyper-connections and caches are shaped by
+/// (upstream b11312 `src/models/deepseek4.cpp:19-99`).
+#[derive(Clone, Debug)]
+pub struct Dsv4Params {
+    pub q_lora_rank: usize,
+    /// Raw keys a query sees, itself included.
+    pub n_swa: usize,
+    pub o_groups: usize,
+    pub o_lora_rank: usize,
+    /// Per block: 0 (window only), 4 (CSA: overlapping compressor + indexer) or 128 (HCA).
+    pub ratios: Vec<usize>,
+    /// RoPE base of the blocks with a compressor (YaRN applies to those only).
+    pub compress_rope_base: f32,
+    /// Hyper-connection streams (always 4) and their Sinkhorn normalisation.
+    pub hc: usize,
+    pub sinkhorn_iters: usize,
+    pub hc_eps: f32,
+}
+
+/// The CSA and HCA compression ratios (upstream's DSV4_CSA_RATIO / DSV4_HCA_RATIO).
+pub(crate) const CSA_RATIO: usize = 4;
+pub(crate) const HCA_RATIO: usize = 128;
 
 /// deepseek32's lightning indexer (DeepSeek Sparse Attention): `n_head` query heads of
 /// `head_size` against one cached key per token (its first n_rot dims NEOX-roped, the whole key
@@ -106,6 +133,8 @@ pub struct IndexerParams {
 pub enum Gating {
     Softmax,
     Sigmoid,
+    /// sqrt(softplus(x)), softplus(x) = x above 20 (deepseek4).
+    SqrtSoftplus,
 }
 
 /// deepseek2's attention (MLA) hyper-parameters.
@@ -139,6 +168,11 @@ pub struct MoeParams {
     pub gating: Gating,
     pub weights_norm: bool,
     pub weights_scale: f32,
+    /// deepseek4: blocks below this route by token id (`ffn_gate_tid2eid`), not by score.
+    pub n_hash: usize,
+    /// deepseek4: per block, the SwiGLU clamp of the routed and of the shared experts (0: none).
+    pub clamp_exp: Vec<f32>,
+    pub clamp_shexp: Vec<f32>,
 }
 
 fn required_u32(f: &GgufFile, key: &str) -> Result<u32, String> {
@@ -167,11 +201,18 @@ impl HParams {
         if n_nextn >= n_layer_all {
             return Err(format!("nextn_predict_layers {n_nextn} leaves no trunk blocks of block_count {n_layer_all} (a file holding only the MTP draft head cannot run alone)"));
         }
+        // deepseek4's loader keeps the MTP blocks as trunk blocks unless the first carries its
+        // nextn projection (deepseek4.cpp:20-26)
+        let n_nextn = if arch == Arch::Deepseek4 && f.tensor(&format!("blk.{}.nextn.eh_proj.weight", n_layer_all - n_nextn)).is_none() { 0 } else { n_nextn };
         let n_layer = n_layer_all - n_nextn;
         let n_ctx_train = required_u32(f, &k("context_length"))?;
-        let n_ff = positive(required_u32(f, &k("feed_forward_length"))?, &k("feed_forward_length"))?;
+        // deepseek4 has no dense FFN (every block is MoE)
+        let n_ff = if arch == Arch::Deepseek4 { 0 } else { positive(required_u32(f, &k("feed_forward_length"))?, &k("feed_forward_length"))? };
         let n_head = positive(required_u32(f, &k("attention.head_count"))?, &k("attention.head_count"))?;
         let n_head_kv = positive(f.get_u32(&k("attention.head_count_kv")).unwrap_or(n_head as u32), &k("attention.head_count_kv"))?;
+        if arch == Arch::Deepseek4 && n_head_kv != 1 {
+            return Err(format!("deepseek4 shares one key/value head (head_count_kv = {n_head_kv})"));
+        }
         if n_head % n_head_kv != 0 {
             return Err(format!("head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"));
         }
@@ -236,8 +277,12 @@ impl HParams {
             // Only deepseek2 (upstream's llama_context checks that architecture alone).
             yarn_mscale_all_dims: arch == Arch::Deepseek2,
             mla: if arch.is_mla() { Some(MlaParams::from_gguf(f, arch, head_dim_k, head_dim_v, n_rot)?) } else { None },
-            moe: if matches!(arch, Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32) { Some(MoeParams::from_gguf(f, arch, n_layer)?) } else { None },
-            indexer: if arch == Arch::Deepseek32 { Some(IndexerParams::from_gguf(f, n_rot)?) } else { None },
+            moe: if matches!(arch, Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4) { Some(MoeParams::from_gguf(f, arch, n_layer)?) } else { None },
+            indexer: match arch {
+                Arch::Deepseek32 | Arch::Deepseek4 => Some(IndexerParams::from_gguf(f, arch, n_rot)?),
+                _ => None,
+            },
+            dsv4: if arch == Arch::Deepseek4 { Some(Dsv4Params::from_gguf(f, n_layer, n_head, head_dim_k, n_rot)?) } else { None },
         })
     }
 
@@ -267,11 +312,16 @@ impl HParams {
     }
     /// Whether the KV cache holds V rows (MLA's values are its cached latent).
     pub fn kv_with_v(&self) -> bool {
-        self.mla.is_none()
+        self.mla.is_none() && self.dsv4.is_none()
     }
-    /// Where the roped part of a cached K row starts (MLA: after the latent).
+    /// Where the roped part of a cached K row starts (MLA: after the latent; deepseek4: its last
+    /// n_rot dims).
     pub fn kv_rope_offset(&self) -> usize {
-        self.mla.as_ref().map_or(0, |m| m.kv_lora_rank)
+        match (&self.mla, &self.dsv4) {
+            (Some(m), _) => m.kv_lora_rank,
+            (None, Some(_)) => self.head_dim_k - self.n_rot,
+            (None, None) => 0,
+        }
     }
     /// Routed experts per MoE block (0 without experts).
     pub fn n_expert(&self) -> usize {
@@ -280,8 +330,8 @@ impl HParams {
 }
 
 impl IndexerParams {
-    fn from_gguf(f: &GgufFile, n_rot: usize) -> Result<IndexerParams, String> {
-        let k = |s: &str| format!("deepseek32.attention.indexer.{s}");
+    fn from_gguf(f: &GgufFile, arch: Arch, n_rot: usize) -> Result<IndexerParams, String> {
+        let k = |s: &str| format!("{}.attention.indexer.{s}", arch.name());
         let n_head = positive(required_u32(f, &k("head_count"))?, &k("head_count"))?;
         let head_size = positive(required_u32(f, &k("key_length"))?, &k("key_length"))?;
         let top_k = positive(required_u32(f, &k("top_k"))?, &k("top_k"))?;
@@ -339,6 +389,8 @@ impl MoeParams {
         let k = |s: &str| format!("{}.{s}", arch.name());
         let req = |s: &str| required_u32(f, &k(s)).map(|v| v as usize);
         let v2 = arch.is_mla();
+        let v4 = arch == Arch::Deepseek4;
+        let clamp_exp = if v4 { per_layer_f32(f, &k("swiglu_clamp_exp"), n_layer)? } else { Vec::new() };
         let n_expert = req("expert_count")?;
         let n_expert_used = req("expert_used_count")?;
         let n_group = if v2 { f.get_u32(&k("expert_group_count")).unwrap_or(1).max(1) as usize } else { 1 };
@@ -356,7 +408,12 @@ impl MoeParams {
         if n_expert_used > n_group_used * (n_expert / n_group) {
             return Err(format!("{n_expert_used} experts cannot be chosen from the {} experts of {n_group_used} selected groups", n_group_used * (n_expert / n_group)));
         }
-        let gating = if !v2 {
+        let gating = if arch == Arch::Deepseek4 {
+            match required_u32(f, &k("expert_gating_func"))? {
+                4 => Gating::SqrtSoftplus,
+                g => return Err(format!("deepseek4 needs expert_gating_func 4 (sqrt-softplus), the file has {g}")),
+            }
+        } else if !v2 {
             Gating::Softmax
         } else {
             // required by deepseek32's loader; deepseek2 defaults to softmax
@@ -376,8 +433,71 @@ impl MoeParams {
             n_group,
             n_group_used,
             gating,
-            weights_norm: v2 && f.get_bool(&k("expert_weights_norm")).unwrap_or(false),
-            weights_scale: f.get_f32(&k("expert_weights_scale")).unwrap_or(0.0),
+            weights_norm: (v2 && f.get_bool(&k("expert_weights_norm")).unwrap_or(false)) || (v4 && f.get_bool(&k("expert_weights_norm")).ok_or_else(|| format!("missing required key '{}'", k("expert_weights_norm")))?),
+            weights_scale: if v4 { f.get_f32(&k("expert_weights_scale")).ok_or_else(|| format!("missing required key '{}'", k("expert_weights_scale")))? } else { f.get_f32(&k("expert_weights_scale")).unwrap_or(0.0) },
+            n_hash: if v4 { (f.get_u32(&k("hash_layer_count")).unwrap_or(0) as usize).min(n_layer) } else { 0 },
+            clamp_exp: clamp_exp.clone(),
+            clamp_shexp: if v4 && f.get(&k("swiglu_clamp_shexp")).is_some() { per_layer_f32(f, &k("swiglu_clamp_shexp"), n_layer)? } else { clamp_exp },
         })
+    }
+}
+
+/// A per-block float key: an array with an entry per block (more are ignored), or one value
+/// for every block.
+fn per_layer_f32(f: &GgufFile, key: &str, n_layer: usize) -> Result<Vec<f32>, String> {
+    use crate::gguf::value::GgufArray;
+    let v: Vec<f32> = match f.get_array(key) {
+        Some(GgufArray::F32(v)) => v.clone(),
+        Some(GgufArray::F64(v)) => v.iter().map(|&x| x as f32).collect(),
+        Some(a) => (0..a.len()).map(|i| a.int_at(i).map(|x| x as f32)).collect::<Option<_>>().ok_or_else(|| format!("key '{key}' must hold numbers"))?,
+        None => vec![f.get_f32(key).ok_or_else(|| format!("missing required key '{key}'"))?; n_layer],
+    };
+    if v.len() < n_layer || v[..n_layer].iter().any(|x| !x.is_finite() || *x < 0.0) {
+        return Err(format!("key '{key}' needs a finite, non-negative value for each of the {n_layer} blocks"));
+    }
+    Ok(v[..n_layer].to_vec())
+}
+
+impl Dsv4Params {
+    fn from_gguf(f: &GgufFile, n_layer: usize, n_head: usize, head: usize, n_rot: usize) -> Result<Dsv4Params, String> {
+        let k = |s: &str| format!("deepseek4.{s}");
+        let req = |s: &str| required_u32(f, &k(s)).and_then(|v| positive(v, &k(s)));
+        let ratios_key = k("attention.compress_ratios");
+        let a = f.get_array(&ratios_key).ok_or_else(|| format!("missing required key '{ratios_key}'"))?;
+        if a.len() < n_layer {
+            return Err(format!("'{ratios_key}' has {} entries for {n_layer} blocks", a.len()));
+        }
+        let ratios = (0..n_layer)
+            .map(|i| match a.int_at(i) {
+                Some(0) => Ok(0),
+                Some(4) => Ok(CSA_RATIO),
+                Some(128) => Ok(HCA_RATIO),
+                v => Err(format!("'{ratios_key}'[{i}] = {v:?}: each block's compression ratio must be 0, 4 or 128")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let p = Dsv4Params {
+            q_lora_rank: req("attention.q_lora_rank")?,
+            n_swa: req("attention.sliding_window")?,
+            o_groups: req("attention.output_group_count")?,
+            o_lora_rank: req("attention.output_lora_rank")?,
+            ratios,
+            compress_rope_base: f.get_f32(&k("attention.compress_rope_freq_base")).ok_or_else(|| format!("missing required key '{}'", k("attention.compress_rope_freq_base")))?,
+            hc: req("hyper_connection.count")?,
+            sinkhorn_iters: req("hyper_connection.sinkhorn_iterations")?,
+            hc_eps: f.get_f32(&k("hyper_connection.epsilon")).ok_or_else(|| format!("missing required key '{}'", k("hyper_connection.epsilon")))?,
+        };
+        if p.hc != 4 {
+            return Err(format!("deepseek4 needs 4 hyper-connection streams (as upstream's kernels), the file has {}", p.hc));
+        }
+        if n_head % p.o_groups != 0 {
+            return Err(format!("head_count {n_head} is not a multiple of output_group_count {}", p.o_groups));
+        }
+        if n_rot >= head {
+            return Err(format!("rope.dimension_count {n_rot} must be below the head size {head}"));
+        }
+        if p.sinkhorn_iters > 1000 || !(p.compress_rope_base.is_finite() && p.compress_rope_base > 0.0) || !(p.hc_eps.is_finite() && p.hc_eps >= 0.0) {
+            return Err("deepseek4: sinkhorn_iterations, compress_rope_freq_base or hyper_connection.epsilon out of range".into());
+        }
+        Ok(p)
     }
 }

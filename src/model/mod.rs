@@ -9,13 +9,16 @@
 //! Recipes compose blocks (`attn_mha`, `attn_mla`, `indexer`, `ffn`, `moe`, `head`, through `proj`); no
 //! recipe imports another, and no block knows which recipe uses it.
 
+pub mod attn_dsv4;
 pub mod attn_mha;
 pub mod attn_mla;
 pub mod deepseek;
 pub mod deepseek2;
+pub mod deepseek4;
 pub mod ffn;
 pub mod head;
 pub mod hparams;
+pub mod hyper;
 pub mod indexer;
 pub mod llama;
 pub mod moe;
@@ -82,6 +85,7 @@ pub enum Layers {
     Llama(Vec<llama::Block>),
     Deepseek(Vec<deepseek::Block>),
     Deepseek2(Vec<deepseek2::Block>),
+    Deepseek4(deepseek4::Layers),
 }
 
 /// What every recipe's forward pass shares: the residual stream, the normed input of a
@@ -103,6 +107,7 @@ pub struct Scratch {
     pub ffn: ffn::FfnScratch,
     pub moe: Option<moe::MoeScratch>,
     pub indexer: Option<indexer::IndexerScratch>,
+    pub dsv4: Option<deepseek4::Dsv4Scratch>,
 }
 
 impl Scratch {
@@ -124,6 +129,7 @@ impl Scratch {
             ffn: ffn::FfnScratch::new(ffn_floats)?,
             moe: None,
             indexer: None,
+            dsv4: None,
         })
     }
 
@@ -137,6 +143,7 @@ impl Scratch {
             + self.ffn.bytes()
             + self.moe.as_ref().map_or(0, |s| s.bytes())
             + self.indexer.as_ref().map_or(0, |s| s.bytes())
+            + self.dsv4.as_ref().map_or(0, |s| s.bytes())
     }
 }
 
@@ -238,6 +245,7 @@ impl Model {
                 }
                 Layers::Deepseek2(blocks)
             }
+            Arch::Deepseek4 => Layers::Deepseek4(deepseek4::load(&file, &hp)?),
         };
         crate::sys::stats::MODELS.add(1);
         Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
@@ -256,6 +264,7 @@ impl Model {
             Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads),
             Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads),
             Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells),
+            Layers::Deepseek4(l) => deepseek4::scratch(self, l, n_ubatch, n_threads, n_cells),
         }
     }
 
@@ -270,6 +279,7 @@ impl Model {
             Layers::Llama(b) => llama::forward(self, b, ub, kv, s, pool, rope, logits, embd),
             Layers::Deepseek(b) => deepseek::forward(self, b, ub, kv, s, pool, rope, logits, embd),
             Layers::Deepseek2(b) => deepseek2::forward(self, b, ub, kv, s, pool, rope, logits, embd),
+            Layers::Deepseek4(l) => deepseek4::forward(self, l, ub, kv, s, pool, rope, logits, embd),
         }
     }
 }

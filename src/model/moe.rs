@@ -12,7 +12,7 @@ use super::weights::{mat, opt_vector, stack, Mat, Stack};
 use super::{Common, Model, MAX_GROUPS};
 use crate::gguf::GgufFile;
 use crate::kernels::matmul::{activation_bytes, matmul_all, matmul_batch, quantize_activations, Product};
-use crate::kernels::{add_assign, swiglu_on};
+use crate::kernels::{add_assign, swiglu_clamp_inputs, swiglu_on};
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -25,6 +25,11 @@ pub struct Moe {
     pub up: Stack,
     pub down: Stack,
     pub shared: Ffn,
+    /// deepseek4's hash routing (blocks below `hash_layer_count`): per token id its
+    /// `n_expert_used` experts (`ffn_gate_tid2eid`, checked at load).
+    pub tid2eid: Option<Vec<i32>>,
+    /// The routed experts' SwiGLU clamp (0: none).
+    pub clamp: f32,
 }
 
 impl Moe {
@@ -43,7 +48,9 @@ impl Moe {
             gate: stack(f, &n("ffn_gate_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
             up: stack(f, &n("ffn_up_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
             down: stack(f, &n("ffn_down_exps.weight"), p.n_ff_exp, e, p.n_expert)?,
-            shared: Ffn::load(f, i, "_shexp", e, shared_ff)?,
+            shared: Ffn { clamp: p.clamp_shexp.get(i).copied().unwrap_or(0.0), ..Ffn::load(f, i, "_shexp", e, shared_ff)? },
+            tid2eid: if i < p.n_hash { Some(tid2eid(f, p, i)?) } else { None },
+            clamp: p.clamp_exp.get(i).copied().unwrap_or(0.0),
         })
     }
 
@@ -56,6 +63,21 @@ impl Moe {
     pub fn decode_act_bytes(&self, p: &MoeParams) -> usize {
         p.n_expert_used * activation_bytes(self.down.first.ty, p.n_ff_exp, 1) + activation_bytes(self.shared.down.ty, p.n_ff_exp * p.n_expert_shared, 1)
     }
+}
+
+/// Block `i`'s hash-routing table `ffn_gate_tid2eid` {n_expert_used, n_vocab} (I32): each
+/// entry an expert index.
+fn tid2eid(f: &GgufFile, p: &MoeParams, i: usize) -> Result<Vec<i32>, String> {
+    let name = format!("blk.{i}.ffn_gate_tid2eid.weight");
+    let t = super::weights::find(f, &name)?;
+    if t.ty != crate::quant::GgmlType::I32 || t.dims.len() != 2 || t.dims[0] != p.n_expert_used {
+        return Err(format!("tensor '{name}' must be I32 of shape [{}, n_vocab], it is {} {:?}", p.n_expert_used, t.ty.name(), t.dims));
+    }
+    let v: Vec<i32> = f.tensor_data(t).chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    if let Some(bad) = v.iter().find(|&&x| x < 0 || x as usize >= p.n_expert) {
+        return Err(format!("tensor '{name}' routes to expert {bad} of {}", p.n_expert));
+    }
+    Ok(v)
 }
 
 pub struct MoeScratch {
@@ -72,6 +94,8 @@ pub struct MoeScratch {
     routed: Vec<Vec<(usize, f32)>>,
     /// When on (tests comparing expert choices with llama.cpp's): every routing decision.
     pub trace: Option<Vec<RouteRecord>>,
+    /// The micro-batch's token ids (hash-routed blocks read them).
+    pub tokens: Vec<i32>,
 }
 
 /// One token's routing in one MoE block: its row in the micro-batch, the selection scores
@@ -107,6 +131,7 @@ impl MoeScratch {
             chosen: try_zeroed(n * p.n_expert_used, "scratch")?,
             routed: (0..p.n_expert).map(|_| Vec::with_capacity(n)).collect(),
             trace: None,
+            tokens: try_zeroed(n, "scratch")?,
         })
     }
 
@@ -150,7 +175,8 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
     let e = model.hp.n_embd;
     let (k, ffe, ffs) = (m.n_expert_used, m.n_ff_exp, moe.shared.gate.rows);
     project(model, pool, &mut c.act, &moe.router, &c.xn, 1, &mut s.router);
-    route(m, moe.bias.as_deref(), &mut s.router[..m.n_expert], &mut s.chosen[..k]);
+    let forced = moe.tid2eid.as_ref().map(|t| &t[s.tokens[0] as usize * k..(s.tokens[0] as usize + 1) * k]);
+    route(m, moe.bias.as_deref(), forced, &mut s.router[..m.n_expert], &mut s.chosen[..k]);
     record(&mut s.trace, moe, 0, &s.router[..m.n_expert], &s.chosen[..k]);
     s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
     let chosen = &s.chosen[..k];
@@ -164,6 +190,12 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
         let products = experts.flat_map(|((g, u), &(x, _))| [Product { w: model.mat(&moe.gate.get(x)), act, out: g }, Product { w: model.mat(&moe.up.get(x)), act, out: u }]);
         let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
         matmul_all(pool, 1, products.chain(shared));
+    }
+    if moe.clamp > 0.0 {
+        swiglu_clamp_inputs(&mut f.gate[..k * ffe], &mut f.up[..k * ffe], moe.clamp);
+    }
+    if moe.shared.clamp > 0.0 {
+        swiglu_clamp_inputs(&mut f.gate[k * ffe..k * ffe + ffs], &mut f.up[k * ffe..k * ffe + ffs], moe.shared.clamp);
     }
     swiglu_on(pool, &mut f.gate[..k * ffe + ffs], &f.up[..k * ffe + ffs]);
 
@@ -203,7 +235,9 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
     }
     for t in 0..n {
         let chosen = &mut s.chosen[t * m.n_expert_used..(t + 1) * m.n_expert_used];
-        route(m, moe.bias.as_deref(), &mut s.router[t * ne..(t + 1) * ne], chosen);
+        let k = m.n_expert_used;
+        let forced = moe.tid2eid.as_ref().map(|x| &x[s.tokens[t] as usize * k..(s.tokens[t] as usize + 1) * k]);
+        route(m, moe.bias.as_deref(), forced, &mut s.router[t * ne..(t + 1) * ne], chosen);
         record(&mut s.trace, moe, t, &s.router[t * ne..(t + 1) * ne], chosen);
         for &(x, wt) in chosen.iter() {
             s.routed[x].push((t, wt));
@@ -246,6 +280,9 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
             let uarb = activation_bytes(up_ty, e, 1);
             matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &c.act, uarb, &mut f.up[..rows * ffe], ffe));
         }
+        if moe.clamp > 0.0 {
+            swiglu_clamp_inputs(&mut f.gate[..rows * ffe], &mut f.up[..rows * ffe], moe.clamp);
+        }
         swiglu_on(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe]);
         quantize_activations(pool, down_ty, &f.gate[..rows * ffe], ffe, rows, &mut c.act);
         let darb = activation_bytes(down_ty, ffe, 1);
@@ -280,7 +317,8 @@ fn expert_products<'a>(model: &'a Model, stack: &'a Stack, routed: &'a [Vec<(usi
 /// Upstream's build_moe_ffn selection for one token: gating probabilities, the selection bias
 /// (selection only), group-limited choice, top-k, weights from the unbiased probabilities,
 /// optional renormalisation, then scaling. `logits` is overwritten with the probabilities.
-pub fn route(m: &MoeParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &mut [(usize, f32)]) {
+/// `forced`: the experts of a hash-routed block (deepseek4), which replace the selection.
+pub fn route(m: &MoeParams, bias: Option<&[f32]>, forced: Option<&[i32]>, logits: &mut [f32], chosen: &mut [(usize, f32)]) {
     match m.gating {
         Gating::Softmax => {
             let mx = logits.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
@@ -294,8 +332,15 @@ pub fn route(m: &MoeParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &m
             }
         }
         Gating::Sigmoid => logits.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+        Gating::SqrtSoftplus => logits.iter_mut().for_each(|v| *v = if *v > 20.0 { *v } else { (1.0 + v.exp()).ln() }.sqrt()),
     }
     let probs = &*logits;
+    if let Some(experts) = forced {
+        for (c, &x) in chosen.iter_mut().zip(experts) {
+            *c = (x as usize, probs[x as usize]);
+        }
+        return finish_weights(m, chosen);
+    }
     let sel = |i: usize| probs[i] + bias.map_or(0.0, |b| b[i]);
     let per_group = m.n_expert / m.n_group;
     // Groups kept: the n_group_used with the largest sum of their two best selection scores.
@@ -344,6 +389,11 @@ pub fn route(m: &MoeParams, bias: Option<&[f32]>, logits: &mut [f32], chosen: &m
         }
         chosen[slot] = (best, probs[best]);
     }
+    finish_weights(m, chosen);
+}
+
+/// The chosen experts' weights: renormalised and scaled when the model asks.
+fn finish_weights(m: &MoeParams, chosen: &mut [(usize, f32)]) {
     if m.weights_norm {
         let sum: f32 = chosen.iter().map(|&(_, w)| w).sum();
         let d = sum.max(6.103515625e-5);

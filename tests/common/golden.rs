@@ -71,14 +71,27 @@ pub fn run_scenarios_traced(m: *mut deepseek::api::handles::llama_model, g: &Jso
     for s in 0..3 {
         rows.push(logits_row(c, last[s], n_vocab));
     }
-    // D: copy seq 0 to 3, cut seq 1 at pos 3, then one token each for seqs 1 and 3.
+    // D: copy seq 0 to 3, cut seq 1 at pos 3, then one token each for seqs 1 and 3. D' (a
+    // cache that cannot cut a sequence, deepseek4's): the cut fails and changes nothing, seq 1
+    // is removed whole and starts over at position 0.
     llama_memory_seq_cp(mem, 0, 3, -1, -1);
-    assert!(llama_memory_seq_rm(mem, 1, 3, -1));
-    assert_eq!(llama_memory_seq_pos_max(mem, 1), 2);
-    assert_eq!(llama_memory_seq_pos_max(mem, 3), 11);
     let d = g.get("D_tokens");
+    let partial = g.opt("D_partial_rm").is_none_or(|v| v.bool());
+    assert_eq!(llama_memory_seq_rm(mem, 1, 3, -1), partial);
+    if !partial {
+        assert_eq!(llama_memory_seq_pos_max(mem, 1), 6, "a refused seq_rm changed the sequence");
+        assert!(llama_memory_seq_rm(mem, 1, -1, -1));
+        assert_eq!(llama_memory_seq_pos_max(mem, 1), -1);
+    } else {
+        assert_eq!(llama_memory_seq_pos_max(mem, 1), 2);
+    }
+    assert_eq!(llama_memory_seq_pos_max(mem, 3), 11);
     b.clear();
-    b.add(d.get("seq1_pos3").num() as i32, 3, 1, true);
+    if partial {
+        b.add(d.get("seq1_pos3").num() as i32, 3, 1, true);
+    } else {
+        b.add(d.get("seq1_pos0").num() as i32, 0, 1, true);
+    }
     b.add(d.get("seq3_pos12").num() as i32, 12, 3, true);
     // SAFETY: as above.
     assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
@@ -100,17 +113,26 @@ pub enum Tolerance {
     Float,
     /// Every row ≥ 0.998, median ≥ 0.9995; same argmax where the gap > 2% of the range.
     Quantized,
+    /// A quantized MoE model without llama.cpp's routing trace to excuse its flips: median ≥
+    /// 0.995 and the same argmax on ≥ 80% of the rows (`Moe::Loose`'s tolerance); the rows below
+    /// the quantized tolerance are printed.
+    MoeLoose,
 }
 
 pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, tol: Tolerance) {
     let g = Json::parse(&std::fs::read_to_string(json).unwrap());
+    let rows = if g.opt("L_tokens").is_some() { run_long_scenario(gguf, &g) } else { run_scenarios(gguf, &g) };
+    check_rows(model, &rows, &g, f32s, tol);
+}
+
+/// Holds `rows` to the reference rows of `f32s` with `tol`.
+pub fn check_rows(model: &str, rows: &[Vec<f32>], g: &Json, f32s: &std::path::Path, tol: Tolerance) {
     let n_vocab = g.get("n_vocab").num() as usize;
     let reference = read_f32s(f32s);
-    let rows = run_scenarios(gguf, &g);
     assert_eq!(rows.len() * n_vocab, reference.len());
     let (min_cos, gap) = match tol {
         Tolerance::Float => (0.9999, 0.005),
-        Tolerance::Quantized => (0.998, 0.02),
+        Tolerance::Quantized | Tolerance::MoeLoose => (0.998, 0.02),
     };
     let mut cosines = Vec::new();
     let mut failures = Vec::new();
@@ -133,6 +155,18 @@ pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, 
         Tolerance::Float => {}
         Tolerance::Quantized if median < 0.9995 => failures.push(format!("median cosine {median:.6} < 0.9995")),
         Tolerance::Quantized => {}
+        Tolerance::MoeLoose => {
+            for f in &failures {
+                eprintln!("  {model} (loose): {f}");
+            }
+            failures.clear();
+            if median < 0.995 {
+                failures.push(format!("median cosine {median:.6} < 0.995"));
+            }
+            if argmax_equal * 5 < rows.len() * 4 {
+                failures.push(format!("argmax equal on {argmax_equal}/{} rows (< 80%)", rows.len()));
+            }
+        }
     }
     eprintln!("{model}: min cosine {:.6}, median {median:.6}, argmax equal {argmax_equal}/{}", cosines[0], rows.len());
     assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
@@ -379,4 +413,46 @@ pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Pa
         eprintln!("  excused {e}");
     }
     assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
+}
+
+/// deepseek4's long scenario L (golden_dsv4.c `long`): a 250-token prompt in one decode call of
+/// 90-token micro-batches (n_ctx 512, one sequence), logits at `L_positions`, then greedy
+/// single-token steps; returns the rows in the reference's order.
+pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
+    use deepseek::api::context::{llama_context_default_params, llama_init_from_model};
+    let m = load_model(model_path);
+    let n_vocab = g.get("n_vocab").num() as usize;
+    let mut p = llama_context_default_params();
+    p.n_ctx = g.get("n_ctx").num() as u32;
+    p.n_batch = p.n_ctx;
+    p.n_ubatch = g.get("n_ubatch").num() as u32;
+    p.n_seq_max = g.get("n_seq_max").num() as u32;
+    p.n_threads = 2;
+    p.n_threads_batch = 2;
+    let c = llama_init_from_model(m, p);
+    assert!(!c.is_null());
+    let tokens = g.get("L_tokens").i32s();
+    let wanted: Vec<i32> = g.get("L_positions").i32s();
+    let mut b = Batch::new(tokens.len() as i32, 1);
+    for (i, &t) in tokens.iter().enumerate() {
+        b.add(t, i as i32, 0, wanted.contains(&(i as i32)));
+    }
+    // SAFETY: b is a valid batch from llama_batch_init.
+    assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    let mut rows: Vec<Vec<f32>> = wanted.iter().map(|&i| logits_row(c, i, n_vocab)).collect();
+    let first = g.get("LB_positions").i32s()[0];
+    for (s, &t) in g.get("LB_tokens").i32s().iter().enumerate() {
+        b.clear();
+        b.add(t, first + s as i32, 0, true);
+        // SAFETY: as above.
+        assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+        rows.push(logits_row(c, 0, n_vocab));
+    }
+    drop(b);
+    // SAFETY: handles from this test, freed once.
+    unsafe {
+        llama_free(c);
+        llama_model_free(m);
+    }
+    rows
 }

@@ -26,6 +26,18 @@ impl Json {
             _ => panic!("not an object"),
         }
     }
+    pub fn opt(&self, k: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(m) => m.get(k),
+            _ => panic!("not an object"),
+        }
+    }
+    pub fn bool(&self) -> bool {
+        match self {
+            Json::Bool(b) => *b,
+            _ => panic!("not a boolean"),
+        }
+    }
     pub fn arr(&self) -> &[Json] {
         match self {
             Json::Arr(a) => a,

@@ -1,0 +1,207 @@
+//! Block: DeepSeek V4's hyper-connections (`deepseek4`; upstream b11312
+//! `src/models/deepseek4.cpp:289-468` and the fused CPU kernels `ggml_dsv4_hc_pre/comb/post`,
+//! ggml-cpu/ops.cpp:11339-11630). Each token carries `hc` residual streams instead of one. Before
+//! a sub-block, `pre` mixes the streams into its input with weights from a projection of all of
+//! them (RMS-normed), and also yields the post weights and a Sinkhorn-normalised stream mixing
+//! matrix; after it, `post` writes each stream as post·output + Σ_src comb[src][dst]·stream_src.
+//! The head folds the streams into one with its own weights. All f32; allocates nothing.
+
+use super::proj::project;
+use super::weights::{mat, vector, Mat};
+use super::{Common, Model};
+use crate::gguf::GgufFile;
+use crate::kernels::norm::rms_norm;
+use crate::sys::alloc::try_zeroed;
+use crate::threads::ThreadPool;
+
+/// One mixing site's weights: `fn_` {hc·n_embd → mixes}, its `base` (mixes values) and `scale`.
+pub struct HcWeights {
+    pub fn_: Mat,
+    pub base: Vec<f32>,
+    pub scale: Vec<f32>,
+}
+
+impl HcWeights {
+    /// `{prefix}_fn/base/scale.weight`: a block's site (mixes = (2 + hc)·hc, three scales) or
+    /// the head's (`head`: mixes = hc, one scale).
+    pub fn load(f: &GgufFile, prefix: &str, hc: usize, n_embd: usize, head: bool) -> Result<HcWeights, String> {
+        let (mixes, scales) = if head { (hc, 1) } else { ((2 + hc) * hc, 3) };
+        Ok(HcWeights {
+            fn_: mat(f, &format!("{prefix}_fn.weight"), hc * n_embd, mixes)?,
+            base: vector(f, &format!("{prefix}_base.weight"), mixes)?,
+            scale: vector(f, &format!("{prefix}_scale.weight"), scales)?,
+        })
+    }
+}
+
+pub struct HcScratch {
+    hc: usize,
+    /// Per token: the `hc` streams (hc × n_embd).
+    pub x: Vec<f32>,
+    normed: Vec<f32>,
+    ones: Vec<f32>,
+    mixes: Vec<f32>,
+    /// Per token: the pre / post weights (hc) and the mixing matrix (hc × hc, [src][dst]).
+    pre: Vec<f32>,
+    post: Vec<f32>,
+    comb: Vec<f32>,
+    /// One token's new streams.
+    row: Vec<f32>,
+}
+
+impl HcScratch {
+    pub fn new(hc: usize, n_embd: usize, n_ubatch: usize) -> Result<HcScratch, String> {
+        let n = n_ubatch;
+        Ok(HcScratch {
+            hc,
+            x: try_zeroed(n * hc * n_embd, "scratch")?,
+            normed: try_zeroed(n * hc * n_embd, "scratch")?,
+            ones: vec![1.0; hc * n_embd],
+            mixes: try_zeroed(n * (2 + hc) * hc, "scratch")?,
+            pre: try_zeroed(n * hc, "scratch")?,
+            post: try_zeroed(n * hc, "scratch")?,
+            comb: try_zeroed(n * hc * hc, "scratch")?,
+            row: try_zeroed(hc * n_embd, "scratch")?,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        4 * [&self.x, &self.normed, &self.ones, &self.mixes, &self.pre, &self.post, &self.comb, &self.row].iter().map(|v| v.capacity()).sum::<usize>()
+    }
+
+    /// Every stream of the first `n` tokens = their embedding rows in `c.x`.
+    pub fn start(&mut self, c: &Common, e: usize, n: usize) {
+        for t in 0..n {
+            for s in 0..self.hc {
+                self.x[(t * self.hc + s) * e..(t * self.hc + s + 1) * e].copy_from_slice(&c.x[t * e..(t + 1) * e]);
+            }
+        }
+    }
+
+    /// `mixes` = w.fn_ · rms(streams) per token.
+    fn mix(&mut self, model: &Model, pool: &ThreadPool, act: &mut [u8], w: &HcWeights, n: usize) {
+        let d = self.hc * model.hp.n_embd;
+        for t in 0..n {
+            rms_norm(&self.x[t * d..(t + 1) * d], &self.ones, model.hp.rms_eps, &mut self.normed[t * d..(t + 1) * d]);
+        }
+        project(model, pool, act, &w.fn_, &self.normed, n, &mut self.mixes);
+    }
+
+    /// Before a sub-block: its input (`c.x`, n rows) = Σ_s pre_s · stream_s, and the post
+    /// weights and Sinkhorn mixing matrix that [`HcScratch::post`] applies after it.
+    pub fn pre(&mut self, model: &Model, pool: &ThreadPool, c: &mut Common, w: &HcWeights, eps: f32, iters: usize, n: usize) {
+        let (hc, e) = (self.hc, model.hp.n_embd);
+        self.mix(model, pool, &mut c.act, w, n);
+        let m = (2 + hc) * hc;
+        let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+        for t in 0..n {
+            let mx = &self.mixes[t * m..(t + 1) * m];
+            for s in 0..hc {
+                self.pre[t * hc + s] = sigmoid(mx[s] * w.scale[0] + w.base[s]) + eps;
+                self.post[t * hc + s] = sigmoid(mx[hc + s] * w.scale[1] + w.base[hc + s]) * 2.0;
+            }
+            let comb = &mut self.comb[t * hc * hc..(t + 1) * hc * hc];
+            for src in 0..hc {
+                let row = &mut comb[src * hc..(src + 1) * hc];
+                let mut max = f32::NEG_INFINITY;
+                for dst in 0..hc {
+                    let idx = 2 * hc + dst + hc * src;
+                    row[dst] = mx[idx] * w.scale[2] + w.base[idx];
+                    max = max.max(row[dst]);
+                }
+                let mut sum = 0.0f32;
+                for v in row.iter_mut() {
+                    *v = (*v - max).exp();
+                    sum += *v;
+                }
+                let inv = 1.0 / sum;
+                row.iter_mut().for_each(|v| *v = *v * inv + eps);
+            }
+            norm_cols(comb, hc, eps);
+            for _ in 1..iters {
+                norm_rows(comb, hc, eps);
+                norm_cols(comb, hc, eps);
+            }
+            let x = &self.x[t * hc * e..(t + 1) * hc * e];
+            let out = &mut c.x[t * e..(t + 1) * e];
+            for i in 0..e {
+                let mut sum = 0.0f32;
+                for s in 0..hc {
+                    sum += x[s * e + i] * self.pre[t * hc + s];
+                }
+                out[i] = sum;
+            }
+        }
+    }
+
+    /// After a sub-block whose output is `a` (n rows): stream_dst = post_dst · a +
+    /// Σ_src comb[src][dst] · stream_src.
+    pub fn post(&mut self, a: &[f32], e: usize, n: usize) {
+        let hc = self.hc;
+        for t in 0..n {
+            let x = &self.x[t * hc * e..(t + 1) * hc * e];
+            let comb = &self.comb[t * hc * hc..(t + 1) * hc * hc];
+            let at = &a[t * e..(t + 1) * e];
+            for dst in 0..hc {
+                let post = self.post[t * hc + dst];
+                let out = &mut self.row[dst * e..(dst + 1) * e];
+                for i in 0..e {
+                    let mut v = at[i] * post;
+                    for src in 0..hc {
+                        v += x[src * e + i] * comb[src * hc + dst];
+                    }
+                    out[i] = v;
+                }
+            }
+            self.x[t * hc * e..(t + 1) * hc * e].copy_from_slice(&self.row);
+        }
+    }
+
+    /// The head's fold of the streams into `c.x` (n rows): Σ_s (sigmoid(mix_s · scale + base_s)
+    /// + eps) · stream_s.
+    pub fn head(&mut self, model: &Model, pool: &ThreadPool, c: &mut Common, w: &HcWeights, eps: f32, n: usize) {
+        let (hc, e) = (self.hc, model.hp.n_embd);
+        self.mix(model, pool, &mut c.act, w, n);
+        for t in 0..n {
+            for s in 0..hc {
+                self.pre[t * hc + s] = 1.0 / (1.0 + (-(self.mixes[t * hc + s] * w.scale[0] + w.base[s])).exp()) + eps;
+            }
+            let x = &self.x[t * hc * e..(t + 1) * hc * e];
+            for i in 0..e {
+                let mut sum = 0.0f32;
+                for s in 0..hc {
+                    sum += x[s * e + i] * self.pre[t * hc + s];
+                }
+                c.x[t * e + i] = sum;
+            }
+        }
+    }
+}
+
+/// Each dst column divided by eps + its sum over src (ggml_dsv4_hc_comb_norm_cols).
+fn norm_cols(comb: &mut [f32], hc: usize, eps: f32) {
+    for dst in 0..hc {
+        let mut sum = eps;
+        for src in 0..hc {
+            sum += comb[dst + hc * src];
+        }
+        let inv = 1.0 / sum;
+        for src in 0..hc {
+            comb[dst + hc * src] *= inv;
+        }
+    }
+}
+
+/// Each src row divided by eps + its sum over dst.
+fn norm_rows(comb: &mut [f32], hc: usize, eps: f32) {
+    for src in 0..hc {
+        let mut sum = eps;
+        for dst in 0..hc {
+            sum += comb[dst + hc * src];
+        }
+        let inv = 1.0 / sum;
+        for dst in 0..hc {
+            comb[dst + hc * src] *= inv;
+        }
+    }
+}
