@@ -62,6 +62,14 @@ pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
             }
         }
     }
+    // deepseek4: the compressed caches and compressor states of the streams saved
+    if let Some(d) = &kv.dsv4 {
+        for stream in saved_streams(ctx, seq) {
+            // streams are sequences in deepseek4's cache
+            let seq_of_stream = seq.unwrap_or(stream);
+            d.save_stream(stream, kv.seq_pos_max(seq_of_stream), out);
+        }
+    }
     if seq.is_none() {
         let (logits, embd) = (ctx.logits(), ctx.embeddings_all());
         put_u32(out, ctx.n_outputs() as u32);
@@ -73,6 +81,17 @@ pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
         logits.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
         put_count(out, embd.len());
         embd.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+    }
+}
+
+/// The streams whose deepseek4 caches a state carries: all, or the sequence's.
+fn saved_streams(ctx: &Context, seq: Option<usize>) -> std::ops::Range<usize> {
+    match seq {
+        None => 0..ctx.kv.shape.n_stream,
+        Some(s) => {
+            let st = ctx.kv.stream_of(s);
+            st..st + 1
+        }
     }
 }
 
@@ -133,6 +152,20 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
             free
         }
     };
+    // deepseek4's compressed caches: parsed into a scratch cache first, so that a bad state
+    // leaves the context as it was
+    let extra = match &ctx.kv.dsv4 {
+        Some(d) => {
+            let mut shape = d.shape.clone();
+            shape.n_stream = saved_streams(ctx, dest).len();
+            let mut tmp = crate::kv::dsv4::Dsv4Cache::new(shape)?;
+            for stream in 0..tmp.shape.n_stream {
+                tmp.load_stream(stream, &mut c)?;
+            }
+            Some(tmp)
+        }
+        None => None,
+    };
     let outputs = if dest.is_none() { Some(read_outputs(&mut c, ctx)?) } else { None };
     match dest {
         None => ctx.kv.clear(false),
@@ -157,6 +190,10 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
             }
             ctx.kv.restore_rows(layer, target, &k, &v);
         }
+    }
+    if let Some(tmp) = extra {
+        let streams = saved_streams(ctx, dest);
+        ctx.kv.dsv4.as_mut().expect("checked").copy_streams_from(&tmp, streams.start);
     }
     ctx.kv.sync_seqs();
     if let Some((n_outputs, ids, logits, embd)) = outputs {

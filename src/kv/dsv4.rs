@@ -217,48 +217,79 @@ impl Dsv4Cache {
         }
     }
 
-    /// Bytes of one stream's buffers (what a state file carries per stream).
-    pub fn stream_bytes(&self) -> usize {
-        self.stream_ranges(0).iter().map(|(_, which, r)| r.len() * if *which % 2 == 0 { 2 } else { 4 }).sum()
-    }
-
-    /// Appends one stream's buffers to `out` (little-endian).
-    pub fn save_stream(&self, stream: usize, out: &mut Vec<u8>) {
-        for (il, which, r) in self.stream_ranges(stream) {
-            let l = self.layers[il].as_ref().expect("listed");
-            match which {
-                0 => l.rows.as_slice()[r].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-                1 => l.state.as_slice()[r].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-                2 => l.idx_rows.as_ref().expect("listed").as_slice()[r].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-                _ => l.idx_state.as_ref().expect("listed").as_slice()[r].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+    /// Copies every stream of `src` (a cache of the same blocks and rows) over this cache's
+    /// streams from `first` on.
+    pub fn copy_streams_from(&mut self, src: &Dsv4Cache, first: usize) {
+        for s in 0..src.shape.n_stream {
+            for (il, which, r) in src.stream_ranges(s) {
+                let (a, l) = (src.layers[il].as_ref().expect("listed"), self.layers[il].as_mut().expect("same blocks"));
+                let len = r.len();
+                let at = (first + s) * len;
+                match which {
+                    0 => l.rows.as_mut_slice()[at..at + len].copy_from_slice(&a.rows.as_slice()[r]),
+                    1 => l.state.as_mut_slice()[at..at + len].copy_from_slice(&a.state.as_slice()[r]),
+                    2 => l.idx_rows.as_mut().expect("listed").as_mut_slice()[at..at + len].copy_from_slice(&a.idx_rows.as_ref().expect("listed").as_slice()[r]),
+                    _ => l.idx_state.as_mut().expect("listed").as_mut_slice()[at..at + len].copy_from_slice(&a.idx_state.as_ref().expect("listed").as_slice()[r]),
+                }
             }
         }
     }
 
-    /// Restores one stream from `bytes` (exactly [`Dsv4Cache::stream_bytes`] of them).
-    pub fn load_stream(&mut self, stream: usize, bytes: &[u8]) {
-        assert_eq!(bytes.len(), self.stream_bytes());
-        let mut at = 0;
-        for (il, which, r) in self.stream_ranges(stream) {
-            let l = self.layers[il].as_mut().expect("listed");
-            let u16s = |dst: &mut [u16], at: &mut usize| {
-                for x in dst {
-                    *x = u16::from_le_bytes([bytes[*at], bytes[*at + 1]]);
-                    *at += 2;
+    /// Appends one stream's caches to `out` (little-endian): per block with a compressor the
+    /// number of its complete rows for a sequence whose last position is `pos_max`, those rows,
+    /// then the compressor rings (whose size does not depend on the context). So a state moves
+    /// between contexts of different sizes.
+    pub fn save_stream(&self, stream: usize, pos_max: i32, out: &mut Vec<u8>) {
+        for (il, l) in self.layers.iter().enumerate() {
+            let Some(l) = l else { continue };
+            let used = ((pos_max + 1).max(0) as usize / l.ratio).min(self.shape.n_rows(l.ratio));
+            out.extend_from_slice(&(used as u32).to_le_bytes());
+            for part in [Part::Attn, Part::Indexer] {
+                if part == Part::Indexer && l.idx_rows.is_none() {
+                    continue;
                 }
-            };
-            let f32s = |dst: &mut [f32], at: &mut usize| {
-                for x in dst {
-                    *x = f32::from_le_bytes([bytes[*at], bytes[*at + 1], bytes[*at + 2], bytes[*at + 3]]);
-                    *at += 4;
+                for b in 0..used {
+                    self.row(il, part, stream, b).iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
                 }
-            };
-            match which {
-                0 => u16s(&mut l.rows.as_mut_slice()[r], &mut at),
-                1 => f32s(&mut l.state.as_mut_slice()[r], &mut at),
-                2 => u16s(&mut l.idx_rows.as_mut().expect("listed").as_mut_slice()[r], &mut at),
-                _ => f32s(&mut l.idx_state.as_mut().expect("listed").as_mut_slice()[r], &mut at),
+                let ring = self.shape.ring(l.ratio, part == Part::Indexer);
+                for slot in 0..ring.slots {
+                    let (v, sc) = self.slot(il, part, stream, slot);
+                    v.iter().chain(sc).for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+                }
             }
         }
+    }
+
+    /// Restores one stream from what [`Dsv4Cache::save_stream`] wrote (the stream was cleared).
+    pub fn load_stream(&mut self, stream: usize, c: &mut crate::gguf::cursor::Cursor<'_>) -> Result<(), String> {
+        for il in 0..self.layers.len() {
+            let Some(ratio) = self.layers[il].as_ref().map(|l| l.ratio) else { continue };
+            let csa = self.layers[il].as_ref().is_some_and(|l| l.idx_rows.is_some());
+            let used = c.u32("deepseek4 compressed rows")? as usize;
+            if used > self.shape.n_rows(ratio) {
+                return Err(format!("the state holds {used} compressed rows of block {il}, this context has room for {}", self.shape.n_rows(ratio)));
+            }
+            for part in [Part::Attn, Part::Indexer] {
+                if part == Part::Indexer && !csa {
+                    continue;
+                }
+                let d = self.width(part);
+                for b in 0..used {
+                    let bytes = c.take(2 * d, "deepseek4 compressed row")?;
+                    for (x, h) in self.row_mut(il, part, stream, b).iter_mut().zip(bytes.chunks_exact(2)) {
+                        *x = u16::from_le_bytes([h[0], h[1]]);
+                    }
+                }
+                let ring = self.shape.ring(ratio, part == Part::Indexer);
+                for slot in 0..ring.slots {
+                    let bytes = c.take(8 * ring.width, "deepseek4 compressor state")?;
+                    let (v, sc) = self.slot_mut(il, part, stream, slot);
+                    for (x, f) in v.iter_mut().chain(sc.iter_mut()).zip(bytes.chunks_exact(4)) {
+                        *x = f32::from_le_bytes([f[0], f[1], f[2], f[3]]);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
