@@ -148,6 +148,9 @@ impl Batch {
             if (max - min + 1) as usize > count {
                 return Err(format!("sequence {s} positions are not continuous"));
             }
+            if kv.dsv4.is_some() && max as usize >= kv.shape.n_cells {
+                return Err(format!("sequence {s} reaches position {max}: deepseek4's compressed caches hold the positions below the {} cells of a sequence", kv.shape.n_cells));
+            }
         }
         Ok(())
     }
