@@ -189,7 +189,7 @@ fn positive(v: u32, key: &str) -> Result<usize, String> {
 impl HParams {
     pub fn from_gguf(f: &GgufFile, n_vocab: usize) -> Result<HParams, String> {
         let arch_name = f.get_str("general.architecture").ok_or("missing required key 'general.architecture'")?;
-        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2, deepseek, deepseek2, deepseek32)"))?;
+        let arch = Arch::from_name(arch_name).ok_or_else(|| format!("unsupported architecture '{arch_name}' (supported: llama, qwen2, deepseek, deepseek2, deepseek32, deepseek4)"))?;
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let n_embd = positive(required_u32(f, &k("embedding_length"))?, &k("embedding_length"))?;
