@@ -1,7 +1,7 @@
 //! Writes the seed corpus of the gguf_model fuzz target: the smallest models that load and
 //! run for each architecture path (llama; qwen2 with biases; deepseek2 V2-Lite style and V3
 //! style with q-LoRA, sigmoid gating, selection bias and expert groups; deepseek32 with its
-//! lightning indexer) in several weight
+//! lightning indexer; deepseek4 with its three kinds of attention blocks) in several weight
 //! types, with the 480-token vocabulary of the tiny fixtures. Small seeds keep the fuzzer
 //! fast: every mutation lands near the metadata instead of deep inside megabytes of weights.
 //! usage: make_fuzz_seeds OUT_DIR
@@ -198,6 +198,109 @@ fn deepseek2(v3: bool, dsa: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
     b.w.to_bytes()
 }
 
+/// deepseek4 (V4): three blocks with compression ratios 0, 4 and 128 (a window, a CSA block with
+/// its indexer, an HCA block), hash routing in block 0, 4 hyper-connection streams.
+fn deepseek4(ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
+    use deepseek::gguf::value::GgufArray;
+    let (e, h, d, rope, ql, g, ol, ff_exp, experts, used) = (32, 2, 32, 8, 32, 2, 16, 32, 4, 2);
+    let (ih, id, hc) = (2, 64, 4);
+    let ratios = [0u32, 4, 128];
+    let arch = "deepseek4";
+    let mut b = Builder::new(arch, ty, tok);
+    for (k, v) in [
+        ("block_count", 3),
+        ("context_length", 512),
+        ("embedding_length", e),
+        ("attention.head_count", h),
+        ("attention.head_count_kv", 1),
+        ("attention.key_length", d),
+        ("attention.value_length", d),
+        ("attention.q_lora_rank", ql),
+        ("attention.sliding_window", 4),
+        ("attention.output_group_count", g),
+        ("attention.output_lora_rank", ol),
+        ("attention.indexer.head_count", ih),
+        ("attention.indexer.key_length", id),
+        ("attention.indexer.top_k", 2),
+        ("rope.dimension_count", rope),
+        ("expert_count", experts),
+        ("expert_used_count", used),
+        ("expert_shared_count", 1),
+        ("expert_feed_forward_length", ff_exp),
+        ("expert_gating_func", 4),
+        ("hash_layer_count", 1),
+        ("hyper_connection.count", hc),
+        ("hyper_connection.sinkhorn_iterations", 3),
+        ("rope.scaling.original_context_length", 64),
+        ("vocab_size", V),
+    ] {
+        b.hp(k, v);
+    }
+    b.w.kv(&format!("{arch}.expert_weights_norm"), GgufValue::Bool(true));
+    b.w.kv(&format!("{arch}.attention.compress_ratios"), GgufValue::Array(GgufArray::U32(ratios.to_vec())));
+    b.w.kv(&format!("{arch}.swiglu_clamp_exp"), GgufValue::Array(GgufArray::F32(vec![2.0; 3])));
+    b.w.kv(&format!("{arch}.rope.scaling.type"), GgufValue::Str("yarn".into()));
+    b.hp_f32("attention.layer_norm_rms_epsilon", 1e-6);
+    b.hp_f32("rope.freq_base", 10000.0);
+    b.hp_f32("rope.scaling.factor", 16.0);
+    b.hp_f32("attention.compress_rope_freq_base", 160000.0);
+    b.hp_f32("hyper_connection.epsilon", 1e-6);
+    b.hp_f32("expert_weights_scale", 1.5);
+    b.weight("token_embd.weight", &[e, V]);
+    for (i, &ratio) in ratios.iter().enumerate() {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        for site in ["hc_attn", "hc_ffn"] {
+            b.weight(&n(&format!("{site}_fn.weight")), &[hc * e, (2 + hc) * hc]);
+            b.ones(&n(&format!("{site}_base.weight")), (2 + hc) * hc);
+            b.ones(&n(&format!("{site}_scale.weight")), 3);
+        }
+        b.ones(&n("attn_norm.weight"), e);
+        b.ones(&n("attn_sinks.weight"), h);
+        b.weight(&n("attn_q_a.weight"), &[e, ql]);
+        b.ones(&n("attn_q_a_norm.weight"), ql);
+        b.weight(&n("attn_q_b.weight"), &[ql, h * d]);
+        b.weight(&n("attn_kv.weight"), &[e, d]);
+        b.ones(&n("attn_kv_a_norm.weight"), d);
+        b.weight(&n("attn_output_a.weight"), &[h * d / g, ol * g]);
+        b.weight(&n("attn_output_b.weight"), &[g * ol, e]);
+        if ratio != 0 {
+            let coff = if ratio == 4 { 2 } else { 1 };
+            b.weight(&n("attn_compressor_kv.weight"), &[e, coff * d]);
+            b.weight(&n("attn_compressor_gate.weight"), &[e, coff * d]);
+            b.weight(&n("attn_compressor_ape.weight"), &[coff * d, ratio as usize]);
+            b.ones(&n("attn_compressor_norm.weight"), d);
+        }
+        if ratio == 4 {
+            b.weight(&n("indexer.proj.weight"), &[e, ih]);
+            b.weight(&n("indexer.attn_q_b.weight"), &[ql, ih * id]);
+            b.weight(&n("indexer_compressor_kv.weight"), &[e, 2 * id]);
+            b.weight(&n("indexer_compressor_gate.weight"), &[e, 2 * id]);
+            b.weight(&n("indexer_compressor_ape.weight"), &[2 * id, 4]);
+            b.ones(&n("indexer_compressor_norm.weight"), id);
+        }
+        b.ones(&n("ffn_norm.weight"), e);
+        b.weight(&n("ffn_gate_inp.weight"), &[e, experts]);
+        if i == 0 {
+            let table: Vec<u8> = (0..V * used).map(|j| (((j / used) + j % used) % experts) as i32).flat_map(|x| x.to_le_bytes()).collect();
+            b.w.tensor(&n("ffn_gate_tid2eid.weight"), &[used, V], GgmlType::I32, table);
+        } else {
+            b.ones(&n("exp_probs_b.bias"), experts);
+        }
+        b.weight(&n("ffn_gate_exps.weight"), &[e, ff_exp, experts]);
+        b.weight(&n("ffn_up_exps.weight"), &[e, ff_exp, experts]);
+        b.weight(&n("ffn_down_exps.weight"), &[ff_exp, e, experts]);
+        b.weight(&n("ffn_gate_shexp.weight"), &[e, ff_exp]);
+        b.weight(&n("ffn_up_shexp.weight"), &[e, ff_exp]);
+        b.weight(&n("ffn_down_shexp.weight"), &[ff_exp, e]);
+    }
+    b.ones("output_norm.weight", e);
+    b.weight("output.weight", &[e, V]);
+    b.weight("output_hc_fn.weight", &[hc * e, hc]);
+    b.ones("output_hc_base.weight", hc);
+    b.ones("output_hc_scale.weight", 1);
+    b.w.to_bytes()
+}
+
 /// `bytes` (a model) cut in two shards as llama-gguf-split cuts (split.* keys, every other key in
 /// the first shard, half the tensors in each), framed as the gguf_model target reads a split set:
 /// `SPLT`, the shard count, the first shard's length (u32 LE), then the shards.
@@ -237,6 +340,7 @@ fn main() {
         ("deepseek2-lite-q8_0", deepseek2(false, false, GgmlType::Q8_0, &tok)),
         ("deepseek3-q4_1", deepseek2(true, false, GgmlType::Q4_1, &tok)),
         ("deepseek32-q8_0", deepseek2(true, true, GgmlType::Q8_0, &tok)),
+        ("deepseek4-q8_0", deepseek4(GgmlType::Q8_0, &tok)),
         // the IQ / FP4 families: a 256-block type needs 256 columns
         ("qwen2-iq1_s", dense("qwen2", GgmlType::IQ1_S, 256, &tok)),
         ("llama-iq4_nl", dense("llama", GgmlType::IQ4_NL, 32, &tok)),

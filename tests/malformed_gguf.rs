@@ -67,7 +67,7 @@ fn cap_address_space(bytes: u64) {
 fn a_thousand_malformed_files_fail_cleanly() {
     cap_address_space(16 << 30);
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let originals = ["tests/data/tiny/tiny-qwen2-q4_0.gguf", "fuzz/corpus/gguf_model/deepseek2-lite-q8_0", "fuzz/corpus/gguf_model/deepseek3-q4_1", "fuzz/corpus/gguf_model/deepseek32-q8_0", "fuzz/corpus/gguf_model/qwen2-iq1_s"];
+    let originals = ["tests/data/tiny/tiny-qwen2-q4_0.gguf", "fuzz/corpus/gguf_model/deepseek2-lite-q8_0", "fuzz/corpus/gguf_model/deepseek3-q4_1", "fuzz/corpus/gguf_model/deepseek32-q8_0", "fuzz/corpus/gguf_model/deepseek4-q8_0", "fuzz/corpus/gguf_model/qwen2-iq1_s"];
     let started_ms = Arc::new(AtomicU64::new(u64::MAX));
     let current = Arc::new(std::sync::Mutex::new(String::new()));
     let epoch = Instant::now();
