@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     }
     CHECK(llama_get_ctx_other(ctx) == nullptr);
     const int before = ds_log_count();
-    CHECK(llama_get_embeddings_nextn(ctx) == nullptr && ds_log_count() == before + 1);  // not supported: ds_log_count()
+    CHECK(llama_get_embeddings_nextn(ctx) == nullptr && ds_log_count() == before + 1);  // not supported: logged
 
     llama_free(ctx);
     llama_model_free(moe);

@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     CHECK(llama_memory_seq_pos_max(mem, 0) == 1);
     CHECK(finite_row(llama_get_logits_ith(c, -1), n_vocab));
 
-    /* Invalid batches: -1 with a ds_log_count() reason, and the cache unchanged. */
+    /* Invalid batches: -1 with a logged reason, and the cache unchanged. */
     b.n_tokens = 0; add(&b, n_vocab, 2, 0, 1);
     before = ds_log_count(); CHECK(llama_decode(c, b) == -1 && ds_log_count() > before);
     b.n_tokens = 0; add(&b, -5, 2, 0, 1);
