@@ -91,8 +91,8 @@ int main(int argc, char **argv) {
     CHECK(finite_row(llama_get_logits_ith(c, 18), n_vocab) && finite_row(llama_get_logits_ith(c, 19), n_vocab));
     CHECK(llama_get_logits_ith(c, -1) == llama_get_logits_ith(c, 19));
     CHECK(llama_get_logits(c) == llama_get_logits_ith(c, 18));
-    int before = ds_log_count();
-    CHECK(llama_get_logits_ith(c, 0) == NULL && ds_log_count() > before);
+    ds_log_mark();
+    CHECK(llama_get_logits_ith(c, 0) == NULL && ds_log_has("llama_get_logits_ith: invalid logits id 0, reason: batch.logits[0] != true"));
     CHECK(llama_get_logits_ith(c, 1000) == NULL && llama_get_logits_ith(c, -3) == NULL);
     CHECK(llama_memory_seq_pos_min(mem, 0) == 0 && llama_memory_seq_pos_max(mem, 0) == 9);
 
@@ -117,20 +117,22 @@ int main(int argc, char **argv) {
     CHECK(llama_memory_seq_pos_max(mem, 0) == 1);
     CHECK(finite_row(llama_get_logits_ith(c, -1), n_vocab));
 
-    /* Invalid batches: -1 with a logged reason, and the cache unchanged. */
+    /* Invalid batches: -1 with the reason logged, and the cache unchanged. */
     b.n_tokens = 0; add(&b, n_vocab, 2, 0, 1);
-    before = ds_log_count(); CHECK(llama_decode(c, b) == -1 && ds_log_count() > before);
+    char reason[96];
+    snprintf(reason, sizeof reason, "llama_decode: invalid token[0] = %d (n_vocab = %d)", n_vocab, n_vocab);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has(reason));
     b.n_tokens = 0; add(&b, -5, 2, 0, 1);
-    CHECK(llama_decode(c, b) == -1);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has("llama_decode: invalid token[0] = -5"));
     b.n_tokens = 0; add(&b, 1, 2, 7, 1);
-    CHECK(llama_decode(c, b) == -1);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has("llama_decode: invalid seq_id[0] = 7 >= n_seq_max (2)"));
     b.n_tokens = 0; add(&b, 1, 9, 0, 1);
-    CHECK(llama_decode(c, b) == -1);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has("inconsistent sequence positions"));
     b.n_tokens = 0;
-    CHECK(llama_decode(c, b) == -1);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has("llama_decode: n_tokens = 0 (must be positive)"));
     b.n_tokens = 0; for (int i = 0; i < 33 && i < 32; i++) add(&b, 1, 2 + i, 0, 0);
     b.n_tokens = 40;
-    CHECK(llama_decode(c, b) == -1);
+    ds_log_mark(); CHECK(llama_decode(c, b) == -1 && ds_log_has("llama_decode: n_tokens = 40 exceeds n_batch = 32"));
     CHECK(llama_memory_seq_pos_max(mem, 0) == 1);
     CHECK(llama_decode(NULL, b) == -1);
     CHECK(llama_memory_seq_rm(mem, 9, 0, -1) == false);
