@@ -28,6 +28,7 @@ if [ -e "$LLAMA_LIB/libllama.so" ]; then
 fi
 grep -m1 'model name' /proc/cpuinfo
 echo "flags: $(grep -o 'avx[^ ]*\|fma\|f16c' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+bench/kernel_level.sh "$OURS_LIB/libdeepseek.so"
 echo "model $(basename "$MODEL"), $T threads, commit $(git rev-parse --short HEAD)"
 for i in $(seq "$PAIRS"); do
   echo "deepseek  $("$OUT/ours" "$MODEL" "$T" 64 32 3)"

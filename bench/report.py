@@ -13,7 +13,7 @@ import sys
 
 # engine ids of the records and REPORT_ENGINES (ours first, the others compared with it) -> report names
 ENGINE_NAMES = {"ours": "deepseek", "base": "deepseek (BASE_LIB)", "upstream": "llama.cpp", "ik": "ik_llama.cpp"}
-CPU_FLAGS = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"]
+CPU_FLAGS = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512vbmi", "avx_vnni", "gfni"]
 
 
 def parse_records(path):
@@ -39,6 +39,15 @@ def cpu_description():
                 flags = set(value.split())
     present = [flag for flag in CPU_FLAGS if flag in flags]
     return model, n_cpus, present
+
+
+def kernels_that_ran(runs, engines):
+    """Per engine, the kernel levels its runs reported (records from before the field: "not recorded")."""
+    parts = []
+    for e in engines:
+        levels = sorted({r.get("kernels", "not recorded") for r in runs if r["engine"] == e})
+        parts.append(f"{ENGINE_NAMES[e]} {'/'.join(levels)}")
+    return ", ".join(parts)
 
 
 def load_average():
@@ -114,6 +123,7 @@ def main():
         "",
         f"- commit: `{os.environ['REPORT_COMMIT']}`",
         f"- CPU: {cpu_model}, {n_cpus} logical CPUs; flags: {' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}",
+        f"- kernels that ran (each run's llama_print_system_info; DEEPSEEK_KERNELS={os.environ.get('DEEPSEEK_KERNELS', 'unset')}): {kernels_that_ran(runs, engines)}",
         f"- load average (1, 5, 15 min): start {os.environ['REPORT_LOAD_START']}, end {load_average()}",
         f"- command: `{os.environ['REPORT_COMMAND']}`",
         f"- method: per model and thread count, rounds of fresh processes in the order {names} (rounds: {n_pairs}), after one "

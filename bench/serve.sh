@@ -21,6 +21,8 @@ THREADS="${THREADS:-2}"; CLIENTS="${CLIENTS:-1 4 8 16}"; N_PROMPT="${N_PROMPT:-1
 LLAMA_SERVER="${LLAMA_SERVER:-/work/ref/build/bin/llama-server}"
 [ -x "$LLAMA_SERVER" ] || { echo "no llama-server at $LLAMA_SERVER (set LLAMA_SERVER)" >&2; exit 1; }
 cargo build -q --release -p deepseek-server
+cargo build -q --release --lib  # for bench/kernel_level.sh: the level the server's kernels run at
+KERNELS="$(bench/kernel_level.sh)"
 OURS=target/release/deepseek-server; LOADGEN=target/release/deepseek-loadgen
 WORK="$(mktemp -d)"; PID=""
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
@@ -74,6 +76,7 @@ isa = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c", "gfni")) 
 print(f"# Server benchmark, $DATE\n")
 print(f"- commit \`$COMMIT\`, command \`$COMMAND\`")
 print(f"- CPU: {cpu}, $(nproc) cores; flags: {isa}")
+print("$KERNELS")
 print(f"- load average before: $LOAD")
 print(f"- llama-server: $LLAMA_SERVER ($LLAMA_VERSION)")
 print(f"- both servers: -np C -c C×$CTX_SLOT -t $THREADS -b 2048 -ub 512, a fresh process per run, alternating; "

@@ -26,6 +26,7 @@ fi
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
 if [ -z "${OURS_LIB:-}" ]; then cargo build -q --release --lib; OURS_LIB=target/release; fi
 mkdir "$WORK/ours"; cp "$OURS_LIB/libdeepseek.so" "$WORK/ours/"; ln -s libdeepseek.so "$WORK/ours/libdeepseek.so.0"
+KERNELS="$(bench/kernel_level.sh "$WORK/ours/libdeepseek.so")"
 cc -std=c11 -O2 -DSERVE_DS_ENGINE -Iinclude bench/serve.c -o "$WORK/engine" -L"$WORK/ours" -ldeepseek -lpthread -Wl,-rpath,"$WORK/ours"
 cc -std=c11 -O2 -Iinclude bench/serve.c -o "$WORK/loop-ours" -L"$WORK/ours" -ldeepseek -lpthread -Wl,-rpath,"$WORK/ours"
 inc=(); for d in $LLAMA_INC; do inc+=("-I$d"); done
@@ -60,6 +61,7 @@ isa = " ".join(f for f in flags if f.startswith(("avx", "fma", "f16c", "gfni", "
 print(f"# Serving benchmark, $DATE\n")
 print(f"- commit \`$COMMIT\`, command \`$COMMAND\`")
 print(f"- CPU: {cpu}, {len([l for l in open('/proc/cpuinfo') if l.startswith('processor')])} cores; ISA flags: {isa}")
+print("$KERNELS")
 print(f"- load average at start: $LOAD; threads $THREADS; $ROUNDS rounds of fresh processes, engines alternating; medians (min–max)")
 print("- engines: **ds_engine** (deepseek's serving engine, default parameters), **llama.cpp loop** (bench/serve.c's llama.h serving loop, one batch per step with whole prompts, as llama-server; upstream b11312 libllama.so), **our loop** (the same loop on libdeepseek)")
 print("- closed loop: each client submits a $N_PROMPT-token prompt, $N_GEN tokens generated ($REQUESTS requests per client); long: 8 clients stream 256 tokens, one $LONG-token prompt arrives once all have 8 tokens. Latencies are taken where each engine emits a token.\n")

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -81,6 +82,16 @@ static llama_token argmax(const float *logits, int n_vocab) {
 /* Both libraries pad each sequence's share of the cache to a multiple of 256 cells. */
 static uint32_t round_up_256(int n) {
     return (uint32_t)((n + 255) / 256 * 256);
+}
+
+/* The kernels that run in this process: deepseek names its level in llama_print_system_info
+ * ("deepseek kernels = Avx512"; the CPU's best, capped by DEEPSEEK_KERNELS); other engines run
+ * ggml's. */
+static void kernels_of(char *out, size_t n) {
+    const char *info = llama_print_system_info(), *key = "deepseek kernels = ";
+    const char *k = info ? strstr(info, key) : NULL;
+    if (k) snprintf(out, n, "%.*s", (int) strcspn(k + strlen(key), " |"), k + strlen(key));
+    else snprintf(out, n, "ggml");
 }
 
 int main(int argc, char **argv) {
@@ -185,11 +196,13 @@ int main(int argc, char **argv) {
     struct rusage usage;
     if (getrusage(RUSAGE_SELF, &usage)) { perror("getrusage"); return 1; }
     /* ru_maxrss is in KiB on Linux */
+    char kernels[64];
+    kernels_of(kernels, sizeof kernels);
     printf("load_s=%.3f pp=%.2f tg=%.2f batch=%.2f rss_mib=%.1f model_bytes=%llu threads=%d "
-           "n_prompt=%d n_gen=%d n_seq=%d n_batch_steps=%d pp_cpu_ms_per_token=%.3f tg_cpu_ms_per_token=%.3f\n",
+           "n_prompt=%d n_gen=%d n_seq=%d n_batch_steps=%d pp_cpu_ms_per_token=%.3f tg_cpu_ms_per_token=%.3f kernels=%s\n",
            load_s, n_prompt / pp_s, n_gen / tg_s, (double)n_seq * n_batch_steps / batch_s, usage.ru_maxrss / 1024.0,
            (unsigned long long)llama_model_size(model), n_threads, n_prompt, n_gen, n_seq, n_batch_steps,
-           1e3 * pp_cpu_s / n_prompt, 1e3 * tg_cpu_s / n_gen);
+           1e3 * pp_cpu_s / n_prompt, 1e3 * tg_cpu_s / n_gen, kernels);
 
     llama_batch_free(batch);
     free(prompt);

@@ -4,11 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "llama.h"
+#include "log_guard.h"
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "batch_ext: %s:%d: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
-
-static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; ++*(int *) ud; }
 
 static struct llama_context *new_context(struct llama_model *m) {
     struct llama_context_params cp = llama_context_default_params();
@@ -30,8 +29,7 @@ static void fill(struct llama_batch_ext *b, const llama_token *tokens, int n, ll
 
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: batch_ext MODEL\n"); return 2; }
-    int logged = 0;
-    llama_log_set(quiet, &logged);
+    ds_log_guard_install();
     struct llama_model *m = llama_model_load_from_file(argv[1], llama_model_default_params());
     CHECK(m != NULL);
     if (!m) return 1;
@@ -79,7 +77,7 @@ int main(int argc, char **argv) {
     struct llama_embd e = {NULL, 0, 0};
     CHECK(llama_batch_ext_add_embd(b, 0, e) == -1 && !llama_batch_ext_set_embd_token(b, 0, e));
     CHECK(llama_batch_ext_init(NULL) == NULL);
-    CHECK(logged > 0);
+    CHECK(ds_log_count() > 0);
 
     llama_batch_ext_free(b);
     llama_batch_ext_free(NULL);

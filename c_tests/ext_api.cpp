@@ -6,6 +6,7 @@
 #include <map>
 
 #include "llama.h"
+#include "log_guard.h"
 
 struct llama_memory_breakdown_data {
     size_t model = 0;
@@ -29,8 +30,7 @@ static int failures;
 
 int main(int argc, char **argv) {
     if (argc < 3) { std::fprintf(stderr, "usage: ext_api DENSE_MODEL MOE_MODEL\n"); return 2; }
-    int logged = 0;
-    llama_log_set([](ggml_log_level, const char *, void *ud) { ++*static_cast<int *>(ud); }, &logged);
+    ds_log_guard_install();
     llama_model *dense = llama_model_load_from_file(argv[1], llama_model_default_params());
     llama_model *moe = llama_model_load_from_file(argv[2], llama_model_default_params());
     CHECK(dense && moe);
@@ -49,15 +49,15 @@ int main(int argc, char **argv) {
         llama_memory_breakdown mb = llama_get_memory_breakdown(ctx);
         CHECK(mb.empty() && mb.size() == 0 && mb.begin() == mb.end());
         mb[nullptr].model = 7;
-        mb[reinterpret_cast<ggml_backend_buffer_type_t>(&logged)].compute = 3;
+        mb[reinterpret_cast<ggml_backend_buffer_type_t>(&failures)].compute = 3;
         llama_memory_breakdown copy = mb;
         CHECK(copy.size() == 2 && copy.at(nullptr).model == 7 && mb.begin()->first == nullptr);
         mb.clear();
         CHECK(mb.empty() && copy.size() == 2);
     }
     CHECK(llama_get_ctx_other(ctx) == nullptr);
-    const int before = logged;
-    CHECK(llama_get_embeddings_nextn(ctx) == nullptr && logged == before + 1);  // not supported: logged
+    const int before = ds_log_count();
+    CHECK(llama_get_embeddings_nextn(ctx) == nullptr && ds_log_count() == before + 1);  // not supported: logged
 
     llama_free(ctx);
     llama_model_free(moe);

@@ -5,11 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "llama.h"
+#include "log_guard.h"
 
 static int failures;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "lifecycle: %s:%d: %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
-
-static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; (void) ud; }
 
 static void use_context(struct llama_model *m, int cycle) {
     struct llama_context_params cp = llama_context_default_params();
@@ -48,7 +47,7 @@ static void use_context(struct llama_model *m, int cycle) {
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: lifecycle MODEL [CYCLES]\n"); return 2; }
     int cycles = argc > 2 ? atoi(argv[2]) : 20;
-    llama_log_set(quiet, NULL);
+    ds_log_guard_install();
     for (int i = 0; i < cycles; i++) {
         struct llama_model *m = llama_model_load_from_file(argv[1], llama_model_default_params());
         CHECK(m != NULL);

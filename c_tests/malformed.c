@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "llama.h"
+#include "log_guard.h"
 
 enum defect {
     OK, BAD_MAGIC, VERSION_1, VERSION_4, HUGE_KV_COUNT, HUGE_TENSOR_COUNT, HUGE_KEY_LEN, HUGE_STR_LEN,
@@ -22,6 +23,26 @@ static const char *names[] = {
     "dimension overflow", "unknown tensor type", "removed tensor type", "offset out of bounds",
     "misaligned offset", "overlapping offset", "duplicate tensor", "missing tensor", "shape mismatch",
     "row not a multiple of the block", "heads not divisible"};
+/* The reason each defect must be refused with (a substring of the logged line). */
+static const char *reasons[] = {
+    "", "bad magic 0x46554746: not a GGUF file", "unsupported GGUF version 1", "unsupported GGUF version 4",
+    "metadata count 4611686018427387904 exceeds what the file can hold",
+    "tensor count 4611686018427387904 exceeds what the file can hold", "key of metadata entry 0 = 1152921504606846976 exceeds", "general.name = 2305843009213693952 exceeds",
+    "length of array 'general.list' = 4611686018427387904 exceeds", "metadata 'general.odd': unknown value type 13",
+    "metadata 'general.flag': bool value 7 is neither 0 nor 1", "general.alignment must be a power-of-two u32",
+    "duplicate metadata key 'llama.block_count'", "missing required key 'general.architecture'",
+    "missing or invalid required key 'llama.embedding_length'", "unsupported architecture 'gpt-j'",
+    "tensor 'token_embd.weight': 5 dimensions (1 to 4 supported)", "tensor 'output_norm.weight': dimension 0 = 0 is out of range",
+    "tensor 'token_embd.weight': dimensions [4294967296, 4294967296, 1, 1] overflow",
+    "tensor 'blk.0.attn_norm.weight': unknown or unsupported tensor type 99",
+    "tensor 'blk.0.attn_norm.weight': unknown or unsupported tensor type 4",
+    "tensor 'blk.0.attn_k.weight': data offset 1099511627776, expected",
+    "tensor 'blk.0.attn_k.weight': data offset 12548 is not aligned to 32",
+    "tensor 'blk.0.attn_k.weight': data offset 0, expected", "duplicate tensor name 'blk.0.ffn_down.weight'",
+    "missing required tensor 'blk.0.ffn_down.weight'", "tensor 'blk.0.attn_q.weight' has shape [32, 16], expected [32, 32]",
+    "tensor 'blk.0.attn_q.weight': row length 33 is not a multiple of q8_0's block of 32",
+    "head_count 3 is not a multiple of head_count_kv 2"};
+_Static_assert(sizeof names / sizeof *names == N_DEFECTS && sizeof reasons / sizeof *reasons == N_DEFECTS, "one name and one reason per defect");
 
 #define E 32
 #define V 64
@@ -72,10 +93,12 @@ static struct buf build(enum defect d) {
     u32(&b, d == VERSION_1 ? 1 : d == VERSION_4 ? 4 : 3);
     u64(&b, d == HUGE_TENSOR_COUNT ? (1ull << 62) : (uint64_t) nt);
     u64(&b, d == HUGE_KV_COUNT ? (1ull << 62) : (uint64_t) nkv);
-    if (d == HUGE_KEY_LEN) { u64(&b, 1ull << 60); return b; }
+    /* The huge lengths are followed by the rest of the file, so that the length itself (not the
+     * file's end) is what the reader must refuse. */
+    if (d == HUGE_KEY_LEN) u64(&b, 1ull << 60);
     if (d != MISSING_ARCH) kv_str(&b, "general.architecture", d == UNKNOWN_ARCH ? "gpt-j" : "llama");
-    if (d == HUGE_STR_LEN) { str(&b, "general.name"); u32(&b, 8); u64(&b, 1ull << 61); return b; }
-    kv_str(&b, "general.name", "malformed-test");
+    if (d == HUGE_STR_LEN) { str(&b, "general.name"); u32(&b, 8); u64(&b, 1ull << 61); }
+    else kv_str(&b, "general.name", "malformed-test");
     kv_u32(&b, "llama.context_length", 128);
     if (d != MISSING_EMBD_KEY) kv_u32(&b, "llama.embedding_length", E);
     kv_u32(&b, "llama.block_count", 1);
@@ -115,8 +138,6 @@ static struct buf build(enum defect d) {
     return b;
 }
 
-static void quiet(enum ggml_log_level level, const char *text, void *ud) { (void) level; (void) text; ++*(int *) ud; }
-
 static struct llama_model *load_bytes(const unsigned char *p, size_t n, const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f) { perror("fopen"); exit(2); }
@@ -126,8 +147,8 @@ static struct llama_model *load_bytes(const unsigned char *p, size_t n, const ch
 }
 
 int main(void) {
-    int logged = 0, failures = 0, rejected = 0;
-    llama_log_set(quiet, &logged);
+    int failures = 0, rejected = 0;
+    ds_log_guard_install();
     char path[64];
     snprintf(path, sizeof path, "/tmp/ds-malformed-%d.gguf", (int) getpid());
 
@@ -144,32 +165,46 @@ int main(void) {
 
     for (int d = 1; d < N_DEFECTS; d++) {
         struct buf b = build((enum defect) d);
-        int before = logged;
+        ds_log_mark();
         m = load_bytes(b.p, b.n, path);
         if (m) { fprintf(stderr, "malformed: '%s' was accepted\n", names[d]); failures++; llama_model_free(m); }
-        else if (logged == before) { fprintf(stderr, "malformed: '%s' rejected without a logged reason\n", names[d]); failures++; }
-        else rejected++;
+        else if (!ds_log_has("llama_model_load_from_file: ") || !ds_log_has(reasons[d])) {
+            fprintf(stderr, "malformed: '%s' rejected without its reason ('%s'); logged: %s\n", names[d], reasons[d], ds_log_since_mark());
+            failures++;
+        } else rejected++;
+        if (getenv("MALFORMED_VERBOSE")) fprintf(stderr, "%s: %s", names[d], ds_log_since_mark());
         free(b.p);
     }
     /* Every truncation of the valid file. */
     for (size_t n = 0; n < good.n; n += (n < 1024 ? 1 : 61)) {
+        ds_log_mark();
         m = load_bytes(good.p, n, path);
         if (m) { fprintf(stderr, "malformed: truncation to %zu bytes was accepted\n", n); failures++; llama_model_free(m); }
+        else if (!ds_log_has("llama_model_load_from_file: ") || !(ds_log_has("truncated file: ") || ds_log_has("beyond the end of the file") || ds_log_has("exceeds what the"))) {
+            fprintf(stderr, "malformed: truncation to %zu bytes rejected without saying the file is short: %s\n", n, ds_log_since_mark());
+            failures++;
+        }
         else rejected++;
+        if (getenv("MALFORMED_VERBOSE")) fprintf(stderr, "truncated to %zu: %s", n, ds_log_since_mark());
     }
     /* Load mode NONE (owned buffer) takes the same checks. */
     struct buf bad = build(OFFSET_OUT_OF_BOUNDS);
     FILE *f = fopen(path, "wb"); fwrite(bad.p, 1, bad.n, f); fclose(f);
     struct llama_model_params mp = llama_model_default_params();
     mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    ds_log_mark();
     if (llama_model_load_from_file(path, mp)) { fprintf(stderr, "malformed: accepted with LOAD_MODE_NONE\n"); failures++; }
+    else if (!ds_log_has(reasons[OFFSET_OUT_OF_BOUNDS])) { fprintf(stderr, "malformed: LOAD_MODE_NONE refused without its reason: %s\n", ds_log_since_mark()); failures++; }
+    ds_log_mark();
     if (llama_model_load_from_file("/nonexistent/model.gguf", llama_model_default_params())) failures++;
+    else if (!ds_log_has("/nonexistent/model.gguf: No such file or directory")) { fprintf(stderr, "malformed: a missing file refused without its reason: %s\n", ds_log_since_mark()); failures++; }
+    ds_log_mark();
     if (llama_model_load_from_file(NULL, llama_model_default_params())) failures++;
+    else if (!ds_log_has("llama_model_load_from_file: path_model is NULL")) { fprintf(stderr, "malformed: a NULL path refused without its reason: %s\n", ds_log_since_mark()); failures++; }
     free(bad.p);
     free(good.p);
     unlink(path);
-    llama_log_set(NULL, NULL);
     if (failures) return 1;
-    printf("malformed: %d malformed files rejected with a reason\n", rejected);
+    printf("malformed: %d malformed files rejected, each with its reason\n", rejected);
     return 0;
 }

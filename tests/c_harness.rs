@@ -10,6 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use deepseek::api::model::{llama_model_default_params, llama_model_free, llama_model_load_from_file};
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -53,10 +55,15 @@ fn compile(name: &str, ext: &str, compiler: &str, std: &str) -> PathBuf {
     exe
 }
 
-fn run(exe: &Path, args: &[&str]) {
+/// Runs a program; returns its stdout. It fails on a non-zero exit or, for a program that
+/// leaves the library's default log sink in place, on a logged "internal error" (a panic caught
+/// at the boundary; the others abort on one themselves: c_tests/log_guard.h).
+fn run(exe: &Path, args: &[&str]) -> String {
     let out = Command::new(exe).args(args).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{} failed:\n{text}", exe.display());
+    assert!(!text.contains("internal error"), "{}: a panic was caught at the boundary:\n{text}", exe.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The memcheck build's directory (it holds libdeepseek.so.0, which the programs load first
@@ -71,7 +78,7 @@ fn memcheck_lib_dir() -> PathBuf {
     dir
 }
 
-fn valgrind(exe: &Path, args: &[&str]) {
+fn valgrind(exe: &Path, args: &[&str]) -> String {
     let have = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(have, "valgrind is required for the C harness (the CI script installs it)");
     let out = Command::new("valgrind")
@@ -84,6 +91,8 @@ fn valgrind(exe: &Path, args: &[&str]) {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "valgrind reported problems in {}:\n{text}", exe.display());
+    assert!(!text.contains("internal error"), "{}: a panic was caught at the boundary:\n{text}", exe.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -167,8 +176,33 @@ fn malformed_generator_sample_under_memcheck() {
     assert!(paths.len() >= 50);
     let exe = build("load_each");
     let args: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
-    run(&exe, &args);
-    valgrind(&exe, &args);
+    let report = run(&exe, &args);
+    // The program's report says, for each file, what the library answers in this process:
+    // loaded or rejected, with the same reason.
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines.len(), paths.len() + 1, "one report line per file and a summary:\n{report}");
+    let (mut loaded, mut rejected) = (0, 0);
+    for (p, line) in paths.iter().zip(&lines) {
+        let c = std::ffi::CString::new(p.as_str()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        let (m, log) = common::log::logged(|| unsafe { llama_model_load_from_file(c.as_ptr(), llama_model_default_params()) });
+        let got = line.strip_prefix(&format!("{p}: ")).unwrap_or_else(|| panic!("report line for another file: {line}"));
+        if m.is_null() {
+            let reason = log.lines().find(|l| l.starts_with("llama_model_load_from_file: ")).unwrap_or_else(|| panic!("{p}: rejected without a reason: {log:?}"));
+            assert_eq!(got, format!("rejected: {reason}"), "{p}");
+            rejected += 1;
+        } else {
+            // SAFETY: freed once.
+            unsafe { llama_model_free(m) };
+            assert!(got.starts_with("loaded; "), "{p}: loads here, but the C program reports: {got}");
+            loaded += 1;
+        }
+    }
+    assert_eq!(lines[paths.len()], format!("load_each: {loaded} of {} files loaded", paths.len()));
+    assert!(rejected > 0, "the sample holds no defective file the loader refuses");
+    eprintln!("load_each: {loaded} loaded, {rejected} rejected, each with its reason");
+    // Under memcheck (the system allocator), the same answers.
+    assert_eq!(valgrind(&exe, &args), report, "the memcheck build answers differently");
 }
 
 /// The serving engine from C (c_tests/engine_walkthrough.c): callbacks, polling, cancel, stop
@@ -205,6 +239,7 @@ fn run_print(exe: &Path, args: &[&str]) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     println!("{text}");
     assert!(out.status.success(), "{} failed:\n{text}", exe.display());
+    assert!(!text.contains("internal error"), "{}: a panic was caught at the boundary:\n{text}", exe.display());
 }
 
 /// The README's ds_engine example, compiled as written (inside a main that loads a model) and
@@ -232,5 +267,6 @@ fn readme_engine_example_builds_and_runs() {
     let model = common::models_dir().join("smollm2-135m-instruct-q4_1.gguf");
     let out = Command::new(&exe).arg(&model).output().unwrap();
     assert!(out.status.success(), "the README's example failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("internal error"), "the README's example caught a panic: {}", String::from_utf8_lossy(&out.stderr));
     assert!(!out.stdout.is_empty(), "the README's example printed no text");
 }

@@ -66,6 +66,7 @@ fn streamed_greedy_text_equals_the_api() {
     let prompt = "The quick brown fox";
     let out = Command::new(CLI).args(["-m", &tiny(), "-p", prompt, "-n", "12", "--temp", "0", "-t", "1"]).output().unwrap();
     assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    no_internal_error(&out.stderr);
     let (generated, _) = api_greedy(&tiny(), prompt, 12);
     let mut expect = prompt.as_bytes().to_vec();
     expect.extend_from_slice(&generated);
@@ -80,6 +81,7 @@ fn json_summary_has_the_documented_fields() {
     let prompt = "Hello";
     let out = Command::new(CLI).args(["-m", &tiny(), "-p", prompt, "-n", "6", "--temp", "0", "-t", "1", "--json"]).output().unwrap();
     assert!(out.status.success());
+    no_internal_error(&out.stderr);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.trim_end().lines().count(), 1, "one JSON object on one line: {text}");
     let j = Json::parse(text.trim());
@@ -94,10 +96,18 @@ fn json_summary_has_the_documented_fields() {
     assert_eq!(j.get("model").str(), tiny());
 }
 
+/// The CLI leaves the library's default log sink (stderr) in place: a panic caught at the API
+/// boundary shows there as "internal error", and is a bug even when the run goes on.
+fn no_internal_error(stderr: &[u8]) {
+    let err = String::from_utf8_lossy(stderr);
+    assert!(!err.contains("internal error"), "the library caught a panic: {err}");
+}
+
 fn assert_usage_error(args: &[&str], needle: &str) {
     let out = Command::new(CLI).args(args).stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{args:?}");
     let err = String::from_utf8_lossy(&out.stderr);
+    no_internal_error(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "one line for {args:?}: {err}");
     assert!(err.contains(needle), "{args:?}: {err}");
     assert!(out.stdout.is_empty());
@@ -133,6 +143,7 @@ fn chat_in_a_terminal_answers_two_turns() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "exit {:?}: {text}", out.status);
+    no_internal_error(text.as_bytes());
     assert!(text.contains("chat template: chatml"), "{text}");
     assert!(text.matches("> ").count() >= 3, "a prompt before each turn and before the end: {text}");
     assert!(text.contains("hello there") && text.contains("and again"), "the terminal echoes both turns: {text}");

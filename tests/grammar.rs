@@ -1,38 +1,19 @@
 //! Grammar sampling through the C API, beyond the traces (tests/grammar_trace.rs): what upstream
 //! would abort on ends in a logged error and a sampler that still works (it then allows only
 //! end-of-generation tokens); the bounds on stack depth and ambiguity; a NULL chain member makes
-//! the chain refuse to sample; init errors. Own binary: it installs a log callback.
+//! the chain refuse to sample; init errors. A caught panic fails it (tests/common/log.rs).
 
 mod common;
 
-use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::Mutex;
+use std::ffi::{c_char, CString};
 
-use deepseek::api::backend::llama_log_set;
 use deepseek::api::handles::llama_vocab;
 use deepseek::api::model::*;
 use deepseek::api::sampling::*;
 use deepseek::api::types::*;
 use deepseek::api::vocab::*;
 
-static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn collect(_level: ggml_log_level, text: *const c_char, _ud: *mut c_void) {
-    // SAFETY: the library passes a NUL-terminated message.
-    LOG.lock().unwrap().push(
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned(),
-    );
-}
-
-fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
-    LOG.lock().unwrap().clear();
-    let r = f();
-    let log = LOG.lock().unwrap().join("");
-    assert!(!log.contains("internal error"), "a panic was caught: {log}");
-    (r, log)
-}
+use common::log::logged;
 
 fn token(v: *const llama_vocab, text: &str) -> i32 {
     let mut t = [0i32; 4];
@@ -87,7 +68,6 @@ fn free(s: *mut llama_sampler) {
 
 #[test]
 fn grammar_errors_are_logged_not_fatal() {
-    llama_log_set(Some(collect), std::ptr::null_mut());
     let model = load_r1_vocab();
     let v = llama_model_get_vocab(model);
     let n_vocab = llama_vocab_n_tokens(v) as usize;
@@ -227,7 +207,6 @@ fn grammar_errors_are_logged_not_fatal() {
 
     // SAFETY: nothing uses the model any more.
     unsafe { llama_model_free(model) };
-    llama_log_set(None, std::ptr::null_mut());
 }
 
 /// The parser against upstream's own parser tests (tests/test-grammar-parser.cpp of b11312, its
@@ -338,7 +317,6 @@ fn trigger_patterns_match_as_std_regex() {
 fn trie_walk_equals_direct_computation() {
     use deepseek::sampling::grammar::sampler::GrammarSampler;
     use deepseek::sampling::Sampler;
-    llama_log_set(Some(collect), std::ptr::null_mut());
     let m = load_r1_vocab();
     // SAFETY: a live model.
     let v = unsafe { &*llama_model_get_vocab(m) };

@@ -1,57 +1,47 @@
 //! Resource limits: absurd context sizes, a 100 MB prompt and a model whose declared sizes
 //! exceed memory end in a clean failure with a logged reason (or, for the prompt, in a correct
-//! result), never in an abort from a failed allocation. Own binary: it installs a log callback.
+//! result), never in an abort from a failed allocation. A caught panic fails it (tests/common/log.rs).
 
 mod common;
 
-use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::Mutex;
+use std::ffi::CString;
 
 use common::*;
-use deepseek::api::backend::llama_log_set;
 use deepseek::api::context::{llama_context_default_params, llama_free, llama_init_from_model, llama_n_ctx};
 use deepseek::api::model::{llama_model_default_params, llama_model_free, llama_model_get_vocab, llama_model_load_from_file};
-use deepseek::api::types::ggml_log_level;
 use deepseek::api::vocab::{llama_detokenize, llama_tokenize};
 use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
 
-static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn collect(_level: ggml_log_level, text: *const c_char, _ud: *mut c_void) {
-    // SAFETY: the library passes a NUL-terminated message.
-    LOG.lock().unwrap().push(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned());
-}
-
-/// Runs `f`, returning its result and what was logged meanwhile.
-fn logged<R>(f: impl FnOnce() -> R) -> (R, String) {
-    LOG.lock().unwrap().clear();
-    let r = f();
-    (r, LOG.lock().unwrap().join(""))
-}
+use common::log::logged;
 
 #[test]
 fn limits_fail_cleanly() {
-    llama_log_set(Some(collect), std::ptr::null_mut());
     let m = load_model(&data("tiny/tiny-qwen2-q8_0.gguf"));
 
-    // Contexts: each absurd request → NULL and a reason.
-    let absurd: [(&str, fn(&mut deepseek::api::types::llama_context_params)); 5] = [
-        ("n_ctx = u32::MAX", |p| p.n_ctx = u32::MAX),
-        ("n_ctx = 2^31", |p| p.n_ctx = 1 << 31),
-        ("n_seq_max = 10^6", |p| p.n_seq_max = 1_000_000),
-        ("n_threads = 10^6", |p| p.n_threads = 1_000_000),
-        ("n_ctx = 2^28 with n_batch = n_ubatch = u32::MAX", |p| {
-            p.n_ctx = 1 << 28;
-            p.n_batch = u32::MAX;
-            p.n_ubatch = u32::MAX;
-        }),
+    // Contexts: each absurd request → NULL and its own reason (the KV cache ones: the page
+    // mapping refused, not a caught panic or an allocation abort).
+    type Set = fn(&mut deepseek::api::types::llama_context_params);
+    let absurd: [(&str, Set, &str); 5] = [
+        ("n_ctx = u32::MAX", |p| p.n_ctx = u32::MAX, "llama_init_from_model: n_ctx = 4294967295 is too large"),
+        ("n_ctx = 2^31", |p| p.n_ctx = 1 << 31, "llama_init_from_model: cannot allocate 549755813888 bytes for the KV cache"),
+        ("n_seq_max = 10^6", |p| p.n_seq_max = 1_000_000, "llama_init_from_model: n_seq_max = 1000000 must be between 1 and 256"),
+        ("n_threads = 10^6", |p| p.n_threads = 1_000_000, "llama_init_from_model: n_threads = 1000000 is beyond what this library supports"),
+        (
+            "n_ctx = 2^28 with n_batch = n_ubatch = u32::MAX",
+            |p| {
+                p.n_ctx = 1 << 28;
+                p.n_batch = u32::MAX;
+                p.n_ubatch = u32::MAX;
+            },
+            "llama_init_from_model: cannot allocate 68719476736 bytes for the KV cache",
+        ),
     ];
-    for (what, set) in absurd {
+    for (what, set, reason) in absurd {
         let mut p = llama_context_default_params();
         set(&mut p);
         let (c, log) = logged(|| llama_init_from_model(m, p));
         assert!(c.is_null(), "{what}: created a context of n_ctx {}", llama_n_ctx(c));
-        assert!(log.contains("llama_init_from_model"), "{what}: no reason logged: {log:?}");
+        assert!(log.contains(reason), "{what}: expected '{reason}', logged: {log:?}");
         eprintln!("{what}: {}", log.trim());
     }
     // Large batches within a sane context are clamped, as upstream does.
@@ -85,7 +75,7 @@ fn limits_fail_cleanly() {
     // length is refused.
     // SAFETY: the length is rejected before the text is read.
     let (r, log) = logged(|| unsafe { llama_tokenize(vocab, text.as_ptr().cast(), -5, toks.as_mut_ptr(), 4, false, false) });
-    assert!(r < 0 && !log.is_empty(), "negative text length: {r} {log:?}");
+    assert!(r < 0 && log.contains("llama_tokenize: text_len = -5 is negative"), "negative text length: {r} {log:?}");
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };
 
@@ -108,7 +98,7 @@ fn limits_fail_cleanly() {
     let mut p = llama_context_default_params();
     p.n_ctx = 0;
     let (c, log) = logged(|| llama_init_from_model(m, p));
-    assert!(c.is_null() && log.contains("llama_init_from_model"), "{log:?}");
+    assert!(c.is_null() && log.contains("llama_init_from_model: n_ctx = 4294967295 is too large"), "{log:?}");
     eprintln!("training context 2^32-1: {}", log.trim());
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };

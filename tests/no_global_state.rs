@@ -57,3 +57,47 @@ fn no_global_mutable_caches_or_locks() {
     assert!(files.len() > 50, "source files not found");
     assert!(violations.is_empty(), "{} violations:\n{}", violations.len(), violations.join("\n"));
 }
+
+/// Every test keeps the log guard that fails it on a caught panic ("internal error"): no Rust
+/// test installs a log sink of its own (tests/common/log.rs installs the guard before `main` in
+/// every binary with `mod common`, and every test that calls the C API has it), and every C test
+/// program installs c_tests/log_guard.h's sink.
+#[test]
+fn every_test_keeps_the_log_guard() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut violations = Vec::new();
+    for e in std::fs::read_dir(root.join("tests")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let name = p.file_name().unwrap().to_str().unwrap();
+        if name != "no_global_state.rs" && text.contains("llama_log_set(") {
+            violations.push(format!("{name} sets its own log sink"));
+        }
+        if text.contains("deepseek::api::") && !text.contains("mod common;") {
+            violations.push(format!("{name} calls the C API without tests/common (and its log guard)"));
+        }
+    }
+    let mut c_files = 0;
+    for dir in ["c_tests", "c_tests/cmake_consumer"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if !p.extension().is_some_and(|x| x == "c" || x == "cpp") {
+                continue;
+            }
+            c_files += 1;
+            let text = std::fs::read_to_string(&p).unwrap();
+            let name = p.strip_prefix(root).unwrap().display().to_string();
+            // The ABI checks log nothing (the harness also fails on "internal error" in any
+            // program's output); the CMake consumer is an installed-package example, not a test.
+            let exempt = ["c_tests/abi.c", "c_tests/abi_generated.c", "c_tests/cmake_consumer/main.cpp"].contains(&name.as_str());
+            if !exempt && (text.contains("llama_log_set(") || !text.contains("ds_log_guard_install()")) {
+                violations.push(format!("{name} does not log through c_tests/log_guard.h"));
+            }
+        }
+    }
+    assert!(c_files >= 8, "C test programs not found");
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}

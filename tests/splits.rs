@@ -2,25 +2,15 @@
 //! logged (a shard missing, one of another model, out of order, the wrong count, not the first
 //! shard, a truncated shard), and a good set loads whichever way it is given. The shards are
 //! upstream's (tests/data/splits, llama-gguf-split); the broken sets are copies of them in a
-//! temporary directory. Own binary: it installs a log callback.
+//! temporary directory. (The log guard of tests/common/log.rs fails it on a caught panic.)
 
 mod common;
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, CString};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use common::*;
-use deepseek::api::backend::llama_log_set;
 use deepseek::api::model::{llama_model_default_params, llama_model_free, llama_model_load_from_file, llama_model_load_from_splits, llama_model_n_params};
-use deepseek::api::types::ggml_log_level;
-
-static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-unsafe extern "C" fn collect(_level: ggml_log_level, text: *const c_char, _ud: *mut c_void) {
-    // SAFETY: the library passes a NUL-terminated message.
-    LOG.lock().unwrap().push(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned());
-}
 
 fn c(p: &Path) -> CString {
     CString::new(p.to_str().unwrap()).unwrap()
@@ -29,19 +19,16 @@ fn c(p: &Path) -> CString {
 /// Loads `paths` (one: llama_model_load_from_file; several: _from_splits): the model (freed)
 /// or None, and what was logged.
 fn load(paths: &[PathBuf]) -> (Option<u64>, String) {
-    LOG.lock().unwrap().clear();
     let names: Vec<CString> = paths.iter().map(|p| c(p)).collect();
     let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
     // SAFETY: NUL-terminated paths, as many as passed.
-    let m = unsafe {
+    let (m, log) = common::log::logged(|| unsafe {
         if paths.len() == 1 {
             llama_model_load_from_file(ptrs[0], llama_model_default_params())
         } else {
             llama_model_load_from_splits(ptrs.as_mut_ptr(), ptrs.len(), llama_model_default_params())
         }
-    };
-    let log = LOG.lock().unwrap().join("");
-    assert!(!log.contains("internal error"), "a panic was caught: {log}");
+    });
     if m.is_null() {
         return (None, log);
     }
@@ -71,7 +58,6 @@ fn copy_set(dir: &Path, model: &str, name: &str, count: usize) -> Vec<PathBuf> {
 
 #[test]
 fn split_sets() {
-    llama_log_set(Some(collect), std::ptr::null_mut());
     let dir = std::env::temp_dir().join(format!("ds-splits-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
@@ -86,10 +72,9 @@ fn split_sets() {
     // The list in the wrong order, too short, or empty.
     refused(&[good[0].clone(), good[2].clone(), good[1].clone()], "invalid split file idx: 2");
     refused(&good[..2], "invalid split count, given: 2 splits, but expected 3");
-    LOG.lock().unwrap().clear();
     // SAFETY: an empty list.
-    assert!(unsafe { llama_model_load_from_splits(std::ptr::null_mut(), 0, llama_model_default_params()) }.is_null());
-    assert!(LOG.lock().unwrap().join("").contains("list of splits is empty"));
+    let (m, log) = common::log::logged(|| unsafe { llama_model_load_from_splits(std::ptr::null_mut(), 0, llama_model_default_params()) });
+    assert!(m.is_null() && log.contains("list of splits is empty"), "{log}");
 
     // A shard missing.
     let missing = copy_set(&dir, "tiny-qwen2-q8_0", "missing", 3);

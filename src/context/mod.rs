@@ -252,6 +252,13 @@ impl Context {
         })
     }
 
+    /// Bytes this context's worker threads have allocated since they started (see
+    /// [`ThreadPool::workers_allocated_bytes`]); with the caller's own counter
+    /// (`sys::alloc::thread_allocated_bytes`) it covers every thread a decode runs on.
+    pub fn workers_allocated_bytes(&self) -> u64 {
+        self.pool.workers_allocated_bytes()
+    }
+
     pub fn set_n_threads(&mut self, n_threads: i32, n_threads_batch: i32) {
         let max = self.pool.n_threads() as i32;
         self.n_threads = n_threads.clamp(1, max);

@@ -459,7 +459,7 @@ mod tests {
     use super::*;
 
     fn levels() -> Vec<Level> {
-        [Level::Scalar, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= simd::supported_level()).collect()
+        simd::tested_levels(&[Level::Scalar, Level::Avx2, Level::Avx512])
     }
 
     fn f16_rows(n: usize, d: usize, salt: usize) -> Vec<Vec<u16>> {

@@ -183,7 +183,7 @@ mod tests {
         let w: Vec<f32> = (0..heads).map(|_| rng(&mut seed)).collect();
         let keys: Vec<Vec<u16>> = (0..BLOCK).map(|_| (0..d).map(|_| f32_to_f16(rng(&mut seed))).collect()).collect();
         let refs: Vec<&[u16]> = keys.iter().map(|k| &k[..]).collect();
-        for level in [Level::Scalar, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= simd::supported_level()) {
+        for level in simd::tested_levels(&[Level::Scalar, Level::Avx2, Level::Avx512]) {
             let mut tile = IndexerTile::at_level(level, d, 1000).unwrap();
             for m in [1, 7, 16] {
                 let mut out = [0f32; BLOCK];

@@ -45,7 +45,7 @@ mod tests {
 
     #[test]
     fn matches_f64_reference_at_every_level() {
-        for level in [Level::Scalar, Level::Avx2].into_iter().filter(|&l| l <= simd::supported_level()) {
+        for level in simd::tested_levels(&[Level::Scalar, Level::Avx2]) {
             for n in [96, 1536, 2051] {
                 let x: Vec<f32> = (0..n).map(|i| ((i * 37 % 17) as f32 - 8.0) * 0.37).collect();
                 let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 * 0.1).collect();

@@ -219,11 +219,13 @@ impl Model {
             return Err(format!("token_embd.weight has {} dimensions, expected 2", embd.dims.len()));
         }
         let n_vocab = embd.dims[1];
+        // The architecture and its hyper-parameters first, as upstream: a file of another
+        // architecture is refused for that, not for a vocabulary it lacks.
+        let mut hp = HParams::from_gguf(&file, n_vocab)?;
         let vocab = Vocab::from_gguf(&file)?;
         if vocab.n_tokens() != n_vocab {
             return Err(format!("vocabulary has {} tokens but token_embd.weight has {n_vocab} rows", vocab.n_tokens()));
         }
-        let mut hp = HParams::from_gguf(&file, n_vocab)?;
         // Counted as the file has them (before any derived tensor).
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();

@@ -20,7 +20,12 @@ pub struct Penalties {
 
 impl Penalties {
     pub fn new(last_n: usize, repeat: f32, freq: f32, present: f32) -> Penalties {
-        Penalties { last_n, repeat, freq, present, prev: VecDeque::with_capacity(last_n), counts: HashMap::with_capacity(last_n) }
+        // `counts` holds at most last_n + 1 tokens, but removals leave tombstones, and a table
+        // out of free slots grows unless it is at most half full; with room for twice as many
+        // it always rehashes in place instead, so accepting allocates nothing after
+        // construction (tests/registration.rs; sized for last_n alone, each chain allocated
+        // 2,560 bytes once, thousands of tokens in).
+        Penalties { last_n, repeat, freq, present, prev: VecDeque::with_capacity(last_n), counts: HashMap::with_capacity(2 * (last_n + 1)) }
     }
 
     /// Upstream's rule for when the sampler is a no-op.

@@ -238,6 +238,18 @@ impl ThreadPool {
         }
     }
 
+    /// Bytes the pool's worker threads have allocated since they started, summed (jemalloc's
+    /// per-thread counters, each read on its own worker through `run_on_workers`; 0 without
+    /// jemalloc). Reading allocates nothing, so two readings around a piece of work tell
+    /// whether any worker allocated in it (tests/registration.rs).
+    pub fn workers_allocated_bytes(&self) -> u64 {
+        let sum = AtomicU64::new(0);
+        self.run_on_workers(&|_| {
+            sum.fetch_add(crate::sys::alloc::thread_allocated_bytes(), Ordering::Relaxed);
+        });
+        sum.into_inner()
+    }
+
     /// Hands job `f` with `nth` slots to the workers; returns its generation.
     fn publish(&self, f: &(dyn Fn(usize, usize) + Sync), nth: usize) -> u64 {
         let s = &*self.shared;

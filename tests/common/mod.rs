@@ -4,6 +4,7 @@
 
 pub mod golden;
 pub mod json;
+pub mod log;
 pub mod malformed;
 
 use std::ffi::CString;

@@ -442,3 +442,48 @@ pub fn quantize_fn_at(level: Level, vt: GgmlType) -> Option<QuantFn> {
 
 #[cfg(test)]
 mod tests;
+
+/// For the kernel tests: the levels of `candidates` this CPU runs, capped like the library by
+/// `DEEPSEEK_KERNELS` (each is then tested). The first call says on stderr, past the test
+/// harness's capture, which levels the tests run and which they do not ("AVX-512 kernels NOT
+/// tested on this machine"), so a run on a smaller CPU does not pass as a test of every kernel.
+#[cfg(test)]
+pub(crate) fn tested_levels(candidates: &[Level]) -> Vec<Level> {
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        use std::io::Write;
+        let _ = std::io::stderr().write_all(level_report().as_bytes());
+    }
+    candidates.iter().copied().filter(|&l| l <= level()).collect()
+}
+
+/// The kernel tests' report of the levels and features they exercise here.
+#[cfg(test)]
+pub(crate) fn level_report() -> String {
+    let f = super::cpu_features();
+    let name = |l: Level| match l {
+        Level::Scalar => "scalar",
+        Level::Avx2 => "AVX2",
+        Level::Avx512 => "AVX-512",
+    };
+    let top = level();
+    let why = |l: Level, needs: &str| {
+        if supported_level() >= l {
+            "DEEPSEEK_KERNELS caps the level".to_string()
+        } else {
+            format!("the CPU lacks {needs}")
+        }
+    };
+    let tested: Vec<&str> = [Level::Scalar, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= top).map(name).collect();
+    let mut s = format!("kernel tests: levels tested on this machine: {}{}\n", tested.join(", "), if f.gfni && top >= Level::Avx2 { " (+ GFNI variants)" } else { "" });
+    if top < Level::Avx512 {
+        s += &format!("kernel tests: AVX-512 kernels NOT tested on this machine ({})\n", why(Level::Avx512, "one of AVX-512 F, BW, VL, VNNI"));
+    }
+    if top < Level::Avx2 {
+        s += &format!("kernel tests: AVX2 kernels NOT tested on this machine ({})\n", why(Level::Avx2, "one of AVX2, FMA, F16C"));
+    }
+    if !f.gfni && top >= Level::Avx2 {
+        s += "kernel tests: GFNI kernel variants NOT tested on this machine (the CPU lacks GFNI)\n";
+    }
+    s
+}

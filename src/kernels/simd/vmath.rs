@@ -185,7 +185,7 @@ mod tests {
     use super::*;
 
     fn available() -> bool {
-        super::super::supported_level() >= super::super::Level::Avx2
+        !super::super::tested_levels(&[super::super::Level::Avx2]).is_empty()
     }
 
     /// Distance in units of the last place at the exact value (for denormal results: in units
