@@ -6,7 +6,10 @@
 //! move). Workloads: single tokens, a batch with one token of every sequence, prompt chunks of
 //! 8 tokens; with and without sampling every output through the common chains (penalties,
 //! top-k, top-p, min-p, temperature, dist; greedy); on a dense model, on deepseek2 (MLA) and on
-//! deepseek32 (its indexer choosing 8 of up to 128 cells). Own binary: it reads process-wide
+//! deepseek32 (its indexer choosing 8 of up to 128 cells) and on deepseek4 (whose cache cuts
+//! no sequence: every 200 positions a sequence starts over as a whole copy of a 20-token
+//! template sequence; HCA blocks complete, the indexer chooses 4 of up to 50 rows). Own binary:
+//! it reads process-wide
 //! counters.
 
 mod common;
@@ -14,7 +17,7 @@ mod common;
 use common::*;
 use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
 use deepseek::api::handles::{llama_context, llama_model};
-use deepseek::api::memory::llama_memory_seq_rm;
+use deepseek::api::memory::{llama_memory_seq_cp, llama_memory_seq_rm};
 use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
 use deepseek::api::sampling::*;
 use deepseek::api::stats::{ds_context_stats, ds_stats, ds_stats_get};
@@ -25,6 +28,11 @@ use deepseek::sys::alloc::thread_allocated_bytes;
 const N_SEQ: i32 = 4;
 const WINDOW: i32 = 64;
 const THREADS: i32 = 2;
+/// deepseek4: the position at which a sequence starts over (past an HCA block of 128, its CSA
+/// rows beyond the indexer's top-k), as a copy of a template sequence (`N_SEQ`) of `TEMPLATE`
+/// tokens.
+const RESTART: i32 = 200;
+const TEMPLATE: i32 = 20;
 
 fn stats() -> ds_stats {
     let mut s = ds_stats::default();
@@ -91,6 +99,10 @@ fn repeated_decodes_neither_grow_metadata_nor_allocate() {
             "deepseek-family/tiny-deepseek32-q8_0.gguf",
             &[(Batches::Single, Next::Pattern, 20_000), (Batches::EverySeq, Next::Sampled, 5_000), (Batches::Chunks(8), Next::Pattern, 2_000)],
         ),
+        (
+            "deepseek-family/tiny-deepseek4-q8_0.gguf",
+            &[(Batches::Single, Next::Pattern, 20_000), (Batches::EverySeq, Next::Sampled, 5_000), (Batches::Chunks(8), Next::Pattern, 2_000)],
+        ),
     ];
     for (model, workloads) in cases {
         let m = load_model(&data(model));
@@ -104,13 +116,24 @@ fn repeated_decodes_neither_grow_metadata_nor_allocate() {
 
 fn check(m: *mut llama_model, model: &str, batches: Batches, next: Next, n_decodes: usize) {
     let what = format!("{model}, {batches:?}, {next:?}");
-    let c = new_context(m, 256 * N_SEQ as u32, N_SEQ as u32, THREADS);
+    let whole_only = model.contains("deepseek4");
+    let n_seq = N_SEQ + whole_only as i32;
+    let c = new_context(m, 256 * n_seq as u32, n_seq as u32, THREADS);
     let mem = llama_get_memory(c);
+    if whole_only {
+        let mut b = Batch::new(TEMPLATE, n_seq);
+        for p in 0..TEMPLATE {
+            b.add(p * 5 % 480, p, N_SEQ, p == TEMPLATE - 1);
+        }
+        // SAFETY: a valid batch.
+        assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    }
     let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
     let chains: Vec<*mut llama_sampler> = (0..N_SEQ).map(|s| chain(n_vocab, s)).collect();
     let mut batch = Batch::new(8.max(N_SEQ), N_SEQ);
     let mut next_pos = [0i32; N_SEQ as usize];
     let mut next_tok = [1i32, 2, 3, 4];
+
     // Outputs of the last decode: (batch index, sequence).
     let mut outputs = [(0i32, 0i32); N_SEQ as usize];
     let mut step = |i: usize| {
@@ -154,7 +177,13 @@ fn check(m: *mut llama_model, model: &str, batches: Batches, next: Next, n_decod
         }
         for s in 0..N_SEQ {
             let p = next_pos[s as usize] - 1;
-            if p >= 2 * WINDOW {
+            if whole_only && p >= RESTART - 8 {
+                // deepseek4's cache cuts no sequence: it starts over as a copy of the template
+                // sequence (whole-sequence copy: cells, compressed rows and rings), staying
+                // registered
+                llama_memory_seq_cp(mem, N_SEQ, s, -1, -1);
+                next_pos[s as usize] = TEMPLATE;
+            } else if !whole_only && p >= 2 * WINDOW {
                 assert!(llama_memory_seq_rm(mem, s, 0, p - WINDOW));
             }
         }
@@ -180,7 +209,7 @@ fn check(m: *mut llama_model, model: &str, batches: Batches, next: Next, n_decod
     assert_eq!(ds_context_stats(c, &mut after), 0);
     assert_eq!(after.decode_calls - before.decode_calls, n_decodes as u64);
     assert_eq!(after.kv_metadata_bytes, before.kv_metadata_bytes, "{what}: KV metadata grew");
-    assert_eq!(after.n_seq_active, N_SEQ as u32);
+    assert_eq!(after.n_seq_active, n_seq as u32);
     assert_eq!(stats().seq_snapshots_published, published, "{what}: re-registering existing sequences published new snapshots");
     assert!(
         caller == 0 && workers == 0,

@@ -164,21 +164,20 @@ impl Dsv4Cache {
         state.as_mut_slice()[at..at + 2 * ring.width].split_at_mut(ring.width)
     }
 
-    /// Every buffer of one stream as (buffer, per-stream range) pairs, in a fixed order.
-    fn stream_ranges(&self, stream: usize) -> Vec<(usize, usize, std::ops::Range<usize>)> {
-        let mut v = Vec::new();
-        for (il, l) in self.layers.iter().enumerate() {
-            let Some(l) = l else { continue };
+    /// Every buffer of one stream as (block, buffer, per-stream range), in a fixed order (buffer
+    /// 0: rows, 1: ring, 2: indexer rows, 3: indexer ring). Allocates nothing.
+    fn stream_ranges(&self, stream: usize) -> impl Iterator<Item = (usize, usize, std::ops::Range<usize>)> + '_ {
+        self.layers.iter().enumerate().filter_map(|(il, l)| l.as_ref().map(|l| (il, l))).flat_map(move |(il, l)| {
             let nb = self.shape.n_rows(l.ratio);
             let (ring, iring) = (self.shape.ring(l.ratio, false), self.shape.ring(l.ratio, true));
-            v.push((il, 0, stream * nb * self.shape.head..(stream + 1) * nb * self.shape.head));
-            v.push((il, 1, stream * ring.slots * 2 * ring.width..(stream + 1) * ring.slots * 2 * ring.width));
-            if l.idx_rows.is_some() {
-                v.push((il, 2, stream * nb * self.shape.idx_head..(stream + 1) * nb * self.shape.idx_head));
-                v.push((il, 3, stream * iring.slots * 2 * iring.width..(stream + 1) * iring.slots * 2 * iring.width));
-            }
-        }
-        v
+            let csa = l.idx_rows.is_some();
+            let per = [nb * self.shape.head, ring.slots * 2 * ring.width, nb * self.shape.idx_head, iring.slots * 2 * iring.width];
+            (0..if csa { 4 } else { 2 }).map(move |which| (il, which, stream * per[which]..(stream + 1) * per[which]))
+        })
+    }
+
+    fn nth_range(&self, stream: usize, k: usize) -> Option<(usize, usize, std::ops::Range<usize>)> {
+        self.stream_ranges(stream).nth(k)
     }
 
     /// Zeroes one stream (every stream for None).
@@ -188,7 +187,8 @@ impl Dsv4Cache {
             None => 0..self.shape.n_stream,
         };
         for s in streams {
-            for (il, which, r) in self.stream_ranges(s) {
+            for k in 0.. {
+                let Some((il, which, r)) = self.nth_range(s, k) else { break };
                 let l = self.layers[il].as_mut().expect("listed");
                 match which {
                     0 => l.rows.as_mut_slice()[r].fill(0),
@@ -205,8 +205,8 @@ impl Dsv4Cache {
         if src == dst {
             return;
         }
-        let to = self.stream_ranges(dst);
-        for ((il, which, r), (_, _, rd)) in self.stream_ranges(src).into_iter().zip(to) {
+        for k in 0.. {
+            let (Some((il, which, r)), Some((_, _, rd))) = (self.nth_range(src, k), self.nth_range(dst, k)) else { break };
             let l = self.layers[il].as_mut().expect("listed");
             match which {
                 0 => l.rows.as_mut_slice().copy_within(r, rd.start),

@@ -214,6 +214,7 @@ pub fn rope_params(ctx: &RopeParams, d4: &Dsv4Params, compressed: bool) -> RopeP
 /// Row `b` of a compressor from its ring (block `il`, `part`, `stream`) into `out` (`width`
 /// values): per channel the softmax over the block's tokens of their scores, times their
 /// values (ratio 4: the previous block's first halves and this block's second halves).
+#[allow(clippy::too_many_arguments)]
 fn compress_row(kv: &KvCache, il: usize, part: Part, stream: usize, ratio: usize, b: usize, width: usize, out: &mut [f32]) {
     let d4 = kv.dsv4.as_ref().expect("deepseek4 cache");
     let out = &mut out[..width];

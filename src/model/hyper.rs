@@ -89,6 +89,7 @@ impl HcScratch {
 
     /// Before a sub-block: its input (`c.x`, n rows) = Σ_s pre_s · stream_s, and the post
     /// weights and Sinkhorn mixing matrix that [`HcScratch::post`] applies after it.
+    #[allow(clippy::too_many_arguments)]
     pub fn pre(&mut self, model: &Model, pool: &ThreadPool, c: &mut Common, w: &HcWeights, eps: f32, iters: usize, n: usize) {
         let (hc, e) = (self.hc, model.hp.n_embd);
         self.mix(model, pool, &mut c.act, w, n);
