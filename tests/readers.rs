@@ -75,9 +75,11 @@ struct ReaderCounts {
 }
 
 /// The share of reader calls that must complete inside a single decode (whole call between
-/// the decode's start and its end). Measured 87-97% on a 2-core machine, also while another
-/// build ran; a reader that waited for the decoder would complete next to none there.
-const MIN_INSIDE: f64 = 0.5;
+/// the decode's start and its end). A reader that waited for the decoder completes none there
+/// (it returns only after the decode ends). Measured 87-98% on a quiet 2-core machine and 44%
+/// in the CI run, where other test binaries share the two cores and preempt the decoder
+/// mid-call; the bound separates the two cases without depending on the machine's load.
+const MIN_INSIDE: f64 = 0.1;
 /// Snapshots alive at once while decoding replaces them, of 731 published: crossbeam-epoch
 /// frees retired ones in bags of 64 once the epoch has moved on; measured 176-184.
 const PEAK_LIVE: i64 = 320;
