@@ -10,7 +10,11 @@
 //! usage: make_synthetic_deepseek2 OUT.gguf [N_LAYERS] [EXPERT_TYPE] [SHAPE: v2lite | v32]
 
 use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
-use deepseek::quant::{quantize_row_ref, GgmlType};
+use deepseek::quant::GgmlType;
+
+#[path = "synthetic_common.rs"]
+mod common;
+use common::{f32s, matrix, Rng};
 
 const KV_LORA: usize = 512;
 const ROPE: usize = 64;
@@ -36,35 +40,6 @@ const INDEXER_HEADS: usize = 64;
 const INDEXER_DIM: usize = 128;
 const INDEXER_TOP_K: usize = 2048;
 
-struct Rng(u64);
-impl Rng {
-    /// Roughly normal (sum of 4 uniforms), scaled.
-    fn normal(&mut self, scale: f32) -> f32 {
-        let mut s = 0.0;
-        for _ in 0..4 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            s += (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-        }
-        s * scale * 1.7
-    }
-}
-
-/// `count` matrices of rows × cols in the type llama-quantize's Q4_K_M would pick for that row length.
-fn matrix(rng: &mut Rng, cols: usize, rows: usize, count: usize, preferred: GgmlType) -> (GgmlType, Vec<u8>) {
-    let ty = if cols % 256 == 0 { preferred } else if preferred == GgmlType::Q6K { GgmlType::Q8_0 } else { GgmlType::Q5_0 };
-    let row_bytes = ty.row_bytes(cols).unwrap();
-    let mut data = vec![0u8; row_bytes * rows * count];
-    let mut src = vec![0f32; cols];
-    let scale = 1.0 / (cols as f32).sqrt();
-    for r in 0..rows * count {
-        src.iter_mut().for_each(|x| *x = rng.normal(scale));
-        quantize_row_ref(ty, &src, &mut data[r * row_bytes..(r + 1) * row_bytes]);
-    }
-    (ty, data)
-}
-
 /// `count` matrices of rows × cols of a type without a reference quantizer (the IQ types):
 /// valid random blocks (`quant::random_blocks`), for speed measurements only.
 /// A row length the type's block does not divide falls back as llama-quantize's
@@ -76,10 +51,6 @@ fn random_matrix(rng: &mut Rng, ty: GgmlType, cols: usize, rows: usize, count: u
     rng.normal(1.0);
     deepseek::quant::random_blocks(ty, rng.0, &mut data);
     (ty, data)
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 fn main() {

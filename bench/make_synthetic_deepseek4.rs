@@ -14,7 +14,11 @@
 
 use deepseek::gguf::value::GgufArray;
 use deepseek::gguf::{GgufFile, GgufValue, GgufWriter};
-use deepseek::quant::{quantize_row_ref, GgmlType};
+use deepseek::quant::GgmlType;
+
+#[path = "synthetic_common.rs"]
+mod common;
+use common::{f32s, matrix, Rng};
 
 const EMBD: usize = 4096;
 const HEADS: usize = 64;
@@ -31,37 +35,6 @@ const FF_EXP: usize = 2048;
 const IDX_HEADS: usize = 64;
 const IDX_DIM: usize = 128;
 const IDX_TOP_K: usize = 512;
-
-struct Rng(u64);
-impl Rng {
-    fn normal(&mut self, scale: f32) -> f32 {
-        let mut s = 0.0;
-        for _ in 0..4 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            s += (self.0 >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-        }
-        s * scale * 1.7
-    }
-}
-
-fn matrix(rng: &mut Rng, cols: usize, rows: usize, preferred: GgmlType) -> (GgmlType, Vec<u8>) {
-    let ty = if cols % 256 == 0 { preferred } else if preferred == GgmlType::Q6K { GgmlType::Q8_0 } else { GgmlType::Q5_0 };
-    let row_bytes = ty.row_bytes(cols).unwrap();
-    let mut data = vec![0u8; row_bytes * rows];
-    let mut src = vec![0f32; cols];
-    let scale = 1.0 / (cols as f32).sqrt();
-    for r in 0..rows {
-        src.iter_mut().for_each(|x| *x = rng.normal(scale));
-        quantize_row_ref(ty, &src, &mut data[r * row_bytes..(r + 1) * row_bytes]);
-    }
-    (ty, data)
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
 
 fn main() {
     let out = std::env::args().nth(1).expect("usage: make_synthetic_deepseek4 OUT.gguf [N_LAYERS] [EXPERT_TYPE]");
@@ -122,7 +95,7 @@ fn main() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let ones = |n: usize| f32s(&vec![1.0; n]);
     let put = |w: &mut GgufWriter, rng: &mut Rng, name: &str, cols: usize, rows: usize, ty: GgmlType| {
-        let (ty, d) = matrix(rng, cols, rows, ty);
+        let (ty, d) = matrix(rng, cols, rows, 1, ty);
         w.tensor(name, &[cols, rows], ty, d);
     };
     let small = |w: &mut GgufWriter, rng: &mut Rng, name: &str, n: usize, scale: f32| {

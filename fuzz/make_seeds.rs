@@ -65,6 +65,17 @@ impl Builder {
         self.w.tensor(name, dims, ty, data);
     }
 
+    /// Block `i`'s routed experts (gate, up, down) and one shared expert of width `ff_exp`.
+    fn experts(&mut self, i: usize, e: usize, ff_exp: usize, experts: usize) {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        self.weight(&n("ffn_gate_exps.weight"), &[e, ff_exp, experts]);
+        self.weight(&n("ffn_up_exps.weight"), &[e, ff_exp, experts]);
+        self.weight(&n("ffn_down_exps.weight"), &[ff_exp, e, experts]);
+        self.weight(&n("ffn_gate_shexp.weight"), &[e, ff_exp]);
+        self.weight(&n("ffn_up_shexp.weight"), &[e, ff_exp]);
+        self.weight(&n("ffn_down_shexp.weight"), &[ff_exp, e]);
+    }
+
     fn ones(&mut self, name: &str, n: usize) {
         self.w.tensor(name, &[n], GgmlType::F32, vec![1.0f32; n].iter().flat_map(|x| x.to_le_bytes()).collect());
     }
@@ -185,12 +196,7 @@ fn deepseek2(v3: bool, dsa: bool, ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
             if v3 {
                 b.ones(&n("exp_probs_b.bias"), experts);
             }
-            b.weight(&n("ffn_gate_exps.weight"), &[e, ff_exp, experts]);
-            b.weight(&n("ffn_up_exps.weight"), &[e, ff_exp, experts]);
-            b.weight(&n("ffn_down_exps.weight"), &[ff_exp, e, experts]);
-            b.weight(&n("ffn_gate_shexp.weight"), &[e, ff_exp]);
-            b.weight(&n("ffn_up_shexp.weight"), &[e, ff_exp]);
-            b.weight(&n("ffn_down_shexp.weight"), &[ff_exp, e]);
+            b.experts(i, e, ff_exp, experts);
         }
     }
     b.ones("output_norm.weight", e);
@@ -286,12 +292,7 @@ fn deepseek4(ty: GgmlType, tok: &GgufFile) -> Vec<u8> {
         } else {
             b.ones(&n("exp_probs_b.bias"), experts);
         }
-        b.weight(&n("ffn_gate_exps.weight"), &[e, ff_exp, experts]);
-        b.weight(&n("ffn_up_exps.weight"), &[e, ff_exp, experts]);
-        b.weight(&n("ffn_down_exps.weight"), &[ff_exp, e, experts]);
-        b.weight(&n("ffn_gate_shexp.weight"), &[e, ff_exp]);
-        b.weight(&n("ffn_up_shexp.weight"), &[e, ff_exp]);
-        b.weight(&n("ffn_down_shexp.weight"), &[ff_exp, e]);
+        b.experts(i, e, ff_exp, experts);
     }
     b.ones("output_norm.weight", e);
     b.weight("output.weight", &[e, V]);

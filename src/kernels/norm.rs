@@ -8,20 +8,34 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     rms_norm_at(simd::level(), x, weight, eps, out)
 }
 
-fn rms_norm_at(level: Level, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+/// The bare `ggml_rms_norm` (no weight), in place: x · 1/√(mean(x²) + eps), the same scale as
+/// [`rms_norm`]'s.
+pub fn rms_norm_bare(x: &mut [f32], eps: f32) {
+    let scale = rms_scale(simd::level(), x, eps);
+    x.iter_mut().for_each(|v| *v *= scale);
+}
+
+/// 1/√(mean(x²) + eps), the squares summed in f64.
+fn rms_scale(level: Level, x: &[f32], eps: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if level >= Level::Avx2 {
         // SAFETY: the AVX2/FMA/F16C level was detected.
         let sum = unsafe { simd::vmath::sum_squares_f64(x) };
-        let scale = 1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt();
-        // SAFETY: as above.
-        unsafe { simd::vmath::scale_mul(x, scale, weight, out) };
-        return;
+        return 1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt();
     }
     let _ = level;
     let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
-    let mean = (sum / x.len() as f64) as f32;
-    let scale = 1.0 / (mean + eps).sqrt();
+    1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt()
+}
+
+fn rms_norm_at(level: Level, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let scale = rms_scale(level, x, eps);
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        unsafe { simd::vmath::scale_mul(x, scale, weight, out) };
+        return;
+    }
     for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
         *o = (v * scale) * w;
     }

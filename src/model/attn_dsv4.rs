@@ -21,7 +21,7 @@ use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::attention::{Accumulator, TileScratch};
 use crate::kernels::indexer::{hadamard, IndexerTile, BLOCK};
-use crate::kernels::norm::rms_norm;
+use crate::kernels::norm::{rms_norm, rms_norm_bare};
 use crate::kernels::rope::{self, RopeMode, RopeParams};
 use crate::kv::dsv4::Part;
 use crate::kv::KvCache;
@@ -325,7 +325,6 @@ pub fn forward(model: &Model, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: 
         None => project(model, pool, &mut cs.act, &layer.q_b, &s.qr_n, n, &mut s.q),
         Some(l) => project_all(model, pool, &mut cs.act, &s.qr_n, n, [(&layer.q_b, &mut s.q), (&l.q_b, &mut s.iq)]),
     }
-    let ones_eps = hp.rms_eps;
     let (ih, id) = hp.indexer.as_ref().map_or((0, 0), |x| (x.n_head, x.head_size));
     // per token: queries, the raw key, the compressors (in order, so a block completes after
     // all of its tokens are in the ring), the indexer's queries and weights
@@ -333,10 +332,7 @@ pub fn forward(model: &Model, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: 
         let table = &tables[t * rw..(t + 1) * rw];
         for head in 0..h {
             let q = &mut s.q[(t * h + head) * d..(t * h + head + 1) * d];
-            // ggml_rms_norm: squares in f32, summed in f64
-            let ss = q.iter().fold(0.0f64, |a, &x| a + (x * x) as f64);
-            let scale = 1.0 / ((ss / d as f64) as f32 + ones_eps).sqrt();
-            q.iter_mut().for_each(|x| *x *= scale);
+            rms_norm_bare(q, hp.rms_eps);
             rope::apply(RopeMode::Norm, r, table, &mut q[nope..]);
         }
         rms_norm(&s.kv[t * d..(t + 1) * d], &layer.kv_norm, hp.rms_eps, &mut s.krow);

@@ -10,7 +10,7 @@ use super::proj::project;
 use super::weights::{mat, vector, Mat};
 use super::{Common, Model};
 use crate::gguf::GgufFile;
-use crate::kernels::norm::rms_norm;
+use crate::kernels::norm::rms_norm_bare;
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -39,7 +39,6 @@ pub struct HcScratch {
     /// Per token: the `hc` streams (hc × n_embd).
     pub x: Vec<f32>,
     normed: Vec<f32>,
-    ones: Vec<f32>,
     mixes: Vec<f32>,
     /// Per token: the pre / post weights (hc) and the mixing matrix (hc × hc, [src][dst]).
     pre: Vec<f32>,
@@ -56,7 +55,6 @@ impl HcScratch {
             hc,
             x: try_zeroed(n * hc * n_embd, "scratch")?,
             normed: try_zeroed(n * hc * n_embd, "scratch")?,
-            ones: vec![1.0; hc * n_embd],
             mixes: try_zeroed(n * (2 + hc) * hc, "scratch")?,
             pre: try_zeroed(n * hc, "scratch")?,
             post: try_zeroed(n * hc, "scratch")?,
@@ -66,7 +64,7 @@ impl HcScratch {
     }
 
     pub fn bytes(&self) -> usize {
-        4 * [&self.x, &self.normed, &self.ones, &self.mixes, &self.pre, &self.post, &self.comb, &self.row].iter().map(|v| v.capacity()).sum::<usize>()
+        4 * [&self.x, &self.normed, &self.mixes, &self.pre, &self.post, &self.comb, &self.row].iter().map(|v| v.capacity()).sum::<usize>()
     }
 
     /// Every stream of the first `n` tokens = their embedding rows in `c.x`.
@@ -82,7 +80,8 @@ impl HcScratch {
     fn mix(&mut self, model: &Model, pool: &ThreadPool, act: &mut [u8], w: &HcWeights, n: usize) {
         let d = self.hc * model.hp.n_embd;
         for t in 0..n {
-            rms_norm(&self.x[t * d..(t + 1) * d], &self.ones, model.hp.rms_eps, &mut self.normed[t * d..(t + 1) * d]);
+            self.normed[t * d..(t + 1) * d].copy_from_slice(&self.x[t * d..(t + 1) * d]);
+            rms_norm_bare(&mut self.normed[t * d..(t + 1) * d], model.hp.rms_eps);
         }
         project(model, pool, act, &w.fn_, &self.normed, n, &mut self.mixes);
     }
@@ -181,28 +180,20 @@ impl HcScratch {
 
 /// Each dst column divided by eps + its sum over src (ggml_dsv4_hc_comb_norm_cols).
 fn norm_cols(comb: &mut [f32], hc: usize, eps: f32) {
-    for dst in 0..hc {
-        let mut sum = eps;
-        for src in 0..hc {
-            sum += comb[dst + hc * src];
-        }
-        let inv = 1.0 / sum;
-        for src in 0..hc {
-            comb[dst + hc * src] *= inv;
-        }
-    }
+    normalize(comb, hc, eps, 1, hc);
 }
 
-/// Each src row divided by eps + its sum over dst.
+/// Each src row divided by eps + its sum over dst (ggml_dsv4_hc_comb_norm_rows).
 fn norm_rows(comb: &mut [f32], hc: usize, eps: f32) {
-    for src in 0..hc {
-        let mut sum = eps;
-        for dst in 0..hc {
-            sum += comb[dst + hc * src];
-        }
+    normalize(comb, hc, eps, hc, 1);
+}
+
+/// For each of the `hc` lines (line o: entries o·outer + i·inner), divides them by eps + their
+/// sum, summed in order of i.
+fn normalize(comb: &mut [f32], hc: usize, eps: f32, outer: usize, inner: usize) {
+    for o in 0..hc {
+        let sum = (0..hc).fold(eps, |s, i| s + comb[o * outer + i * inner]);
         let inv = 1.0 / sum;
-        for dst in 0..hc {
-            comb[dst + hc * src] *= inv;
-        }
+        (0..hc).for_each(|i| comb[o * outer + i * inner] *= inv);
     }
 }
