@@ -98,7 +98,7 @@ impl IndexerTile {
             }
             _ => {
                 for (c, k) in self.keys[..m * d].chunks_exact(d).enumerate() {
-                    out[c] = q.iter().zip(k).fold(0.0, |s, (&x, &y)| s + x * y);
+                    out[c] = crate::kernels::attention::dot_ggml(q, k);
                 }
             }
         }

@@ -13,22 +13,35 @@
 
 use std::arch::x86_64::*;
 
-/// out[c] = scale · Σ_d q[d]·k_c[d] for the key rows k_c = k + c·stride, c < 16; `dk` is a
-/// multiple of 16. Only rows c < n are read (the others repeat row n − 1, 1 ≤ n ≤ 16). Per row:
-/// 16 lane sums in order of d, then lanes (j, j + 8), (j, j + 4), (j, j + 2), (j, j + 1) added
-/// pairwise, the 16 rows' trees interleaved.
+/// out[c] = scale · q·k_c for the key rows k_c = k + c·stride, c < 16, summed as ggml's
+/// `ggml_vec_dot_f16` sums them on AVX-512 (see [`crate::kernels::attention::dot_ggml`]): four
+/// 16-lane accumulators over the first `dk & !63` elements (accumulator j takes elements 16j..
+/// 16j + 16 of each 64), added (0 + 2) + (1 + 3), then lanes (j, j + 8), (j, j + 4), (j, j + 2),
+/// (j, j + 1) pairwise; the remaining elements added one by one in f64. q and each row cover
+/// `dk` values. Only rows c < n are read (the others repeat row n − 1, 1 ≤ n ≤ 16).
 #[target_feature(enable = "avx512f")]
 pub unsafe fn scores_512(q: *const f32, k: *const f32, stride: usize, n: usize, dk: usize, scale: f32, out: &mut [f32; 16]) {
     // SAFETY: rows min(c, n - 1) < n and elements d < dk are inside what the caller covers.
     unsafe {
         let rows: [*const f32; 16] = std::array::from_fn(|c| k.add(c.min(n - 1) * stride));
-        let mut part = [_mm512_setzero_ps(); 16];
-        for d in (0..dk).step_by(16) {
-            let qv = _mm512_loadu_ps(q.add(d));
+        let np = dk & !63;
+        // pair[0]: accumulators 0 + 2, pair[1]: 1 + 3
+        let mut pair = [[_mm512_setzero_ps(); 16]; 2];
+        for j in [0, 2, 1, 3] {
+            let mut acc = [_mm512_setzero_ps(); 16];
+            for i in (0..np).step_by(64) {
+                let d = i + 16 * j;
+                let qv = _mm512_loadu_ps(q.add(d));
+                for c in 0..16 {
+                    acc[c] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[c].add(d)), qv, acc[c]);
+                }
+            }
+            let p = &mut pair[j & 1];
             for c in 0..16 {
-                part[c] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[c].add(d)), qv, part[c]);
+                p[c] = if j < 2 { acc[c] } else { _mm512_add_ps(p[c], acc[c]) };
             }
         }
+        let part: [__m512; 16] = std::array::from_fn(|c| _mm512_add_ps(pair[0][c], pair[1][c]));
         // t[i]: 128-bit lanes 0, 1 hold row 2i's lanes j + (j + 8), lanes 2, 3 row 2i + 1's
         let t: [__m512; 8] = std::array::from_fn(|i| {
             let (a, b) = (part[2 * i], part[2 * i + 1]);
@@ -47,24 +60,61 @@ pub unsafe fn scores_512(q: *const f32, k: *const f32, stride: usize, n: usize, 
         // element 4L + m holds row 4m + L's total
         let z = _mm512_add_ps(_mm512_shuffle_ps::<0b10_00_10_00>(w[0], w[1]), _mm512_shuffle_ps::<0b11_01_11_01>(w[0], w[1]));
         let order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-        _mm512_storeu_ps(out.as_mut_ptr(), _mm512_mul_ps(_mm512_permutexvar_ps(order, z), _mm512_set1_ps(scale)));
+        let z = _mm512_permutexvar_ps(order, z);
+        if np < dk {
+            let mut sums = [0f32; 16];
+            _mm512_storeu_ps(sums.as_mut_ptr(), z);
+            for c in 0..n {
+                sums[c] = tail_f64(sums[c], q, rows[c], np, dk);
+            }
+            _mm512_storeu_ps(out.as_mut_ptr(), _mm512_mul_ps(_mm512_loadu_ps(sums.as_ptr()), _mm512_set1_ps(scale)));
+        } else {
+            _mm512_storeu_ps(out.as_mut_ptr(), _mm512_mul_ps(z, _mm512_set1_ps(scale)));
+        }
     }
 }
 
-/// [`scores_512`] for 8 key rows with 8-lane sums: `dk` a multiple of 8, rows c < n read
-/// (1 ≤ n ≤ 8), lanes (j, j + 4), (j, j + 2), (j, j + 1) added pairwise.
+/// ggml's leftovers of a dot product: `head` in f64, then q[d]·k[d] (exact in f32 for F16
+/// values) added one by one in f64 for d in from..to, rounded to f32.
+#[inline(always)]
+unsafe fn tail_f64(head: f32, q: *const f32, k: *const f32, from: usize, to: usize) -> f32 {
+    let mut s = head as f64;
+    for d in from..to {
+        // SAFETY: the caller covers elements below `to` of both rows.
+        s += unsafe { *q.add(d) * *k.add(d) } as f64;
+    }
+    s as f32
+}
+
+/// [`scores_512`] for 8 key rows with the same sums, each 16-lane accumulator as two 8-lane
+/// halves (lanes j and j + 8 added first, then (j, j + 4), (j, j + 2), (j, j + 1)): the same
+/// bits. Rows c < n read (1 ≤ n ≤ 8).
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, dk: usize, scale: f32, out: &mut [f32; 8]) {
     // SAFETY: as scores_512.
     unsafe {
         let rows: [*const f32; 8] = std::array::from_fn(|c| k.add(c.min(n - 1) * stride));
-        let mut part = [_mm256_setzero_ps(); 8];
-        for d in (0..dk).step_by(8) {
-            let qv = _mm256_loadu_ps(q.add(d));
-            for c in 0..8 {
-                part[c] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[c].add(d)), qv, part[c]);
+        let np = dk & !63;
+        // pair[p][half]: accumulators 0 + 2 (p = 0) or 1 + 3 (p = 1), lanes 0..8 or 8..16
+        let mut pair = [[[_mm256_setzero_ps(); 8]; 2]; 2];
+        for j in [0, 2, 1, 3] {
+            for half in 0..2 {
+                let mut acc = [_mm256_setzero_ps(); 8];
+                for i in (0..np).step_by(64) {
+                    let d = i + 16 * j + 8 * half;
+                    let qv = _mm256_loadu_ps(q.add(d));
+                    for c in 0..8 {
+                        acc[c] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[c].add(d)), qv, acc[c]);
+                    }
+                }
+                let p = &mut pair[j & 1][half];
+                for c in 0..8 {
+                    p[c] = if j < 2 { acc[c] } else { _mm256_add_ps(p[c], acc[c]) };
+                }
             }
         }
+        // lanes j + (j + 8) of the 16-lane sum (0 + 2) + (1 + 3)
+        let part: [__m256; 8] = std::array::from_fn(|c| _mm256_add_ps(_mm256_add_ps(pair[0][0][c], pair[1][0][c]), _mm256_add_ps(pair[0][1][c], pair[1][1][c])));
         // t[i]: low 128 bits row 2i's lanes j + (j + 4), high 128 bits row 2i + 1's
         let t: [__m256; 4] = std::array::from_fn(|i| {
             let (a, b) = (part[2 * i], part[2 * i + 1]);
@@ -78,7 +128,17 @@ pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, 
         // element 4L + m holds row 2m + L's total
         let z = _mm256_add_ps(_mm256_shuffle_ps::<0b10_00_10_00>(w[0], w[1]), _mm256_shuffle_ps::<0b11_01_11_01>(w[0], w[1]));
         let order = _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0);
-        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_permutevar8x32_ps(z, order), _mm256_set1_ps(scale)));
+        let z = _mm256_permutevar8x32_ps(z, order);
+        if np < dk {
+            let mut sums = [0f32; 8];
+            _mm256_storeu_ps(sums.as_mut_ptr(), z);
+            for c in 0..n {
+                sums[c] = tail_f64(sums[c], q, rows[c], np, dk);
+            }
+            _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_loadu_ps(sums.as_ptr()), _mm256_set1_ps(scale)));
+        } else {
+            _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(z, _mm256_set1_ps(scale)));
+        }
     }
 }
 

@@ -39,6 +39,90 @@ pub unsafe fn exp8(x: __m256) -> __m256 {
     }
 }
 
+/// glibc's `expf` (sysdeps/ieee754/flt-32/e_expf.c, the FMA build its x86_64 ifunc picks on
+/// every CPU with AVX2): x·32/ln2 = k + r in double precision (the product fused into both the
+/// rounding shift and r), 2^(k/32) from a 32-entry table, 2^(r/32) by a cubic, rounded once to
+/// f32. The same bits as glibc's `expf` on every input (compared on every f32 from −104 to 89;
+/// the kernel tests check every third); ggml's flash attention calls `expf` for each cell's
+/// weight.
+pub(crate) const EXPF_TAB: [u64; 32] = [
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+];
+/// 32/ln2, the rounding shift 1.5·2^52 and the cubic's coefficients (glibc's `__exp2f_data`).
+const EXPF_INVLN2N: f64 = f64::from_bits(0x40471547652b82fe);
+const EXPF_SHIFT: f64 = f64::from_bits(0x4338000000000000);
+const EXPF_C: [f64; 3] = [f64::from_bits(0x3ebc6af84b912394), f64::from_bits(0x3f2ebfce50fac4f3), f64::from_bits(0x3f962e42ff0c52d6)];
+/// Below this e^x rounds to 0; above the other bound to +inf (glibc's thresholds).
+const EXPF_LO: f32 = -103.972_08; // -0x1.9fe368p6
+const EXPF_HI: f32 = 88.722_83; // 0x1.62e42ep6
+
+/// [`EXPF_TAB`]'s algorithm for 4 lanes in double precision (no special cases: see expf8).
+#[inline(always)]
+unsafe fn expf_core4(x: __m128) -> __m128 {
+    // SAFETY: register-only AVX2/FMA intrinsics; the gather reads EXPF_TAB[ki & 31].
+    unsafe {
+        let xd = _mm256_cvtps_pd(x);
+        let inv = _mm256_set1_pd(EXPF_INVLN2N);
+        let kd0 = _mm256_fmadd_pd(inv, xd, _mm256_set1_pd(EXPF_SHIFT));
+        let ki = _mm256_castpd_si256(kd0);
+        let kd = _mm256_sub_pd(kd0, _mm256_set1_pd(EXPF_SHIFT));
+        let r = _mm256_fmsub_pd(inv, xd, kd);
+        let idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+        let t = _mm256_i64gather_epi64::<8>(EXPF_TAB.as_ptr() as *const i64, idx);
+        let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+        let z = _mm256_fmadd_pd(_mm256_set1_pd(EXPF_C[0]), r, _mm256_set1_pd(EXPF_C[1]));
+        let r2 = _mm256_mul_pd(r, r);
+        let y = _mm256_fmadd_pd(_mm256_set1_pd(EXPF_C[2]), r, _mm256_set1_pd(1.0));
+        let y = _mm256_fmadd_pd(z, r2, y);
+        _mm256_cvtpd_ps(_mm256_mul_pd(y, s))
+    }
+}
+
+/// libm's `expf` on 8 lanes, bit for bit (see [`EXPF_TAB`]): below −103.97 (and −inf) 0, above
+/// 88.72 (and +inf) +inf, NaN stays NaN.
+#[inline(always)]
+pub unsafe fn expf8(x: __m256) -> __m256 {
+    // SAFETY: register-only AVX2/FMA intrinsics.
+    unsafe {
+        let lo = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(EXPF_LO));
+        let hi = _mm256_cmp_ps::<_CMP_GT_OQ>(x, _mm256_set1_ps(EXPF_HI));
+        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x);
+        // the core on a clamped input (no overflow of the table index arithmetic)
+        let xc = _mm256_blendv_ps(x, _mm256_setzero_ps(), _mm256_or_ps(_mm256_or_ps(lo, hi), nan));
+        let e = _mm256_set_m128(expf_core4(_mm256_extractf128_ps::<1>(xc)), expf_core4(_mm256_castps256_ps128(xc)));
+        let e = _mm256_andnot_ps(lo, e);
+        let e = _mm256_blendv_ps(e, _mm256_set1_ps(f32::INFINITY), hi);
+        _mm256_blendv_ps(e, _mm256_add_ps(x, x), nan)
+    }
+}
+
+/// x[i] = libm's expf(x[i]), bit for bit.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn expf_libm(x: &mut [f32]) {
+    // SAFETY: chunk i touches x[8i..8i+8], inside the slice; the tail goes through a copy.
+    unsafe {
+        let n8 = x.len() / 8;
+        for i in 0..n8 {
+            let p = x.as_mut_ptr().add(8 * i);
+            _mm256_storeu_ps(p, expf8(_mm256_loadu_ps(p)));
+        }
+        let tail = x.len() - 8 * n8;
+        if tail > 0 {
+            let mut t = [0f32; 8];
+            t[..tail].copy_from_slice(&x[8 * n8..]);
+            _mm256_storeu_ps(t.as_mut_ptr(), expf8(_mm256_loadu_ps(t.as_ptr())));
+            x[8 * n8..].copy_from_slice(&t[..tail]);
+        }
+    }
+}
+
 /// x[i] = e^(x[i] - shift).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn exp_shifted(x: &mut [f32], shift: f32) {
@@ -231,6 +315,45 @@ mod tests {
         assert!(special[2].is_nan());
         assert_eq!(special[3], f32::INFINITY);
         assert_eq!(special[4], 0.0);
+    }
+
+    /// expf_libm equals libm's expf on every 3rd f32 from −104 to 89 (about 7·10⁸ inputs; every
+    /// 21st in debug builds; all of them once when this was written), on ±0, ±inf, NaN and far
+    /// outside the range.
+    #[test]
+    fn expf_libm_is_libm_bit_for_bit() {
+        if !available() {
+            return;
+        }
+        let step = if cfg!(debug_assertions) { 21 } else { 3 };
+        let mut buf = Vec::with_capacity(4096);
+        let mut check = |buf: &mut Vec<f32>| {
+            let xs = buf.clone();
+            // SAFETY: the AVX2 level was detected.
+            unsafe { expf_libm(buf) };
+            for (&x, &g) in xs.iter().zip(buf.iter()) {
+                let want = std::hint::black_box(x).exp();
+                assert!(g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()), "expf({x:e}) = {g:e}, libm {want:e}");
+            }
+            buf.clear();
+        };
+        // negative floats from -104 up to -0, then positive from +0 to 89, by bit pattern
+        let ranges = [((-104f32).to_bits(), 0x8000_0000u32, true), (0u32, 89f32.to_bits(), false)];
+        for (from, to, down) in ranges {
+            let mut b = from;
+            loop {
+                buf.push(f32::from_bits(b));
+                if buf.len() == 4093 {
+                    check(&mut buf);
+                }
+                if b == to {
+                    break;
+                }
+                b = if down { b.saturating_sub(step).max(to) } else { b.saturating_add(step).min(to) };
+            }
+        }
+        buf.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, -103.972_08, -103.972_09, 88.722_83, 88.722_84]);
+        check(&mut buf);
     }
 
     #[test]
