@@ -43,7 +43,7 @@ fn yarn_ramp(low: f32, high: f32, i0: usize) -> f32 {
 }
 
 /// Fills `cache[0..n_dims]` with (cos, sin) pairs for position `pos`, the way ggml's
-/// rope_cache_init does (theta advanced by repeated f32 multiplication).
+/// rope_cache_init does (theta advanced by repeated f32 multiplication, ggml's roundings).
 pub fn fill_cache(p: &RopeParams, pos: f32, freq_factors: Option<&[f32]>, cache: &mut [f32]) {
     let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
     let corr = corr_dims(p);
@@ -56,8 +56,10 @@ pub fn fill_cache(p: &RopeParams, pos: f32, freq_factors: Option<&[f32]>, cache:
         let mut mscale = p.attn_factor;
         if p.ext_factor != 0.0 {
             let ramp_mix = yarn_ramp(corr[0], corr[1], i0) * p.ext_factor;
-            t = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
-            mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale).ln();
+            // GCC contracts these (its -ffp-contract=fast default) as written here: checked
+            // bit for bit against upstream's ROPE output
+            t = theta_interp.mul_add(1.0 - ramp_mix, theta_extrap * ramp_mix);
+            mscale *= 0.1f32.mul_add((1.0 / p.freq_scale).ln(), 1.0);
         }
         cache[i0] = t.cos() * mscale;
         cache[i0 + 1] = t.sin() * mscale;
@@ -89,8 +91,8 @@ fn apply_at(level: Level, mode: RopeMode, n_dims: usize, cache: &[f32], x: &mut 
             for i0 in (0..n_dims).step_by(2) {
                 let (c, s) = (cache[i0], cache[i0 + 1]);
                 let (a, b) = (x[i0], x[i0 + 1]);
-                x[i0] = a * c - b * s;
-                x[i0 + 1] = a * s + b * c;
+                x[i0] = a.mul_add(c, -(b * s));
+                x[i0 + 1] = a.mul_add(s, b * c);
             }
         }
         RopeMode::Neox => {
@@ -98,8 +100,8 @@ fn apply_at(level: Level, mode: RopeMode, n_dims: usize, cache: &[f32], x: &mut 
             for i in 0..half {
                 let (c, s) = (cache[2 * i], cache[2 * i + 1]);
                 let (a, b) = (x[i], x[i + half]);
-                x[i] = a * c - b * s;
-                x[i + half] = a * s + b * c;
+                x[i] = a.mul_add(c, -(b * s));
+                x[i + half] = a.mul_add(s, b * c);
             }
         }
     }

@@ -209,7 +209,8 @@ pub unsafe fn scale_mul(x: &[f32], scale: f32, w: &[f32], out: &mut [f32]) {
 }
 
 /// RoPE of adjacent pairs (x[2i], x[2i+1]) by the (cos, sin) pairs of `cache`, i < n_dims / 2:
-/// (a·c − b·s, a·s + b·c), products and sums rounded as in the scalar code (the same bits).
+/// (fma(a, c, −b·s), fma(a, s, b·c)) as GCC contracts ggml's rotate_pairs (the scalar code's
+/// bits).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn rope_pairs(n_dims: usize, cache: &[f32], x: &mut [f32]) {
     assert!(cache.len() >= n_dims && x.len() >= n_dims);
@@ -220,21 +221,23 @@ pub unsafe fn rope_pairs(n_dims: usize, cache: &[f32], x: &mut [f32]) {
             let v = _mm256_loadu_ps(x.as_ptr().add(8 * i));
             let cs = _mm256_loadu_ps(cache.as_ptr().add(8 * i));
             let swapped = _mm256_permute_ps::<0b10_11_00_01>(v);
-            // even lanes a·c − b·s, odd lanes b·c + a·s
-            let r = _mm256_addsub_ps(_mm256_mul_ps(v, _mm256_moveldup_ps(cs)), _mm256_mul_ps(swapped, _mm256_movehdup_ps(cs)));
-            _mm256_storeu_ps(x.as_mut_ptr().add(8 * i), r);
+            // even lanes fma(a, c, −b·s), odd lanes fma(a, s, b·c)
+            let (c, s) = (_mm256_moveldup_ps(cs), _mm256_movehdup_ps(cs));
+            let even = _mm256_fmsub_ps(v, c, _mm256_mul_ps(swapped, s));
+            let odd = _mm256_fmadd_ps(swapped, s, _mm256_mul_ps(v, c));
+            _mm256_storeu_ps(x.as_mut_ptr().add(8 * i), _mm256_blend_ps::<0b1010_1010>(even, odd));
         }
     }
     for i0 in (8 * n8..n_dims).step_by(2) {
         let (c, s) = (cache[i0], cache[i0 + 1]);
         let (a, b) = (x[i0], x[i0 + 1]);
-        x[i0] = a * c - b * s;
-        x[i0 + 1] = a * s + b * c;
+        x[i0] = a.mul_add(c, -(b * s));
+        x[i0 + 1] = a.mul_add(s, b * c);
     }
 }
 
 /// RoPE of the pairs (x[i], x[i + n_dims/2]) (NEOX) by the (cos, sin) pairs of `cache`, with
-/// the scalar code's roundings (the same bits).
+/// the scalar code's roundings (the same bits: ggml's fused ones).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn rope_halves(n_dims: usize, cache: &[f32], x: &mut [f32]) {
     assert!(cache.len() >= n_dims && x.len() >= n_dims);
@@ -252,15 +255,15 @@ pub unsafe fn rope_halves(n_dims: usize, cache: &[f32], x: &mut [f32]) {
             let pa = x.as_mut_ptr().add(8 * i);
             let pb = x.as_mut_ptr().add(half + 8 * i);
             let (a, b) = (_mm256_loadu_ps(pa), _mm256_loadu_ps(pb));
-            _mm256_storeu_ps(pa, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
-            _mm256_storeu_ps(pb, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+            _mm256_storeu_ps(pa, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+            _mm256_storeu_ps(pb, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
         }
     }
     for i in 8 * n8..half {
         let (c, s) = (cache[2 * i], cache[2 * i + 1]);
         let (a, b) = (x[i], x[i + half]);
-        x[i] = a * c - b * s;
-        x[i + half] = a * s + b * c;
+        x[i] = a.mul_add(c, -(b * s));
+        x[i + half] = a.mul_add(s, b * c);
     }
 }
 
