@@ -790,36 +790,38 @@ pub unsafe fn unpack16_iq4_nl(nb: usize, w: *const u8, w_stride: usize, panel: *
 }
 
 /// A 16-row panel × R Q8_0 activation rows (`a + i * a_stride`, per-block [`super::ActAux`]
-/// at `aux + i * nb` with `corr = offset * sum(q)`); result (i, j) to `out + i * out_stride + j`.
-/// One `dpbusd` per 4 elements covers all 16 rows, so no horizontal sums are needed; the block's
-/// integer sums are exact and scaled with one FMA per block and row, as the 8-row AVX2 panel
-/// kernels do.
+/// at `aux + i * nb` with `corr_g = offset * sum(q of group g)`); result (i, j) to
+/// `out + i * out_stride + j`. Bit for bit the reference's `vec_dot` (upstream's AVX2 order):
+/// group g of 4 elements is the reference's 32-bit lane g, so each group keeps its own f32
+/// accumulator, one FMA per block with the block's d·d; then the groups are added as
+/// `hsum_float_8` adds lanes: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). One `dpbusd` per group
+/// covers all 16 rows; the groups are taken one pass each (R accumulators live at a time).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
     unsafe {
-        let mut acc = [_mm512_setzero_ps(); R];
-        for ib in 0..nb {
-            let pb = panel.add(ib * PANEL_BLOCK);
-            let mut isum = [_mm512_setzero_si512(); R];
-            for r in 0..R {
-                isum[r] = _mm512_set1_epi32(-(*aux.add(r * nb + ib)).corr);
-            }
-            for g in 0..8 {
+        let mut lanes = [[_mm512_setzero_ps(); R]; 8];
+        for (g, lane) in lanes.iter_mut().enumerate() {
+            let mut acc = [_mm512_setzero_ps(); R];
+            for ib in 0..nb {
+                let pb = panel.add(ib * PANEL_BLOCK);
                 let wv = load512(pb.add(64 * g));
+                let dw = _mm512_cvtph_ps(load256(pb.add(512)));
                 for r in 0..R {
+                    let x = &*aux.add(r * nb + ib);
                     let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_0_B + 2 + 4 * g) as *const i32);
-                    isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    let isum = _mm512_dpbusd_epi32(_mm512_set1_epi32(-x.corr_g[g]), wv, _mm512_set1_epi32(y));
+                    let d = _mm512_mul_ps(dw, _mm512_set1_ps(x.d));
+                    acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[r]);
                 }
             }
-            let dw = _mm512_cvtph_ps(load256(pb.add(512)));
-            for r in 0..R {
-                let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
-                acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
-            }
+            *lane = acc;
         }
         for r in 0..R {
-            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+            let l = |g: usize| lanes[g][r];
+            let even = _mm512_add_ps(_mm512_add_ps(l(0), l(4)), _mm512_add_ps(l(2), l(6)));
+            let odd = _mm512_add_ps(_mm512_add_ps(l(1), l(5)), _mm512_add_ps(l(3), l(7)));
+            _mm512_storeu_ps(out.add(r * out_stride), _mm512_add_ps(even, odd));
         }
     }
 }

@@ -56,15 +56,16 @@ pub struct PanelFns {
     pub gemm: [PanelFn; 8],
 }
 
-/// Per activation block data the 8-row kernels need: the scale as f32, `offset * sum(q)` for
-/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16, Q8_0: 128), and Q8_1's `s` as
-/// f32.
+/// Per activation block data the panel kernels need: the scale as f32, `offset * sum(q)` for
+/// weights whose quants are taken unsigned (Q4_0: 8, Q5_0: 16, Q8_0: 128) over the block and
+/// over each group of 4 quants (the reference's 32-bit lanes), and Q8_1's `s` as f32.
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct ActAux {
     pub d: f32,
     pub corr: i32,
     pub s: f32,
+    pub corr_g: [i32; 8],
 }
 
 /// Per-block activation data for the panel kernels of weight type `ty` (`act` holds whole
@@ -81,9 +82,13 @@ pub fn fill_act_aux(ty: GgmlType, act: &[u8], aux: &mut [ActAux]) {
     };
     let ab = ty.vec_dot_type().block_bytes();
     for (x, b) in aux.iter_mut().zip(act.chunks_exact(ab)) {
-        let sum: i32 = b[ab - 32..].iter().map(|&v| v as i8 as i32).sum();
+        let q = &b[ab - 32..];
+        let sum: i32 = q.iter().map(|&v| v as i8 as i32).sum();
         x.d = crate::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]]));
         x.corr = offset * sum;
+        for (g, c) in x.corr_g.iter_mut().enumerate() {
+            *c = offset * q[4 * g..4 * g + 4].iter().map(|&v| v as i8 as i32).sum::<i32>();
+        }
         x.s = if q8_1 { crate::quant::f16_to_f32(u16::from_le_bytes([b[2], b[3]])) } else { 0.0 };
     }
 }
