@@ -795,32 +795,44 @@ pub unsafe fn unpack16_iq4_nl(nb: usize, w: *const u8, w_stride: usize, panel: *
 /// group g of 4 elements is the reference's 32-bit lane g, so each group keeps its own f32
 /// accumulator, one FMA per block with the block's d·d; then the groups are added as
 /// `hsum_float_8` adds lanes: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). One `dpbusd` per group
-/// covers all 16 rows; the groups are taken one pass each (R accumulators live at a time).
+/// covers all 16 rows. Activation rows go two at a time (16 independent accumulators).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
-    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    // SAFETY: see the module docs; rows r0.. of a, aux and out are inside the caller's R rows.
     unsafe {
-        let mut lanes = [[_mm512_setzero_ps(); R]; 8];
-        for (g, lane) in lanes.iter_mut().enumerate() {
-            let mut acc = [_mm512_setzero_ps(); R];
-            for ib in 0..nb {
-                let pb = panel.add(ib * PANEL_BLOCK);
-                let wv = load512(pb.add(64 * g));
-                let dw = _mm512_cvtph_ps(load256(pb.add(512)));
-                for r in 0..R {
-                    let x = &*aux.add(r * nb + ib);
-                    let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_0_B + 2 + 4 * g) as *const i32);
-                    let isum = _mm512_dpbusd_epi32(_mm512_set1_epi32(-x.corr_g[g]), wv, _mm512_set1_epi32(y));
-                    let d = _mm512_mul_ps(dw, _mm512_set1_ps(x.d));
-                    acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[r]);
+        let mut r0 = 0;
+        while r0 + 2 <= R {
+            gemm16_rows::<2>(nb, panel, a.add(r0 * a_stride), a_stride, aux.add(r0 * nb), out.add(r0 * out_stride), out_stride);
+            r0 += 2;
+        }
+        if r0 < R {
+            gemm16_rows::<1>(nb, panel, a.add(r0 * a_stride), a_stride, aux.add(r0 * nb), out.add(r0 * out_stride), out_stride);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn gemm16_rows<const C: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: as gemm16 for C activation rows.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 8]; C];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let dw = _mm512_cvtph_ps(load256(pb.add(512)));
+            for r in 0..C {
+                let x = &*aux.add(r * nb + ib);
+                let ya = a.add(r * a_stride + ib * Q8_0_B + 2) as *const i32;
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps(x.d));
+                for g in 0..8 {
+                    let isum = _mm512_dpbusd_epi32(_mm512_set1_epi32(-x.corr_g[g]), load512(pb.add(64 * g)), _mm512_set1_epi32(std::ptr::read_unaligned(ya.add(g))));
+                    acc[r][g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[r][g]);
                 }
             }
-            *lane = acc;
         }
-        for r in 0..R {
-            let l = |g: usize| lanes[g][r];
-            let even = _mm512_add_ps(_mm512_add_ps(l(0), l(4)), _mm512_add_ps(l(2), l(6)));
-            let odd = _mm512_add_ps(_mm512_add_ps(l(1), l(5)), _mm512_add_ps(l(3), l(7)));
+        for r in 0..C {
+            let l = &acc[r];
+            let even = _mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6]));
+            let odd = _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7]));
             _mm512_storeu_ps(out.add(r * out_stride), _mm512_add_ps(even, odd));
         }
     }
