@@ -2,7 +2,8 @@
 //! on a matrix that stays in L2 (compute-bound) and on one far larger than the caches (streams
 //! from DRAM), so kernel cost and memory bandwidth can be told apart.
 //!
-//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [TYPE ...]
+//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [--fast] [TYPE ...]
+//!        (--fast: the dense recipes' prefill order; default the reference's, as the MoE recipes)
 //!        cargo bench --bench kernels -- attention   (decode attention, one thread: ns per cell
 //!        for a GQA group of the 0.5B/1.5B models and for MLA's 16 heads, at 512 and 4096 cells)
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
@@ -52,6 +53,7 @@ fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
 
 fn main() {
     let (mut threads, mut n_act, mut cols) = (1usize, 1usize, 2048usize);
+    let mut order = deepseek::kernels::simd::SumOrder::Reference;
     let mut types = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -59,6 +61,7 @@ fn main() {
             "-t" => threads = it.next().unwrap().parse().unwrap(),
             "-n" => n_act = it.next().unwrap().parse().unwrap(),
             "-c" => cols = it.next().unwrap().parse().unwrap(),
+            "--fast" => order = deepseek::kernels::simd::SumOrder::Fast,
             "--bench" => {}
             name => types.push(name.to_string()),
         }
@@ -76,7 +79,7 @@ fn main() {
         );
     }
     let pool = ThreadPool::new(threads).unwrap();
-    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s)", deepseek::kernels::simd::level());
+    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s), {order:?} order", deepseek::kernels::simd::level());
     for name in types {
         let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
         let rb = ty.row_bytes(cols).unwrap();
@@ -84,7 +87,7 @@ fn main() {
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
             let rows = bytes / rb;
             let data = random_rows(ty, rows, cols);
-            let w = WeightMatrix { ty, rows, cols, data: &data };
+            let w = WeightMatrix { ty, rows, cols, data: &data, order };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
             quantize_activations(&pool, ty, &x, cols, n_act, &mut act);

@@ -24,6 +24,8 @@ pub struct WeightMatrix<'a> {
     pub rows: usize,
     pub cols: usize,
     pub data: &'a [u8],
+    /// Whether several activation rows may be summed in a faster order than the reference's.
+    pub order: simd::SumOrder,
 }
 
 impl WeightMatrix<'_> {
@@ -220,7 +222,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             gemv = single.and_then(|_| simd::gemv_fns(w.ty));
             prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
-            panels = simd::panel_fns(w.ty).filter(|g| n_rows >= g.min_act_rows);
+            panels = simd::panel_fns(w.ty, w.order).filter(|g| n_rows >= g.min_act_rows);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
@@ -415,7 +417,7 @@ mod tests {
             .iter()
             .map(|(ty, cols, rows, n, data, act)| {
                 let mut out = vec![f32::NAN; rows * n];
-                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, act, *n, &mut out);
+                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, act, *n, &mut out);
                 out
             })
             .collect();
@@ -427,7 +429,7 @@ mod tests {
             &pool,
             mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
                 let act = sharing.iter().find(|s| s.0 == i).map_or(act, |s| &mats[s.1].5);
-                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, act, out })
+                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, act, out })
             }),
         );
         for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
@@ -439,7 +441,7 @@ mod tests {
         for (i, from) in sharing {
             let (ty, cols, rows, n, data, _) = &mats[i];
             let mut want = vec![f32::NAN; rows * n];
-            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data }, &mats[from].5, *n, &mut want);
+            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, &mats[from].5, *n, &mut want);
             assert_eq!(outs[i].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i} on a shared activation");
         }
     }
@@ -467,7 +469,8 @@ mod tests {
                     let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
                     quantize_activations(&pool, ty, &x, cols, n, &mut act);
-                    let w = WeightMatrix { ty, rows, cols, data: &data };
+                  for order in [simd::SumOrder::Reference, simd::SumOrder::Fast] {
+                    let w = WeightMatrix { ty, rows, cols, data: &data, order };
                     let mut out = vec![f32::NAN; rows * n];
                     matmul(&pool, &w, &act, n, &mut out);
                     let arb = ty.vec_dot_type().row_bytes(cols).unwrap();
@@ -479,8 +482,9 @@ mod tests {
                         for r in 0..rows {
                             let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
                             let got = out[t * rows + r];
-                            if simd::panel_fns(ty).is_none_or(|g| n < g.min_act_rows) {
-                                // decode and the per-row kernels: bit for bit
+                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty);
+                            if exact_panel || simd::panel_fns(ty, order).is_none_or(|g| n < g.min_act_rows) {
+                                // the reference's order, decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {
                                 let (mut wf, mut af) = (vec![0f32; cols], vec![0f32; cols]);
@@ -491,6 +495,7 @@ mod tests {
                             }
                         }
                     }
+                  }
                 }
             }
         }

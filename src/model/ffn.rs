@@ -53,6 +53,6 @@ pub fn forward(model: &Model, f: &Ffn, c: &mut Common, s: &mut FfnScratch, pool:
     if f.clamp > 0.0 {
         swiglu_clamp_inputs(&mut s.gate[..n * ff], &mut s.up[..n * ff], f.clamp);
     }
-    swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff]);
+    swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff);
     project(model, pool, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
 }

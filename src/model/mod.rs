@@ -253,9 +253,17 @@ impl Model {
         Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
     }
 
-    /// A weight matrix view.
+    /// A weight matrix view. The MoE recipes sum every product in the reference's (upstream's)
+    /// order: their routers pick experts on margins that a rounding can flip, so llama.cpp's
+    /// numerics there means its bits. The dense recipes may take faster prefill panels (within
+    /// 1e-5 of the reference).
     pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
-        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes] }
+        use crate::kernels::simd::SumOrder;
+        let order = match self.hp.arch {
+            Arch::Llama | Arch::Qwen2 => SumOrder::Fast,
+            Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
+        };
+        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], order }
     }
 
     /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens,

@@ -197,7 +197,11 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
     if moe.shared.clamp > 0.0 {
         swiglu_clamp_inputs(&mut f.gate[k * ffe..k * ffe + ffs], &mut f.up[k * ffe..k * ffe + ffs], moe.shared.clamp);
     }
-    swiglu_on(pool, &mut f.gate[..k * ffe + ffs], &f.up[..k * ffe + ffs]);
+    // per row, as ggml's swiglu: the experts' rows of ffe, then the shared experts' row
+    swiglu_on(pool, &mut f.gate[..k * ffe], &f.up[..k * ffe], ffe);
+    if ffs > 0 {
+        swiglu_on(pool, &mut f.gate[k * ffe..k * ffe + ffs], &f.up[k * ffe..k * ffe + ffs], ffs);
+    }
 
     let arb = activation_bytes(moe.down.first.ty, ffe, 1);
     quantize_activations(pool, moe.down.first.ty, &f.gate[..k * ffe], ffe, k, &mut c.act[..k * arb]);
@@ -283,7 +287,7 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
         if moe.clamp > 0.0 {
             swiglu_clamp_inputs(&mut f.gate[..rows * ffe], &mut f.up[..rows * ffe], moe.clamp);
         }
-        swiglu_on(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe]);
+        swiglu_on(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe], ffe);
         quantize_activations(pool, down_ty, &f.gate[..rows * ffe], ffe, rows, &mut c.act);
         let darb = activation_bytes(down_ty, ffe, 1);
         matmul_batch(pool, expert_products(model, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));

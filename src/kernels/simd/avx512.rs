@@ -838,6 +838,39 @@ unsafe fn gemm16_rows<const C: usize>(nb: usize, panel: *const u8, a: *const u8,
     }
 }
 
+/// As [`gemm16`] in a faster order (the dense recipes' prefill): each block's integer sums
+/// reduced to one per row before a single FMA per block and row (within 1e-5 of the
+/// reference, not bit for bit; about half the instructions).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_fast<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut isum = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                isum[r] = _mm512_set1_epi32(-(*aux.add(r * nb + ib)).corr);
+            }
+            for g in 0..8 {
+                let wv = load512(pb.add(64 * g));
+                for r in 0..R {
+                    let y = std::ptr::read_unaligned(a.add(r * a_stride + ib * Q8_0_B + 2 + 4 * g) as *const i32);
+                    isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                }
+            }
+            let dw = _mm512_cvtph_ps(load256(pb.add(512)));
+            for r in 0..R {
+                let d = _mm512_mul_ps(dw, _mm512_set1_ps((*aux.add(r * nb + ib)).d));
+                acc[r] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[r]), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Q4_K against Q8_K, prefill: 16 weight rows × R activation rows
 

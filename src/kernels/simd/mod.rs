@@ -239,9 +239,32 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     }
 }
 
-/// The panel kernels for `ty` (used for several activation rows), or None.
-pub fn panel_fns(ty: GgmlType) -> Option<&'static PanelFns> {
-    panel_fns_at(level(), ty)
+/// How a product of several activation rows may sum. `Reference`: as llama.cpp b11312 does on
+/// x86 wherever our reference is its order (its `vec_dot`, and tinyBLAS for Q8_0-family
+/// batches, which sums alike), so a panel is used only if it is bit for bit the reference;
+/// for the types upstream repacks at load (Q4_0, Q4_K, IQ4_NL, MXFP4, Q2_K: its own 8×8
+/// kernels' order, which the reference does not follow) any panel. `Fast`: the fastest order
+/// the panels have (within 1e-5 of the reference).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SumOrder {
+    Reference,
+    Fast,
+}
+
+/// The types llama.cpp b11312 repacks into interleaved rows on x86 (`ggml_repack_get_optimal_
+/// repack_type`) and multiplies in that layout's order.
+fn upstream_repacks(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::IQ4_NL | GgmlType::MXFP4 | GgmlType::Q2K)
+}
+
+/// The panel kernels for `ty` (used for several activation rows) that sum in `order`, or None.
+pub fn panel_fns(ty: GgmlType, order: SumOrder) -> Option<&'static PanelFns> {
+    panel_fns_at(level(), ty, order)
+}
+
+/// Whether the panels of `ty` at `level` sum in the reference's order.
+pub fn panel_is_exact(level: Level, ty: GgmlType) -> bool {
+    level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
 }
 
 macro_rules! panel {
@@ -269,7 +292,15 @@ macro_rules! panel {
 }
 
 /// As [`panel_fns`] at a given level.
-pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
+pub fn panel_fns_at(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static PanelFns> {
+    let fns = panel_fns_any(level, ty, order);
+    match order {
+        SumOrder::Reference => fns.filter(|_| panel_is_exact(level, ty) || upstream_repacks(ty)),
+        SumOrder::Fast => fns,
+    }
+}
+
+fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static PanelFns> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
@@ -277,6 +308,10 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
             static Q4_0: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16);
             static Q5_0: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16);
             static Q8_0: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16);
+            static Q4_0_FAST: PanelFns = panel!(avx512, 16, unpack16_q4_0, gemm16_fast);
+            static Q5_0_FAST: PanelFns = panel!(avx512, 16, unpack16_q5_0, gemm16_fast);
+            static Q8_0_FAST: PanelFns = panel!(avx512, 16, unpack16_q8_0, gemm16_fast);
+            let fast = order == SumOrder::Fast;
             static IQ4_NL: PanelFns = panel!(avx512, 16, unpack16_iq4_nl, gemm16);
             static Q4_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k);
             static Q5_K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q5_k, gemm16_q4_k);
@@ -285,11 +320,11 @@ pub fn panel_fns_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
-                GgmlType::Q4_0 => Some(&Q4_0),
-                GgmlType::Q5_0 => Some(&Q5_0),
-                GgmlType::Q8_0 => Some(&Q8_0),
+                GgmlType::Q4_0 => Some(if fast { &Q4_0_FAST } else { &Q4_0 }),
+                GgmlType::Q5_0 => Some(if fast { &Q5_0_FAST } else { &Q5_0 }),
+                GgmlType::Q8_0 => Some(if fast { &Q8_0_FAST } else { &Q8_0 }),
                 GgmlType::IQ4_NL => Some(&IQ4_NL),
-                _ => panel_fns_at(Level::Avx2, ty),
+                _ => panel_fns_any(Level::Avx2, ty, order),
             }
         }
         #[cfg(target_arch = "x86_64")]

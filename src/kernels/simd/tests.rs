@@ -394,18 +394,15 @@ fn env_var_forces_scalar_level_only_through_level() {
 
 fn check_panels(ty: GgmlType, col_choices: &[usize]) {
     for level in levels() {
-        if let Some(fns) = panel_fns_at(level, ty) {
-            check_panels_at(level, fns, ty, col_choices);
+        for order in [SumOrder::Reference, SumOrder::Fast] {
+            if let Some(fns) = panel_fns_at(level, ty, order) {
+                check_panels_at(level, fns, ty, col_choices, order == SumOrder::Reference && panel_is_exact(level, ty));
+            }
         }
     }
 }
 
-/// The panels that sum in the reference's order (the others stay within 1e-5 of it).
-fn exact_panel(level: Level, ty: GgmlType) -> bool {
-    level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
-}
-
-fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize]) {
+fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize], exact: bool) {
     let vt = ty.vec_dot_type();
     let pr = fns.rows;
     let mut rng = Rng(0x1234_5678 ^ ty as u64);
@@ -443,7 +440,7 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
                                 let want = quant::vec_dot(ty, cols, wrow, arow);
                                 let got = out[i * stride + j];
-                                if exact_panel(level, ty) {
+                                if exact {
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want} (bit for bit)", ty.name());
                                 }
                                 let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;

@@ -145,23 +145,57 @@ pub unsafe fn exp_shifted(x: &mut [f32], shift: f32) {
     }
 }
 
-/// gate[i] = gate[i] / (1 + e^-gate[i]) · up[i] (SiLU-gated unit, the reference's operation order).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
-    let n = gate.len().min(up.len());
-    let n8 = n / 8;
-    // SAFETY: chunk i touches gate[8i..8i+8] and up[8i..8i+8], inside both slices.
+/// `crate::kernels::ggml_v_expf` on 8 lanes (ggml's AVX-512 `ggml_v_expf`, the same bits):
+/// its fused multiply-adds in the same order, `scalef` as two exact-then-one-rounding scalings.
+#[inline(always)]
+pub unsafe fn ggml_v_expf8(x: __m256) -> __m256 {
+    // SAFETY: register-only AVX2/FMA intrinsics.
     unsafe {
-        let one = _mm256_set1_ps(1.0);
-        for i in 0..n8 {
-            let g = _mm256_loadu_ps(gate.as_ptr().add(8 * i));
-            let u = _mm256_loadu_ps(up.as_ptr().add(8 * i));
-            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-            _mm256_storeu_ps(gate.as_mut_ptr().add(8 * i), _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
-        }
+        let c = |b: u32| _mm256_set1_ps(f32::from_bits(b));
+        let r = c(0x4b40_0000);
+        let z = _mm256_fmadd_ps(x, c(0x3fb8_aa3b), r);
+        let n = _mm256_sub_ps(z, r);
+        let b = _mm256_fnmadd_ps(n, c(0x35bf_be8e), _mm256_fnmadd_ps(n, c(0x3f31_7200), x));
+        let u = _mm256_mul_ps(b, b);
+        let j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)), u, _mm256_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb))),
+            u,
+            _mm256_fmadd_ps(c(0x3f7f_fff6), b, _mm256_set1_ps(1.0)),
+        );
+        // j · 2^n: the exponent split so that the first scaling is exact
+        let ni = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(n, _mm256_set1_ps(192.0)), _mm256_set1_ps(-192.0)));
+        let e1 = _mm256_max_epi32(_mm256_min_epi32(ni, _mm256_set1_epi32(127)), _mm256_set1_epi32(-126));
+        let pow2 = |e: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(e, _mm256_set1_epi32(127))));
+        let res = _mm256_mul_ps(_mm256_mul_ps(j, pow2(_mm256_sub_epi32(ni, e1))), pow2(e1));
+        let big = _mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_andnot_ps(_mm256_set1_ps(-0.0), n), _mm256_set1_ps(192.0));
+        let alt = _mm256_blendv_ps(_mm256_set1_ps(f32::INFINITY), _mm256_setzero_ps(), _mm256_cmp_ps::<_CMP_LE_OQ>(n, _mm256_setzero_ps()));
+        _mm256_blendv_ps(res, alt, big)
     }
-    for i in 8 * n8..n {
-        gate[i] = gate[i] / (1.0 + (-gate[i]).exp()) * up[i];
+}
+
+/// `crate::kernels::swiglu` on rows of `row` elements (the same bits): per row, 16 elements at a
+/// time (two 8-lane halves) gate / (1 + v_expf(0 − gate)) · up, the last `row % 16` with libm.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn swiglu(gate: &mut [f32], up: &[f32], row: usize) {
+    let n = gate.len().min(up.len());
+    let body = row & !15;
+    let mut start = 0;
+    while start + row <= n {
+        // SAFETY: chunk i of this row touches gate/up[start + 8i..start + 8i + 8], inside both.
+        unsafe {
+            let one = _mm256_set1_ps(1.0);
+            for i in 0..body / 8 {
+                let at = start + 8 * i;
+                let g = _mm256_loadu_ps(gate.as_ptr().add(at));
+                let u = _mm256_loadu_ps(up.as_ptr().add(at));
+                let e = ggml_v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+                _mm256_storeu_ps(gate.as_mut_ptr().add(at), _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+            }
+        }
+        for i in start + body..start + row {
+            gate[i] = gate[i] / (1.0 + (-gate[i]).exp()) * up[i];
+        }
+        start += row;
     }
 }
 
@@ -330,7 +364,7 @@ mod tests {
         }
         let step = if cfg!(debug_assertions) { 21 } else { 3 };
         let mut buf = Vec::with_capacity(4096);
-        let mut check = |buf: &mut Vec<f32>| {
+        let check = |buf: &mut Vec<f32>| {
             let xs = buf.clone();
             // SAFETY: the AVX2 level was detected.
             unsafe { expf_libm(buf) };
@@ -368,7 +402,7 @@ mod tests {
         let up: Vec<f32> = (0..203).map(|i| (i as f32 * 0.11).cos()).collect();
         let mut got = gate.clone();
         // SAFETY: the AVX2 level was detected.
-        unsafe { swiglu(&mut got, &up) };
+        unsafe { swiglu(&mut got, &up, 203) };
         for ((&g, &u), &r) in gate.iter().zip(&up).zip(&got) {
             let exact = (g as f64 / (1.0 + (-g as f64).exp())) * u as f64;
             assert!((r as f64 - exact).abs() <= 4e-7 * exact.abs() + 1e-30, "swiglu({g}, {u}) = {r}, exact {exact}");
