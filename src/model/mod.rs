@@ -253,15 +253,15 @@ impl Model {
         Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
     }
 
-    /// A weight matrix view. The MoE recipes sum every product in the reference's (upstream's)
-    /// order: their routers pick experts on margins that a rounding can flip, so llama.cpp's
-    /// numerics there means its bits. The dense recipes may take faster prefill panels (within
-    /// 1e-5 of the reference).
+    /// A weight matrix view. Every recipe sums its products in the reference's (upstream's)
+    /// order: the MoE routers pick experts on margins that a rounding can flip, so llama.cpp's
+    /// numerics there means its bits; and a prompt's last token then gets the same logits in a
+    /// prefill batch as decoded alone after a reused prefix (the serving engine's walkthrough
+    /// checks that on a real Q4_1 model, whose fast AVX2 panel flipped a greedy token).
     pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
         use crate::kernels::simd::SumOrder;
         let order = match self.hp.arch {
-            Arch::Llama | Arch::Qwen2 => SumOrder::Fast,
-            Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
+            Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
         };
         crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], order }
     }
