@@ -1,7 +1,8 @@
 //! AVX2 + FMA + F16C element-wise math: `exp` and what is built on it (SiLU gating, the
 //! exponentials of a softmax block), RMSNorm's sum of squares and scaling, and RoPE rotations.
 //!
-//! `exp` is not bit-identical to libm's `expf` (the scalar reference): it is within 2 ulp of the
+//! `expf8` is libm's `expf` bit for bit and `ggml_v_expf8` ggml's vector `expf` bit for bit (see
+//! each). `exp8` is not bit-identical to libm's `expf` (the scalar reference): it is within 2 ulp of the
 //! exact value over the whole f32 range (denormal results within 2 of the smallest denormal),
 //! +inf → +inf, -inf → 0, NaN → NaN; the tests measure that against f64.
 //!
