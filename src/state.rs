@@ -10,7 +10,7 @@ use crate::kv::{Cell, SeqSet};
 
 const MAGIC_FULL: u32 = 0x4453_5354; // "DSST"
 const MAGIC_SEQ: u32 = 0x4453_5351; // "DSSQ"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -47,12 +47,18 @@ pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
         })
         .collect();
     put_count(out, cells.len());
+    // A sequence state holds positions only (as upstream's, with no cell indices or sequence
+    // sets): restored into other cells, it serialises to the same bytes again.
     for &i in &cells {
         let c = kv.cell(i);
-        put_u32(out, i as u32);
+        if seq.is_none() {
+            put_u32(out, i as u32);
+        }
         put_u32(out, c.pos as u32);
-        for w in c.seqs.words() {
-            out.extend_from_slice(&w.to_le_bytes());
+        if seq.is_none() {
+            for w in c.seqs.words() {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
         }
     }
     for layer in 0..ctx.model.hp.n_layer {
@@ -82,6 +88,35 @@ pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
         put_count(out, embd.len());
         embd.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
     }
+    // a checksum of everything before it: a damaged state is refused before the cache changes
+    let sum = checksum(out);
+    out.extend_from_slice(&sum.to_le_bytes());
+}
+
+/// A 64-bit checksum of `bytes` (four independent multiply-xor lanes over 8-byte words, so it
+/// runs at several GB/s; not cryptographic, it only has to catch damage).
+pub fn checksum(bytes: &[u8]) -> u64 {
+    const K: [u64; 4] = [0x9E37_79B9_7F4A_7C15, 0xC2B2_AE3D_27D4_EB4F, 0x1656_67B1_9E37_79F9, 0x27D4_EB2F_1656_67C5];
+    let mut h = K;
+    let mut chunks = bytes.chunks_exact(32);
+    for c in &mut chunks {
+        for (l, w) in c.chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            h[l] = (h[l] ^ w).wrapping_mul(K[(l + 1) % 4]).rotate_left(29);
+        }
+    }
+    let mut t = 0xFF51_AFD7_ED55_8CCD ^ bytes.len() as u64;
+    for (i, &b) in chunks.remainder().iter().enumerate() {
+        t ^= (b as u64) << (8 * (i % 8));
+        if i % 8 == 7 {
+            t = t.wrapping_mul(K[0]).rotate_left(31);
+        }
+    }
+    let mut r = t.wrapping_mul(K[1]);
+    for x in h {
+        r = (r ^ x).wrapping_mul(K[2]).rotate_left(27);
+    }
+    r ^ (r >> 33)
 }
 
 /// The streams whose deepseek4 caches a state carries: all, or the sequence's.
@@ -115,14 +150,16 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
         }
     }
     let n_total = ctx.kv.n_cells_total();
-    let n = c.count(40, "saved cell count")?;
+    let n = c.count(if dest.is_some() { 4 } else { 40 }, "saved cell count")?;
     let mut cells = Vec::with_capacity(n);
     for _ in 0..n {
-        let idx = c.u32("cell index")? as usize;
+        let idx = if dest.is_none() { c.u32("cell index")? as usize } else { 0 };
         let pos = c.u32("cell position")? as i32;
         let mut words = [0u64; 4];
-        for w in &mut words {
-            *w = c.u64("cell sequences")?;
+        if dest.is_none() {
+            for w in &mut words {
+                *w = c.u64("cell sequences")?;
+            }
         }
         if (dest.is_none() && idx >= n_total) || pos < 0 {
             return Err(format!("cell {idx} at position {pos} is out of range"));
@@ -167,6 +204,10 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
         None => None,
     };
     let outputs = if dest.is_none() { Some(read_outputs(&mut c, ctx)?) } else { None };
+    let body = c.pos();
+    if c.u64("state checksum")? != checksum(&bytes[..body]) {
+        return Err("the state is damaged (its checksum does not match its contents)".into());
+    }
     match dest {
         None => ctx.kv.clear(false),
         Some(d) => {

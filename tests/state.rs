@@ -121,3 +121,68 @@ fn sequence_state_moves_between_contexts_and_sequences() {
         }
     }
 }
+
+fn seq_state(c: *mut llama_context, seq: i32) -> Vec<u8> {
+    let n = llama_state_seq_get_size(c, seq);
+    let mut buf = vec![0u8; n];
+    // SAFETY: buf holds n bytes.
+    assert_eq!(unsafe { llama_state_seq_get_data(c, buf.as_mut_ptr(), n, seq) }, n);
+    buf
+}
+
+/// As upstream's test-save-load-state (tests 6 and 9): a sequence whose cells interleave
+/// another's, saved and restored after the other is removed (so into other cells), serialises
+/// to the same bytes; a state damaged in its data (not only its header) is refused, leaving
+/// the sequence empty and the other sequences' logits as they were.
+#[test]
+fn sequence_state_is_cell_independent_and_damage_is_refused() {
+    use deepseek::api::memory::llama_memory_seq_rm;
+    for rel in MODELS {
+        let m = load_model(&data(rel));
+        let mut p = deepseek::api::context::llama_context_default_params();
+        (p.n_ctx, p.n_seq_max, p.kv_unified, p.n_threads, p.n_threads_batch) = (256, 2, true, 2, 2);
+        let c = deepseek::api::context::llama_init_from_model(m, p);
+        assert!(!c.is_null());
+        let mut batch = Batch::new(1, 2);
+        for (tok, pos, seq) in [(5, 0, 0), (6, 1, 0), (5, 0, 1), (6, 1, 1), (7, 2, 0), (7, 2, 1)] {
+            batch.clear();
+            batch.add(tok, pos, seq, true);
+            // SAFETY: a valid batch.
+            assert_eq!(unsafe { llama_decode(c, batch.0) }, 0);
+        }
+        let before = seq_state(c, 1);
+        let mem = llama_get_memory(c);
+        assert!(llama_memory_seq_rm(mem, 0, -1, -1));
+        // SAFETY: before holds its length.
+        assert_eq!(unsafe { llama_state_seq_set_data(c, before.as_ptr(), before.len(), 1) }, before.len());
+        assert_eq!(seq_state(c, 1), before, "{rel}: restored into other cells, the state reads back the same");
+
+        // seq 0 again, its logits as reference; then a damaged seq-1 state must change nothing
+        let seq0_logits = |batch: &mut Batch| {
+            assert!(llama_memory_seq_rm(mem, 0, -1, -1));
+            for (tok, pos) in [(5, 0), (6, 1)] {
+                batch.clear();
+                batch.add(tok, pos, 0, true);
+                // SAFETY: a valid batch.
+                assert_eq!(unsafe { llama_decode(c, batch.0) }, 0);
+            }
+            logits_row(c, 0, 480)
+        };
+        let reference = seq0_logits(&mut batch);
+        let mut bad = before.clone();
+        let (lo, hi) = (bad.len() / 3, bad.len() * 3 / 4);
+        bad[lo..hi].fill(0xff);
+        assert!(llama_memory_seq_rm(mem, 1, -1, -1));
+        // SAFETY: bad holds its length.
+        let (rc, log) = common::log::logged(|| unsafe { llama_state_seq_set_data(c, bad.as_ptr(), bad.len(), 1) });
+        assert_eq!(rc, 0, "{rel}: a damaged state is refused");
+        assert!(log.contains("damaged"), "{rel}: {log}");
+        assert_eq!(llama_memory_seq_pos_max(mem, 1), -1, "{rel}: the failed restore left the sequence empty");
+        assert_eq!(seq0_logits(&mut batch), reference, "{rel}: seq 0's logits are as before the failed restore");
+        // SAFETY: handles from this test, freed once.
+        unsafe {
+            llama_free(c);
+            llama_model_free(m);
+        }
+    }
+}

@@ -141,7 +141,7 @@ fn eight_threads_tokenize_like_one() {
 }
 
 #[test]
-fn vocab_only_models_tokenize_and_refuse_contexts() {
+fn vocab_only_models_tokenize_and_their_contexts_refuse_to_decode() {
     use deepseek::api::context::{llama_context_default_params, llama_init_from_model};
     use deepseek::api::model::{llama_model_default_params, llama_model_load_from_file};
     let path = std::ffi::CString::new(data("vocab/deepseek-r1-qwen.gguf").to_str().unwrap()).unwrap();
@@ -160,7 +160,16 @@ fn vocab_only_models_tokenize_and_refuse_contexts() {
         let text = j.get("text").str();
         assert_eq!(tokenize(v, text.as_bytes(), true, true), j.get("ids_special").i32s(), "{text:?}");
     }
-    assert!(llama_init_from_model(m, llama_context_default_params()).is_null(), "no context on a vocab-only model");
+    // as upstream: a context can be made (its tokenizer tests make one), but it cannot decode
+    let c = llama_init_from_model(m, llama_context_default_params());
+    assert!(!c.is_null(), "upstream gives a vocab-only model a context");
+    let mut tok = [1i32];
+    // SAFETY: tok outlives the call.
+    let (rc, log) = common::log::logged(|| unsafe { deepseek::api::context::llama_decode(c, deepseek::api::batch::llama_batch_get_one(tok.as_mut_ptr(), 1)) });
+    assert_eq!(rc, -1);
+    assert!(log.contains("vocab_only"), "the refusal names the reason: {log}");
+    // SAFETY: freed once.
+    unsafe { deepseek::api::context::llama_free(c) };
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };
 }

@@ -154,3 +154,63 @@ pub extern "C" fn llama_model_target_layer_ids_n_cxx(model: *const llama_model) 
 pub extern "C" fn llama_model_dflash_selector_top_k_cxx(model: *const llama_model) -> i32 {
     0
 }
+
+/// libstdc++'s `std::vector<T>` on x86-64: begin, end, end of storage.
+#[repr(C)]
+pub struct StdVector<T> {
+    begin: *const T,
+    end: *const T,
+    cap: *const T,
+}
+
+impl<T> StdVector<T> {
+    /// # Safety
+    /// `self` must be a live vector of `T` as libstdc++ lays it out.
+    unsafe fn as_slice(&self) -> &[T] {
+        if self.begin.is_null() || self.end <= self.begin {
+            return &[];
+        }
+        // SAFETY: a live vector's [begin, end) holds its elements (caller).
+        unsafe { std::slice::from_raw_parts(self.begin, self.end.offset_from(self.begin) as usize) }
+    }
+}
+
+/// `llama_sampler * llama_sampler_init_dry_testing(float, float, int32_t, int32_t, const
+/// std::vector<std::vector<llama_token>> &)` (src/llama-sampler.h): the DRY sampler with
+/// sequence breakers given as tokens (head token, then the rest), which upstream's
+/// test-sampling uses. Upstream's version writes into the sampler that `llama_sampler_init_dry`
+/// returned, which under LD_PRELOAD is ours: it must be ours too.
+/// cbindgen:ignore
+#[export_name = "_Z30llama_sampler_init_dry_testingffiiRKSt6vectorIS_IiSaIiEESaIS1_EE"]
+pub unsafe extern "C" fn llama_sampler_init_dry_testing_cxx(
+    dry_multiplier: f32,
+    dry_base: f32,
+    dry_allowed_length: i32,
+    dry_penalty_last_n: i32,
+    seq_breakers: *const StdVector<StdVector<i32>>,
+) -> *mut super::types::llama_sampler {
+    guard("llama_sampler_init_dry_testing", || {
+        use crate::sampling::dry::Dry;
+        let last_n = dry_penalty_last_n.max(0);
+        if !Dry::is_enabled(dry_multiplier, dry_base, last_n) {
+            return Ok(super::sampling::noop(c"?dry"));
+        }
+        // SAFETY: a live vector reference (NULL is caught).
+        let outer = unsafe { as_ref(seq_breakers, "seq_breakers") }?;
+        let mut map: std::collections::HashMap<i32, Vec<Vec<i32>>> = std::collections::HashMap::new();
+        // SAFETY: the caller's vectors are live for the call.
+        let breakers = unsafe { outer.as_slice() };
+        if breakers.is_empty() {
+            crate::log_warn!("empty DRY sequence breakers list in llama_sampler_init_dry_testing");
+        }
+        for b in breakers {
+            // SAFETY: as above.
+            let toks = unsafe { b.as_slice() };
+            match toks.split_first() {
+                None => crate::log_warn!("skipping DRY empty sequence breaker"),
+                Some((&head, tail)) => map.entry(head).or_default().push(tail.to_vec()),
+            }
+        }
+        Ok(super::sampler_iface::new_builtin(Dry::with_token_breakers(dry_multiplier, dry_base, dry_allowed_length, last_n as usize, map)))
+    })
+}

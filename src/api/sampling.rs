@@ -21,7 +21,7 @@ use crate::sampling::temp::{Temp, TempExt};
 use crate::sampling::truncate::{MinP, TopK, TopNSigma, TopP, Typical, Xtc};
 use crate::sampling::Noop;
 
-fn noop(name: &'static std::ffi::CStr) -> *mut llama_sampler {
+pub(crate) fn noop(name: &'static std::ffi::CStr) -> *mut llama_sampler {
     iface::new_builtin(Noop { name })
 }
 

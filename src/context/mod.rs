@@ -128,9 +128,8 @@ fn pad(n: u32) -> Result<u32, String> {
 impl Context {
     pub fn new(model: Arc<Model>, p: &ContextParams) -> Result<Context, String> {
         let hp = &model.hp;
-        if model.vocab_only {
-            return Err("the model was loaded with vocab_only: it has no weights to run".into());
-        }
+        // A vocab-only model gets a context as upstream gives one (its tokenizer tests make
+        // one): no cache and no scratch; decode refuses with the reason.
         if p.n_batch == 0 && p.n_ubatch == 0 {
             return Err("n_batch and n_ubatch cannot both be zero".into());
         }
@@ -214,6 +213,11 @@ impl Context {
                 n_cells: n_ctx_seq as usize,
             }),
         };
+        let mut shape = shape;
+        if model.vocab_only {
+            shape.n_layer = 0;
+            shape.dsv4 = None;
+        }
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
         let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize)?;
         let pool = ThreadPool::new(max_threads)?;
@@ -396,6 +400,9 @@ impl Context {
 
     pub fn decode(&mut self, input: &BatchInput<'_, '_>, abort: Option<AbortCheck<'_>>) -> Result<(), DecodeError> {
         let started = Instant::now();
+        if self.model.vocab_only {
+            return Err(DecodeError::Invalid("the model was loaded with vocab_only: this context cannot decode".into()));
+        }
         let n = input.tokens.len();
         if n == 0 {
             return Err(DecodeError::Invalid("n_tokens == 0".into()));

@@ -270,7 +270,8 @@ impl Model {
     /// `n_threads` threads and KV streams of `n_cells` cells.
     pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize, n_cells: usize) -> Result<Scratch, String> {
         match &self.layers {
-            Layers::None => Err("a vocab-only model has no weights to run".into()),
+            // a vocab-only model's context never decodes: no room at all
+            Layers::None => Scratch::new(&self.hp, 0, 0, 0, 0),
             Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads),
             Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads),
             Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells),
