@@ -64,14 +64,17 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
         2 => Some(RopeScaling::Yarn),
         v => return Err(format!("rope_scaling_type {v} is not supported")),
     };
-    match raw_enum(&p.pooling_type) {
-        -1 | 0 => {}
-        v => return Err(format!("pooling_type {v} is not supported yet (only NONE)")),
-    }
-    match raw_enum(&p.attention_type) {
-        -1 | 0 => {}
-        v => return Err(format!("attention_type {v} is not supported (only causal)")),
-    }
+    use crate::model::hparams::Pooling;
+    let pooling = match raw_enum(&p.pooling_type) {
+        -1 => None,
+        v => Some(Pooling::from_raw(v).ok_or_else(|| format!("invalid pooling_type {v}"))?),
+    };
+    let causal_attn = match raw_enum(&p.attention_type) {
+        -1 => None,
+        0 => Some(true),
+        1 => Some(false),
+        v => return Err(format!("invalid attention_type {v}")),
+    };
     match raw_enum(&p.ctx_type) {
         0 => {}
         v => return Err(format!("ctx_type {v} is not supported (only DEFAULT)")),
@@ -104,6 +107,8 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
         yarn_orig_ctx: p.yarn_orig_ctx,
         embeddings: p.embeddings,
         kv_unified: p.kv_unified,
+        pooling,
+        causal_attn,
     })
 }
 
@@ -194,9 +199,16 @@ pub extern "C" fn llama_get_memory(ctx: *const llama_context) -> super::handles:
 #[no_mangle]
 pub extern "C" fn llama_pooling_type(ctx: *const llama_context) -> llama_pooling_type {
     guard_or("llama_pooling_type", llama_pooling_type::LLAMA_POOLING_TYPE_UNSPECIFIED, || {
-        // SAFETY: live context handle required by llama.h.
-        unsafe { as_ref(ctx, "ctx") }?;
-        Ok(llama_pooling_type::LLAMA_POOLING_TYPE_NONE)
+        use crate::model::hparams::Pooling;
+        // SAFETY: live context handle required by llama.h, used by one thread at a time.
+        let c = unsafe { as_ref(ctx, "ctx")?.owned() };
+        Ok(match c.ctx.pooling {
+            Pooling::None => llama_pooling_type::LLAMA_POOLING_TYPE_NONE,
+            Pooling::Mean => llama_pooling_type::LLAMA_POOLING_TYPE_MEAN,
+            Pooling::Cls => llama_pooling_type::LLAMA_POOLING_TYPE_CLS,
+            Pooling::Last => llama_pooling_type::LLAMA_POOLING_TYPE_LAST,
+            Pooling::Rank => llama_pooling_type::LLAMA_POOLING_TYPE_RANK,
+        })
     })
 }
 
@@ -233,7 +245,7 @@ pub extern "C" fn llama_set_embeddings(ctx: *mut llama_context, embeddings: bool
 }
 #[no_mangle]
 pub extern "C" fn llama_set_causal_attn(ctx: *mut llama_context, causal_attn: bool) {
-    with_ctx_mut("llama_set_causal_attn", ctx, |_| if causal_attn { Ok(()) } else { Err("non-causal attention is not supported".into()) })
+    with_ctx_mut("llama_set_causal_attn", ctx, |c| c.ctx.set_causal_attn(causal_attn))
 }
 #[no_mangle]
 pub extern "C" fn llama_set_warmup(ctx: *mut llama_context, _warmup: bool) {
@@ -318,6 +330,8 @@ pub extern "C" fn llama_get_embeddings_ith(ctx: *mut llama_context, i: i32) -> *
 }
 
 #[no_mangle]
-pub extern "C" fn llama_get_embeddings_seq(ctx: *mut llama_context, _seq_id: llama_seq_id) -> *mut f32 {
-    with_ctx_mut("llama_get_embeddings_seq", ctx, |_| Err::<*mut f32, _>("sequence embeddings need a pooling type other than NONE, which is not supported yet".into()))
+pub extern "C" fn llama_get_embeddings_seq(ctx: *mut llama_context, seq_id: llama_seq_id) -> *mut f32 {
+    // as upstream: NULL without a log line when the context does not pool or the last decode
+    // had no token of the sequence
+    with_ctx_mut("llama_get_embeddings_seq", ctx, |c| Ok(c.ctx.embeddings_seq(seq_id).map_or(ptr::null_mut(), |e| e.as_ptr() as *mut f32)))
 }

@@ -260,13 +260,16 @@ pub extern "C" fn llama_n_rs_seq(ctx: *const llama_context) -> u32 {
     })
 }
 
-/// Attention is always causal (llama_set_causal_attn(false) is refused).
+/// Whether the context attends causally (the model's `attention.causal`, the context's
+/// `attention_type`, or the last `llama_set_causal_attn`).
 #[no_mangle]
 pub extern "C" fn llama_get_causal_attn(ctx: *const llama_context) -> bool {
     guard("llama_get_causal_attn", || {
-        // SAFETY: llama.h requires a live context handle (NULL is caught).
-        unsafe { as_ref(ctx, "ctx") }?;
-        Ok(true)
+        // SAFETY: llama.h requires a live context handle (NULL is caught), used by one
+        // thread at a time.
+        let c = unsafe { as_ref(ctx, "ctx") }?;
+        // SAFETY: as above.
+        Ok(unsafe { c.owned() }.ctx.causal_attn())
     })
 }
 

@@ -12,7 +12,7 @@ use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
 use crate::kv::{KvCache, KvShape};
 use crate::model::{Scratch, UBatch};
-use crate::model::hparams::RopeScaling;
+use crate::model::hparams::{Pooling, RopeScaling};
 use crate::model::Model;
 use crate::sys::stats::{self, Held};
 use crate::threads::ThreadPool;
@@ -37,6 +37,10 @@ pub struct ContextParams {
     pub yarn_orig_ctx: u32,
     pub embeddings: bool,
     pub kv_unified: bool,
+    /// None: as the model says (`{arch}.pooling_type`, NONE when it does not).
+    pub pooling: Option<Pooling>,
+    /// None: as the model says (`{arch}.attention.causal`).
+    pub causal_attn: Option<bool>,
 }
 
 impl Default for ContextParams {
@@ -59,6 +63,8 @@ impl Default for ContextParams {
             yarn_orig_ctx: 0,
             embeddings: false,
             kv_unified: false,
+            pooling: None,
+            causal_attn: None,
         }
     }
 }
@@ -86,6 +92,11 @@ pub struct Context {
     pub n_threads: i32,
     pub n_threads_batch: i32,
     pub embeddings: bool,
+    /// How embeddings are pooled per sequence (never RANK: refused at creation).
+    pub pooling: Pooling,
+    /// Causal attention (false: every token of a sequence sees all of its cells; only where
+    /// [`Model::supports_non_causal`]).
+    causal_attn: bool,
     pub kv: KvCache,
     rope: RopeParams,
     scratch: Scratch,
@@ -95,6 +106,16 @@ pub struct Context {
     logits: Vec<f32>,
     /// Final hidden states of the last decode's outputs (when embeddings are on).
     embd: Vec<f32>,
+    /// The pooled embedding of each sequence the last decode had (n_seq_max × n_embd), and
+    /// which sequences have one.
+    embd_seq: Vec<f32>,
+    embd_seq_set: Vec<bool>,
+    /// Per sequence, during a decode: its tokens in the batch (MEAN), the position pooled so
+    /// far (CLS, LAST).
+    embd_seq_count: Vec<u32>,
+    embd_seq_pos: Vec<i32>,
+    /// Each micro-batch token's attention limit (its position, or i32::MAX when non-causal).
+    ub_limits: Vec<i32>,
     /// Batch index → output row, -1 for tokens without output.
     output_ids: Vec<i32>,
     n_outputs: usize,
@@ -152,6 +173,17 @@ impl Context {
             n_ctx = per.checked_mul(p.n_seq_max).ok_or("n_ctx overflows")?;
             (per, p.n_seq_max as usize)
         };
+        let pooling = p.pooling.unwrap_or(hp.pooling);
+        if p.pooling.is_some_and(|q| q != hp.pooling) {
+            crate::log_warn!("llama_init_from_model: model default pooling_type is [{}], but [{}] was specified", hp.pooling as i32, pooling as i32);
+        }
+        if pooling == Pooling::Rank {
+            return Err("pooling_type RANK needs a reranker's classification head (cls / cls.output tensors); no architecture this library runs has one".into());
+        }
+        let causal_attn = p.causal_attn.unwrap_or(hp.causal_attn);
+        if !causal_attn && !model.supports_non_causal() && !model.vocab_only {
+            return Err(format!("non-causal attention is not supported for {} (only the multi-head attention architectures have it)", hp.arch.name()));
+        }
         let max_threads = p.n_threads.max(p.n_threads_batch).max(1) as usize;
         if max_threads > 512 {
             return Err(format!("n_threads = {max_threads} is beyond what this library supports (512)"));
@@ -236,6 +268,8 @@ impl Context {
             n_threads: p.n_threads.max(1),
             n_threads_batch: p.n_threads_batch.max(1),
             embeddings: p.embeddings,
+            pooling,
+            causal_attn,
             kv,
             rope,
             scratch,
@@ -243,6 +277,11 @@ impl Context {
             batch: Batch::default(),
             logits: Vec::new(),
             embd: Vec::new(),
+            embd_seq: Vec::new(),
+            embd_seq_set: vec![false; p.n_seq_max as usize],
+            embd_seq_count: vec![0; p.n_seq_max as usize],
+            embd_seq_pos: vec![0; p.n_seq_max as usize],
+            ub_limits: Vec::with_capacity(n_ubatch as usize),
             output_ids: Vec::new(),
             n_outputs: 0,
             claimed: Vec::new(),
@@ -327,6 +366,28 @@ impl Context {
         &self.embd[..if self.embeddings { self.n_outputs * self.model.hp.n_embd } else { 0 }]
     }
 
+    /// The pooled embedding of sequence `seq` from the last decode (None when the context does
+    /// not pool, or the last decode had no token of that sequence), as upstream's
+    /// `llama_get_embeddings_seq`.
+    pub fn embeddings_seq(&self, seq: i32) -> Option<&[f32]> {
+        let e = self.model.hp.n_embd;
+        let s = usize::try_from(seq).ok()?;
+        (self.embeddings && self.pooling != Pooling::None && *self.embd_seq_set.get(s)?).then(|| &self.embd_seq[s * e..(s + 1) * e])
+    }
+
+    pub fn causal_attn(&self) -> bool {
+        self.causal_attn
+    }
+
+    /// llama_set_causal_attn: takes effect from the next decode.
+    pub fn set_causal_attn(&mut self, causal: bool) -> Result<(), String> {
+        if !causal && !self.model.supports_non_causal() {
+            return Err(format!("non-causal attention is not supported for {} (only the multi-head attention architectures have it)", self.model.hp.arch.name()));
+        }
+        self.causal_attn = causal;
+        Ok(())
+    }
+
     /// The output row of batch index `i` (negative counts from the last output, as upstream).
     pub fn output_row(&self, i: i32) -> Result<usize, String> {
         if i < 0 {
@@ -370,7 +431,12 @@ impl Context {
             self.embd.try_reserve_exact(need - self.embd.len()).map_err(|_| "cannot allocate the embeddings buffer".to_string())?;
             self.embd.resize(need, 0.0);
         }
-        let bytes = self.scratch_bytes() + 4 * (self.logits.capacity() + self.embd.capacity()) + 4 * self.output_ids.capacity();
+        let pooled = self.embd_seq_set.len() * hp.n_embd;
+        if self.embeddings && self.pooling != Pooling::None && self.embd_seq.len() < pooled {
+            self.embd_seq.try_reserve_exact(pooled).map_err(|_| "cannot allocate the pooled embeddings".to_string())?;
+            self.embd_seq.resize(pooled, 0.0);
+        }
+        let bytes = self.scratch_bytes() + 4 * (self.logits.capacity() + self.embd.capacity() + self.embd_seq.capacity()) + 4 * self.output_ids.capacity();
         if bytes != self.held_scratch.amount() {
             self.held_scratch = Held::new(&stats::SCRATCH_BYTES, bytes);
             self.monitor.set_scratch_bytes(bytes);
@@ -410,6 +476,9 @@ impl Context {
         if n > self.n_batch as usize {
             return Err(DecodeError::Invalid(format!("n_tokens = {n} exceeds n_batch = {}", self.n_batch)));
         }
+        if !self.causal_attn && n > self.n_ubatch as usize {
+            return Err(DecodeError::Invalid(format!("non-causal attention requires n_ubatch >= n_tokens (n_ubatch = {}, n_tokens = {n})", self.n_ubatch)));
+        }
         let hp = &self.model.hp;
         self.batch
             .load(input, hp.n_vocab, self.n_seq_max as usize, self.kv.shape.n_stream == 1 && self.n_seq_max > 1, &self.kv, self.embeddings)
@@ -423,6 +492,15 @@ impl Context {
             row += o as i32;
         }
         self.n_outputs = 0;
+        self.embd_seq_set.fill(false);
+        if self.embeddings && self.pooling != Pooling::None {
+            self.embd_seq_count.fill(0);
+            for seqs in &self.batch.seqs {
+                for s in seqs.iter() {
+                    self.embd_seq_count[s] += 1;
+                }
+            }
+        }
         self.n_decode_calls += 1;
         self.claimed.clear();
         let threads = if n == 1 { self.n_threads } else { self.n_threads_batch };
@@ -459,9 +537,13 @@ impl Context {
             let n_out = self.ub_out.len();
             let v = self.model.hp.n_vocab;
             let e = self.model.hp.n_embd;
+            self.ub_limits.clear();
+            let causal = self.causal_attn;
+            self.ub_limits.extend(self.batch.pos[start..end].iter().map(|&p| if causal { p } else { i32::MAX }));
             let ub = UBatch {
                 tokens: &self.batch.tokens[start..end],
                 pos: &self.batch.pos[start..end],
+                limits: &self.ub_limits,
                 cells: &self.ub_cells,
                 seq: &self.batch.seq[start..end],
                 out_rows: &self.ub_out,
@@ -469,6 +551,9 @@ impl Context {
             let logits = &mut self.logits[out_row * v..(out_row + n_out) * v];
             let embd = if self.embeddings { Some(&mut self.embd[out_row * e..(out_row + n_out) * e]) } else { None };
             self.model.forward(&ub, &mut self.kv, &mut self.scratch, &self.pool, &self.rope, logits, embd);
+            if self.embeddings && self.pooling != Pooling::None {
+                self.pool_ubatch(start..end, out_row);
+            }
             out_row += n_out;
             self.n_outputs = out_row;
             self.n_tokens_processed += (end - start) as u64;
@@ -476,6 +561,56 @@ impl Context {
         let generation = self.batch.primary_seqs().len() == n;
         self.monitor.record_decode(n, generation, started.elapsed().as_nanos() as u64);
         Ok(())
+    }
+
+    /// Pools the micro-batch's hidden states (rows `first_row..` of `embd`, one per token:
+    /// embedding contexts output every token) into each sequence's vector, over the whole
+    /// batch: MEAN averages the sequence's tokens, CLS takes its lowest position (the first such
+    /// token), LAST its highest (the last such token). Upstream pools each micro-batch alone
+    /// (the last one a sequence was in wins), which differs only where its split puts a
+    /// sequence in several micro-batches (docs/ARCHITECTURE.md, Embeddings).
+    fn pool_ubatch(&mut self, tokens: std::ops::Range<usize>, first_row: usize) {
+        let e = self.model.hp.n_embd;
+        let start = tokens.start;
+        for s in 0..self.embd_seq_set.len() {
+            let in_seq = |t: &usize| self.batch.seqs[*t].contains(s);
+            if !tokens.clone().any(|t| in_seq(&t)) {
+                continue;
+            }
+            let out = &mut self.embd_seq[s * e..(s + 1) * e];
+            match self.pooling {
+                Pooling::Mean => {
+                    let div = 1.0 / self.embd_seq_count[s] as f32;
+                    if !self.embd_seq_set[s] {
+                        out.fill(0.0);
+                    }
+                    for t in tokens.clone().filter(in_seq) {
+                        let row = &self.embd[(first_row + t - start) * e..][..e];
+                        for (o, &x) in out.iter_mut().zip(row) {
+                            *o += x * div;
+                        }
+                    }
+                }
+                Pooling::Cls | Pooling::Last => {
+                    let last = self.pooling == Pooling::Last;
+                    let mut target: Option<(i32, usize)> = None;
+                    let pooled = self.embd_seq_set[s].then_some(self.embd_seq_pos[s]);
+                    for t in tokens.clone().filter(in_seq) {
+                        let p = self.batch.pos[t];
+                        let best = target.map(|(tp, _)| tp).or(pooled);
+                        if best.is_none_or(|tp| if last { p >= tp } else { p < tp }) {
+                            target = Some((p, t));
+                        }
+                    }
+                    if let Some((p, t)) = target {
+                        out.copy_from_slice(&self.embd[(first_row + t - start) * e..][..e]);
+                        self.embd_seq_pos[s] = p;
+                    }
+                }
+                Pooling::None | Pooling::Rank => unreachable!("not pooled here"),
+            }
+            self.embd_seq_set[s] = true;
+        }
     }
 
     fn rollback(&mut self) {

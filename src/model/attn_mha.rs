@@ -151,7 +151,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
                 let h = t * hp.n_head + kvh * group + g;
                 &q[h * hd_k..(h + 1) * hd_k]
             };
-            attend_tokens(tile, tokens, ub.pos, group, scale, query, cells, |t, g, tile, row| {
+            attend_tokens(tile, tokens, ub.limits, group, scale, query, cells, |t, g, tile, row| {
                 let h = t * hp.n_head + kvh * group + g;
                 // SAFETY: head h of token t is written by exactly one thread (the one with the
                 // item of its tile and K/V head).

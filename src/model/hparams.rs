@@ -58,9 +58,38 @@ pub enum RopeScaling {
     Yarn = 2,
 }
 
+/// How an embedding context turns a sequence's hidden states into one vector (llama.h's
+/// `llama_pooling_type`, same numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    None = 0,
+    Mean = 1,
+    Cls = 2,
+    Last = 3,
+    Rank = 4,
+}
+
+impl Pooling {
+    pub fn from_raw(v: i32) -> Option<Pooling> {
+        Some(match v {
+            0 => Pooling::None,
+            1 => Pooling::Mean,
+            2 => Pooling::Cls,
+            3 => Pooling::Last,
+            4 => Pooling::Rank,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct HParams {
     pub arch: Arch,
+    /// `{arch}.pooling_type`: how an embedding context pools its sequences by default (NONE
+    /// when the file does not say).
+    pub pooling: Pooling,
+    /// `{arch}.attention.causal` (default true).
+    pub causal_attn: bool,
     pub n_vocab: usize,
     pub n_ctx_train: u32,
     pub n_embd: usize,
@@ -247,8 +276,14 @@ impl HParams {
                 return Err(format!("invalid {name} {v}"));
             }
         }
+        let pooling = match f.get_u32(&k("pooling_type")) {
+            None => Pooling::None,
+            Some(v) => Pooling::from_raw(v as i32).ok_or_else(|| format!("unknown {} {v}", k("pooling_type")))?,
+        };
         Ok(HParams {
             arch,
+            pooling,
+            causal_attn: f.get_bool(&k("attention.causal")).unwrap_or(true),
             n_vocab,
             n_ctx_train,
             n_embd,

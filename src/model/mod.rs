@@ -44,6 +44,10 @@ pub(crate) const MAX_GROUPS: usize = 64;
 pub struct UBatch<'a> {
     pub tokens: &'a [i32],
     pub pos: &'a [i32],
+    /// Each token attends to its sequence's cells at positions up to this: its own position
+    /// (causal attention), or `i32::MAX` (non-causal, read by the recipes that support it:
+    /// [`Model::supports_non_causal`]).
+    pub limits: &'a [i32],
     pub cells: &'a [usize],
     pub seq: &'a [usize],
     pub out_rows: &'a [usize],
@@ -277,6 +281,12 @@ impl Model {
             Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells),
             Layers::Deepseek4(l) => deepseek4::scratch(self, l, n_ubatch, n_threads, n_cells),
         }
+    }
+
+    /// Whether the recipe can attend non-causally (`llama_set_causal_attn(false)`, embedding
+    /// models): the multi-head attention recipes can; MLA and deepseek4 attention cannot.
+    pub fn supports_non_causal(&self) -> bool {
+        matches!(self.layers, Layers::Llama(_) | Layers::Deepseek(_))
     }
 
     /// Runs the micro-batch through the model: writes K/V (or MLA rows) of its tokens into
