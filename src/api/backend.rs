@@ -78,7 +78,8 @@ pub extern "C" fn llama_supports_mmap() -> bool {
 
 #[no_mangle]
 pub extern "C" fn llama_supports_mlock() -> bool {
-    false
+    // load_mode MLOCK / MMAP_MLOCK lock the model's bytes (mlock(2))
+    true
 }
 
 #[no_mangle]

@@ -87,6 +87,9 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
             return Err(format!("{name} = {t} is not supported yet (only F16 KV cache)"));
         }
     }
+    if p.cb_eval.is_some() {
+        return Err("cb_eval (a callback on the ggml graph's tensors) is not supported: this library does not build a ggml graph, so there are no tensors to pass it".into());
+    }
     if p.n_samplers != 0 {
         return Err("backend samplers (llama_context_params.samplers) are not supported".into());
     }
@@ -119,6 +122,12 @@ pub extern "C" fn llama_init_from_model(model: *mut llama_model, params: llama_c
         let m = unsafe { as_ref(model, "model") }?;
         let p = engine_params(&params)?;
         let ctx = Context::new(Arc::clone(&m.model), &p)?;
+        let fa = match raw_enum(&params.flash_attn_type) {
+            -1 => "auto",
+            0 => "disabled",
+            _ => "enabled",
+        };
+        crate::log_info!("llama_init_from_model: flash_attn = {fa}: this library has one attention path (fused: scores, online softmax and the V sum in one pass over the cache, as flash attention), whatever flash_attn_type asks");
         Ok(llama_context::boxed(ContextOwned {
             ctx,
             model,
@@ -248,8 +257,11 @@ pub extern "C" fn llama_set_causal_attn(ctx: *mut llama_context, causal_attn: bo
     with_ctx_mut("llama_set_causal_attn", ctx, |c| c.ctx.set_causal_attn(causal_attn))
 }
 #[no_mangle]
-pub extern "C" fn llama_set_warmup(ctx: *mut llama_context, _warmup: bool) {
-    with_ctx_mut("llama_set_warmup", ctx, |_| Ok(()))
+pub extern "C" fn llama_set_warmup(ctx: *mut llama_context, warmup: bool) {
+    with_ctx_mut("llama_set_warmup", ctx, |c| {
+        c.ctx.warmup = warmup;
+        Ok(())
+    })
 }
 #[no_mangle]
 pub extern "C" fn llama_set_abort_callback(ctx: *mut llama_context, abort_callback: ggml_abort_callback, abort_callback_data: *mut std::ffi::c_void) {

@@ -113,11 +113,29 @@ unsafe fn as_path(p: *const c_char, what: &str) -> Result<std::path::PathBuf, St
 /// The loader behind both entry points: the load mode, the refused parameters, the progress
 /// callback, vocab-only; the model handle with its description and chat templates.
 fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_model, String> {
-    let mmap = match raw_enum(&params.load_mode) {
-        -1 | 1 | 3 => true,
-        0 | 2 | 4 => false,
+    // DIRECT_IO reads the file (upstream falls back to reading where direct I/O is not available)
+    let (mmap, mlock) = match raw_enum(&params.load_mode) {
+        -1 | 1 => (true, false),
+        3 => (true, true),
+        0 | 4 => (false, false),
+        2 => (false, true),
         other => return Err(format!("invalid load_mode {other}")),
     };
+    // offload settings: one warning each, never silently (this library runs on the CPU only)
+    if params.n_gpu_layers > 0 {
+        crate::log_warn!("llama_model_load: n_gpu_layers = {} has no effect: this library runs every layer on the CPU", params.n_gpu_layers);
+    }
+    if params.main_gpu != 0 {
+        crate::log_warn!("llama_model_load: main_gpu = {} has no effect: this library has no GPU devices", params.main_gpu);
+    }
+    // SAFETY: a non-NULL tensor_buft_overrides points to an array ended by an entry whose pattern is NULL.
+    if !params.tensor_buft_overrides.is_null() && !unsafe { (*params.tensor_buft_overrides).pattern }.is_null() {
+        crate::log_warn!("llama_model_load: tensor_buft_overrides have no effect: every tensor stays in host memory");
+    }
+    // SAFETY: a non-NULL devices points to a NULL-terminated list.
+    if !params.devices.is_null() && !unsafe { *params.devices }.is_null() {
+        crate::log_warn!("llama_model_load: devices have no effect: this library runs on the CPU only");
+    }
     if !params.kv_overrides.is_null() {
         // SAFETY: a non-NULL kv_overrides points to an array ended by an entry with an empty key.
         let first_key = unsafe { (*params.kv_overrides).key[0] };
@@ -137,6 +155,9 @@ fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_mo
         }
     }
     .map_err(|e| format!("{}: {e}", source.display()))?;
+    if mlock {
+        model.file.lock_memory().map_err(|e| format!("{}: {e}", source.display()))?;
+    }
     let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
     let desc = CString::new(describe(&model)).expect("no NUL in description");
     let templates = model

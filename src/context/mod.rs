@@ -97,6 +97,8 @@ pub struct Context {
     /// Causal attention (false: every token of a sequence sees all of its cells; only where
     /// [`Model::supports_non_causal`]).
     causal_attn: bool,
+    /// llama_set_warmup: the next decodes are warm-up runs (see [`Context::decode`]).
+    pub warmup: bool,
     pub kv: KvCache,
     rope: RopeParams,
     scratch: Scratch,
@@ -270,6 +272,7 @@ impl Context {
             embeddings: p.embeddings,
             pooling,
             causal_attn,
+            warmup: false,
             kv,
             rope,
             scratch,
@@ -475,6 +478,11 @@ impl Context {
         }
         if n > self.n_batch as usize {
             return Err(DecodeError::Invalid(format!("n_tokens = {n} exceeds n_batch = {}", self.n_batch)));
+        }
+        // Upstream's warm-up runs use every expert, so that all of a MoE model's weights are read
+        // once; ours reads every page of the weights before the (normal) decode.
+        if self.warmup && self.model.hp.moe.is_some() {
+            self.model.file.touch();
         }
         if !self.causal_attn && n > self.n_ubatch as usize {
             return Err(DecodeError::Invalid(format!("non-causal attention requires n_ubatch >= n_tokens (n_ubatch = {}, n_tokens = {n})", self.n_ubatch)));

@@ -201,6 +201,14 @@ impl GgufFile {
     pub fn file_len(&self) -> usize {
         self.shards.iter().map(|b| b.as_slice().len()).sum()
     }
+    /// Pages every shard's bytes in (see [`FileBytes::touch`]).
+    pub fn touch(&self) {
+        self.shards.iter().for_each(|b| b.touch())
+    }
+    /// Locks every shard's bytes in RAM (see [`FileBytes::lock`]).
+    pub fn lock_memory(&self) -> Result<(), String> {
+        self.shards.iter().try_for_each(|b| b.lock())
+    }
     /// How many files the model's data is in.
     pub fn n_shards(&self) -> usize {
         self.shards.len()

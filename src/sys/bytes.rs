@@ -68,6 +68,36 @@ impl FileBytes {
     pub fn is_mapped(&self) -> bool {
         matches!(self, FileBytes::Mapped(_))
     }
+
+    /// Reads one byte of every page (what upstream's warmup run achieves for MoE models by
+    /// using every expert once): afterwards the whole file is resident, as far as RAM allows.
+    pub fn touch(&self) {
+        let s = self.as_slice();
+        let mut acc = 0u8;
+        for i in (0..s.len()).step_by(4096) {
+            acc ^= s[i];
+        }
+        std::hint::black_box(acc);
+    }
+
+    /// Locks the bytes in RAM (`mlock`): read in now, never swapped out. Unlocked when the
+    /// mapping goes (munmap unlocks). Fails with the reason, naming RLIMIT_MEMLOCK when that is
+    /// what forbids it.
+    pub fn lock(&self) -> Result<(), String> {
+        let s = self.as_slice();
+        if s.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: mlock only changes the residency of pages this mapping owns.
+        if unsafe { libc::mlock(s.as_ptr() as *const libc::c_void, s.len()) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes the struct it is given.
+        let limit = if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0 { format!("{} bytes", lim.rlim_cur) } else { "unknown".into() };
+        Err(format!("cannot lock {} bytes of the model in memory ({err}); RLIMIT_MEMLOCK is {limit}: raise it (ulimit -l) or load without mlock", s.len()))
+    }
 }
 
 impl Drop for FileBytes {
