@@ -144,4 +144,21 @@ assert rows.shape == ref_rows.shape == (len(tokens), 896), (rows.shape, ref_rows
 cos = [float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b)) for a, b in zip(rows, ref_rows)]
 assert min(cos) >= EMBEDDING_MIN_COSINE, cos
 ok(f"Llama(embedding=True).embed: {rows.shape}, cosine with upstream's >= {min(cos):.5f}")
+
+# MEAN pooling: one vector, the mean of upstream's per-token rows (normalize=True: unit length); several inputs at
+# once (llama-cpp-python decodes them as sequences of one batch) and create_embedding
+pooled = llama_cpp.Llama(model_path=MODEL, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, **PARAMS)
+assert pooled.pooling_type() == llama_cpp.LLAMA_POOLING_TYPE_MEAN, pooled.pooling_type()
+vec = np.array(pooled.embed(EMBED_TEXT, normalize=True), dtype=np.float32)
+assert vec.shape == (896,), vec.shape
+assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-4, np.linalg.norm(vec)
+mean_ref = ref_rows.mean(axis=0)
+mean_cos = float(np.dot(vec, mean_ref) / np.linalg.norm(mean_ref))
+assert mean_cos >= EMBEDDING_MIN_COSINE, mean_cos
+batch = np.array(pooled.embed([EMBED_TEXT, "import numpy as np", EMBED_TEXT], normalize=True), dtype=np.float32)
+assert batch.shape == (3, 896) and float(np.dot(batch[0], batch[2])) > 0.99999 and float(np.dot(batch[0], batch[1])) < 0.999, batch.shape
+assert float(np.dot(batch[0], vec)) > 0.999, float(np.dot(batch[0], vec))  # alone or beside others: the same up to prefill-kernel rounding
+resp = pooled.create_embedding(["hello", "world"])
+assert [d["index"] for d in resp["data"]] == [0, 1] and len(resp["data"][1]["embedding"]) == 896, resp["usage"]
+ok(f"Llama(embedding=True, pooling_type=MEAN).embed and create_embedding: cosine with upstream's mean {mean_cos:.5f}")
 print("all llama-cpp-python checks passed")
