@@ -1185,7 +1185,7 @@ void llama_set_embeddings(struct llama_context *ctx, bool embeddings);
 
 void llama_set_causal_attn(struct llama_context *ctx, bool causal_attn);
 
-void llama_set_warmup(struct llama_context *ctx, bool _warmup);
+void llama_set_warmup(struct llama_context *ctx, bool warmup);
 
 void llama_set_abort_callback(struct llama_context *ctx,
                               ggml_abort_callback abort_callback,
@@ -1209,7 +1209,7 @@ float *llama_get_embeddings(struct llama_context *ctx);
 
 float *llama_get_embeddings_ith(struct llama_context *ctx, int32_t i);
 
-float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id _seq_id);
+float *llama_get_embeddings_seq(struct llama_context *ctx, llama_seq_id seq_id);
 
 void llama_memory_clear(llama_memory_t mem, bool data);
 
@@ -1845,7 +1845,8 @@ int32_t llama_n_vocab(const struct llama_vocab *vocab);
 uint32_t llama_n_rs_seq(const struct llama_context *ctx);
 
 /**
- * Attention is always causal (llama_set_causal_attn(false) is refused).
+ * Whether the context attends causally (the model's `attention.causal`, the context's
+ * `attention_type`, or the last `llama_set_causal_attn`).
  */
 bool llama_get_causal_attn(const struct llama_context *ctx);
 

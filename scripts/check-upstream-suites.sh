@@ -10,7 +10,8 @@
 #   repo fetches (scripts/fetch-models.sh) and tests/data's tiny DeepSeek files instead of
 #   Hugging Face downloads; LD_DEBUG=bindings proves the llama_* calls of test-c and of
 #   upstream's libllama-common (through test-thread-safety) bind to libdeepseek.so.
-# server: upstream's unit suite, unchanged, with tests/upstream/deepseek_presets.py loaded as a
+# server: upstream's unit suite as its tests.sh runs it by default (-m "not slow": the slow ones
+#   download 3-8B models), unchanged, with tests/upstream/deepseek_presets.py loaded as a
 #   pytest plugin (its presets point at fetched models; the ids listed in
 #   tests/upstream/server-expected-failures.txt, each with its reason, are expected failures)
 #   and llama-server started through a wrapper that preloads our library.
@@ -128,7 +129,7 @@ if [ "$WHAT" = server ] || [ "$WHAT" = all ]; then
   REPORT=$LOGS/server-suite.log
   set +e
   (cd "$TESTS" && LLAMA_SERVER_BIN_PATH=$WRAP DEEPSEEK_MODELS=$MODELS PYTHONPATH="$ROOT/tests/upstream:$TESTS" \
-     timeout 5400 "$VENV/bin/python" -m pytest -p deepseek_presets -p no:cacheprovider -q -rfEX unit ${PYTEST_ARGS:-}) > "$REPORT" 2>&1
+     timeout 5400 "$VENV/bin/python" -m pytest -p deepseek_presets -p no:cacheprovider -q -rfEX -m "not slow" unit ${PYTEST_ARGS:-}) > "$REPORT" 2>&1
   rc=$?
   set -e
   summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|(passed|failed|xfailed|xpassed|error|skipped)" "$REPORT" | tail -1)

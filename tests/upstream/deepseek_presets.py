@@ -4,7 +4,9 @@ Loaded with `-p deepseek_presets` by scripts/check-upstream-suites.sh; upstream'
 they are. It
   - points every ServerPreset at a model the repo can fetch (scripts/fetch-models.sh) instead
     of a Hugging Face download, keeping the preset's other settings;
-  - skips the presets' download step (`load_all`);
+  - skips the presets' download step (`load_all`), and answers `download_file` for the files
+    that have a stand-in (the speculative tests' draft model: the target's stand-in itself,
+    which shares its vocabulary);
   - marks the test ids listed in server-expected-failures.txt as expected failures (xfail, not
     strict: one that starts passing shows as XPASS), each with its reason.
 
@@ -47,6 +49,21 @@ for _name, _file in STAND_INS.items():
     _orig = getattr(utils.ServerPreset, _name)
     setattr(utils.ServerPreset, _name, _stand_in(_name, _orig))
 utils.ServerPreset.load_all = staticmethod(lambda: None)
+
+FILE_STAND_INS = {
+    "https://huggingface.co/ggml-org/tiny-llamas/resolve/main/stories15M-q4_0.gguf": "smollm2-135m-instruct-q4_1.gguf",
+}
+_download_file = utils.download_file
+
+
+def _download(url, output_file_path=None):
+    if url in FILE_STAND_INS:
+        return str(MODELS / FILE_STAND_INS[url])
+    return _download_file(url, output_file_path)
+
+
+# test modules take it with `from utils import *` when they are collected, after this plugin loads
+utils.download_file = _download
 
 
 def _expected():
