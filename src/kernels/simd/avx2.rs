@@ -99,6 +99,28 @@ unsafe fn f32_at(p: *const u8) -> f32 {
     unsafe { std::ptr::read_unaligned(p as *const f32) }
 }
 
+/// How far ahead of the current block the decode kernels (one activation row) prefetch
+/// weights, in bytes: into the rows after the current one, far enough that DRAM latency is
+/// covered, as the AVX-512 kernels do (`avx512::PREFETCH`).
+const PREFETCH: usize = 8192;
+
+/// In decode (`R == 1`), prefetches the weight bytes `PREFETCH` ahead of the block at `wb`
+/// (`WB` bytes): every line of a block of 64 bytes or more; for smaller blocks the line the
+/// far block starts in (consecutive blocks then touch every line). A chunk's rows are one
+/// ascending stream in memory, so this runs ahead of it into the next rows. With several
+/// activation rows (prefill tiles re-read a chunk from L1/L2) nothing is prefetched.
+#[inline(always)]
+unsafe fn prefetch_decode<const R: usize, const WB: usize>(wb: *const u8) {
+    if R == 1 {
+        let mut l = 0;
+        while l < WB {
+            // SAFETY: a prefetch never faults, wherever it points.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(wb.wrapping_add(PREFETCH + l) as *const i8) };
+            l += 64;
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn load256(p: *const u8) -> __m256i {
     // SAFETY: caller guarantees 32 readable bytes at p.
@@ -167,12 +189,14 @@ unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(
         let mut acc = [_mm256_setzero_ps(); R];
         for ib in 0..nb {
             let wb = w.add(ib * WB);
-            let dw = f16_at(wb);
+            prefetch_decode::<R, WB>(wb);
             let qx = unpack(wb);
             let ax = _mm256_sign_epi8(qx, qx);
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_0_B);
-                let d = _mm256_set1_ps(dw * f16_at(ab));
+                // both scales by one vcvtph2ps (the scalar conversion cost ~20 instructions a block)
+                let (dw, da) = f16_pair(wb, ab);
+                let d = _mm256_set1_ps(dw * da);
                 let qy = load256(ab.add(2));
                 let sy = _mm256_sign_epi8(qy, qx);
                 let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy));
@@ -187,32 +211,20 @@ unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q8_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract; 32 quant bytes follow the 2-byte scale.
-    unsafe { dot_signed_q8_0::<R, Q8_0_B>(nb, w, a, a_stride, out, out_stride, |b| load256(b.add(2))) }
+    // SAFETY: forwarded contract.
+    unsafe { dot_signed_q8_0::<R, Q8_0_B>(nb, w, a, a_stride, out, out_stride, |b| unpack_q8_0(b)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract; 16 nibble bytes follow the 2-byte scale.
-    unsafe {
-        dot_signed_q8_0::<R, Q4_0_B>(nb, w, a, a_stride, out, out_stride, |b| {
-            _mm256_sub_epi8(bytes_from_nibbles_32(b.add(2)), _mm256_set1_epi8(8))
-        })
-    }
+    // SAFETY: forwarded contract.
+    unsafe { dot_signed_q8_0::<R, Q4_0_B>(nb, w, a, a_stride, out, out_stride, |b| unpack_q4_0(b)) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q5_0<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract; qh (4 bytes) and 16 nibble bytes follow the scale.
-    unsafe {
-        dot_signed_q8_0::<R, Q5_0_B>(nb, w, a, a_stride, out, out_stride, |b| {
-            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
-            let bx = bytes_from_nibbles_32(b.add(6));
-            // (nibble | 0xf0) = nibble - 16 where the 5th bit is clear
-            let hi = _mm256_andnot_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0xf0u8 as i8));
-            _mm256_or_si256(bx, hi)
-        })
-    }
+    // SAFETY: forwarded contract.
+    unsafe { dot_signed_q8_0::<R, Q5_0_B>(nb, w, a, a_stride, out, out_stride, |b| unpack_q5_0(b)) }
 }
 
 /// Shared body of Q4_1 / Q5_1 × Q8_1: unsigned quants, `summs += m * s`.
@@ -232,13 +244,14 @@ unsafe fn dot_unsigned_q8_1<const R: usize, const WB: usize>(
         let mut summs = [0f32; R];
         for ib in 0..nb {
             let wb = w.add(ib * WB);
-            let dw = f16_at(wb);
-            let mw = f16_at(wb.add(2));
+            prefetch_decode::<R, WB>(wb);
+            let (dw, mw) = f16_pair(wb, wb.add(2));
             let qx = unpack(wb);
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_1_B);
-                summs[r] = mw.mul_add(f16_at(ab.add(2)), summs[r]);
-                let d = _mm256_set1_ps(dw * f16_at(ab));
+                let (da, sa) = f16_pair(ab, ab.add(2));
+                summs[r] = mw.mul_add(sa, summs[r]);
+                let d = _mm256_set1_ps(dw * da);
                 let qy = load256(ab.add(4));
                 let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(qx, qy));
                 acc[r] = _mm256_fmadd_ps(d, q, acc[r]);
@@ -268,6 +281,167 @@ pub unsafe fn dot_q5_1<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         })
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Q4_0 / Q5_0 / Q8_0 against prepared Q8_0 activations (decode several weight rows per pass,
+// prefill tiles): the activation row's quants 32-byte aligned and its scales as f32, so the
+// per-(block, row) work is the integer sum, one multiply and one FMA. Bit for bit the
+// reference: each output keeps its own 8-lane accumulator and the block's `d_w · d_a`.
+
+/// Bytes of a prepared Q8_0 activation row of `nb` blocks: `nb` runs of 32 quants (32-byte
+/// aligned: no load straddles two cache lines), then `nb` f32 scales; padded to 64 bytes.
+pub fn prep_bytes_q8_0(nb: usize) -> usize {
+    (nb * 36).next_multiple_of(64)
+}
+
+/// Prepares one Q8_0 activation row (`nb` blocks at `act`) into `prep` (see [`prep_bytes_q8_0`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn prep_q8_0(nb: usize, act: *const u8, prep: *mut u8) {
+    // SAFETY: the caller provides nb blocks at act and prep_bytes_q8_0(nb) bytes at prep,
+    // 64-byte aligned.
+    unsafe {
+        let ds = prep.add(nb * 32) as *mut f32;
+        for ib in 0..nb {
+            let b = act.add(ib * Q8_0_B);
+            _mm256_store_si256(prep.add(32 * ib) as *mut __m256i, load256(b.add(2)));
+            *ds.add(ib) = crate::quant::f16_to_f32(std::ptr::read_unaligned(b as *const u16));
+        }
+    }
+}
+
+/// The f32 scale of prepared activation block `ib` (of `nb`), broadcast.
+#[inline(always)]
+unsafe fn prepped_d(a: *const u8, nb: usize, ib: usize) -> __m256 {
+    // SAFETY: the caller's prepared row holds nb scales after the quants.
+    unsafe { _mm256_broadcast_ss(&*(a.add(nb * 32 + 4 * ib) as *const f32)) }
+}
+
+/// A block's f16 scale at `p`, converted exactly and broadcast to 8 lanes (a full-register
+/// `vcvtph2ps`, so nothing merges into an accumulator's register).
+#[inline(always)]
+unsafe fn f16_splat(p: *const u8) -> __m256 {
+    // SAFETY: caller guarantees 2 readable bytes at p; F16C is enabled in every caller.
+    unsafe { _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))) }
+}
+
+/// One weight row (`nb` blocks of `WB` bytes, signed quants by `unpack`) against `R` prepared
+/// activation rows (`a + i * a_stride`).
+#[inline(always)]
+unsafe fn dot_signed_prepped<const R: usize, const WB: usize>(
+    nb: usize,
+    w: *const u8,
+    a: *const u8,
+    a_stride: usize,
+    out: *mut f32,
+    out_stride: usize,
+    unpack: impl Fn(*const u8) -> __m256i,
+) {
+    // SAFETY: see the module docs; `a` rows are prepared rows of nb blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            prefetch_decode::<R, WB>(wb);
+            let dw = f16_splat(wb);
+            let qx = unpack(wb);
+            let ax = _mm256_sign_epi8(qx, qx);
+            for r in 0..R {
+                let ar = a.add(r * a_stride);
+                let qy = _mm256_load_si256(ar.add(32 * ib) as *const __m256i);
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, _mm256_sign_epi8(qy, qx)));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, prepped_d(ar, nb, ib)), q, acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// `P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) against one prepared
+/// activation row; results to `out[j]`. The rows are one ascending stream in memory, which is
+/// prefetched `PREFETCH` bytes ahead, a few lines per block.
+#[inline(always)]
+unsafe fn gemv_signed<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8) -> __m256i) {
+    const { assert!(P == 2 || P == 4) };
+    // SAFETY: see the module docs; prep is a prepared row of nb blocks.
+    unsafe {
+        let span = P * w_stride;
+        let lines_per_block = (P * WB).div_ceil(64);
+        let lane: [__m256i; P] = std::array::from_fn(|j| _mm256_set1_epi32(j as i32));
+        let mut acc = [_mm256_setzero_ps(); P];
+        for ib in 0..nb {
+            for k in 0..lines_per_block {
+                let at = (ib * lines_per_block + k) * 64;
+                if at < span {
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(PREFETCH + at) as *const i8);
+                }
+            }
+            let row = |j: usize| w.add(j * w_stride + ib * WB);
+            // the P rows' scales by one conversion, times the activation's
+            let h = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as u64;
+            let bits = if P == 4 { h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48 } else { h(0) | h(1) << 16 };
+            let ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm_broadcast_ss(&*(prep.add(nb * 32 + 4 * ib) as *const f32)));
+            let ds = _mm256_castps128_ps256(ds);
+            let qy = _mm256_load_si256(prep.add(32 * ib) as *const __m256i);
+            for j in 0..P {
+                let qx = unpack(row(j));
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)));
+                acc[j] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ds, lane[j]), q, acc[j]);
+            }
+        }
+        for j in 0..P {
+            *out.add(j) = hsum_float_8(acc[j]);
+        }
+    }
+}
+
+/// Signed quants of a Q4_0 block.
+#[inline(always)]
+unsafe fn unpack_q4_0(b: *const u8) -> __m256i {
+    // SAFETY: 16 nibble bytes follow the 2-byte scale.
+    unsafe { _mm256_sub_epi8(bytes_from_nibbles_32(b.add(2)), _mm256_set1_epi8(8)) }
+}
+
+/// Signed quants of a Q5_0 block.
+#[inline(always)]
+unsafe fn unpack_q5_0(b: *const u8) -> __m256i {
+    // SAFETY: qh (4 bytes) and 16 nibble bytes follow the scale.
+    unsafe {
+        let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+        let bx = bytes_from_nibbles_32(b.add(6));
+        // (nibble | 0xf0) = nibble - 16 where the 5th bit is clear
+        let hi = _mm256_andnot_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0xf0u8 as i8));
+        _mm256_or_si256(bx, hi)
+    }
+}
+
+/// Signed quants of a Q8_0 block.
+#[inline(always)]
+unsafe fn unpack_q8_0(b: *const u8) -> __m256i {
+    // SAFETY: 32 quant bytes follow the 2-byte scale.
+    unsafe { load256(b.add(2)) }
+}
+
+macro_rules! prepped_legacy {
+    ($dot:ident, $gemv:ident, $wb:expr, $unpack:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $dot<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+            // SAFETY: forwarded contract (prepared activation rows).
+            unsafe { dot_signed_prepped::<R, { $wb }>(nb, w, a, a_stride, out, out_stride, |b| $unpack(b)) }
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $gemv<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+            // SAFETY: forwarded contract (a prepared activation row).
+            unsafe { gemv_signed::<P, { $wb }>(nb, w, w_stride, prep, out, |b| $unpack(b)) }
+        }
+    };
+}
+
+prepped_legacy!(dot_q4_0_prepped, gemv_q4_0, Q4_0_B, unpack_q4_0);
+prepped_legacy!(dot_q5_0_prepped, gemv_q5_0, Q5_0_B, unpack_q5_0);
+prepped_legacy!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0);
 
 // ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K
@@ -304,8 +478,12 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
         let one = _mm256_set1_epi8(1);
         for ib in 0..nb {
             let wb = w.add(ib * wbytes);
-            let wd = f16_at(wb);
-            let wdmin = f16_at(wb.add(2));
+            if QH {
+                prefetch_decode::<R, Q5_K_B>(wb);
+            } else {
+                prefetch_decode::<R, Q4_K_B>(wb);
+            }
+            let (wd, wdmin) = f16_pair(wb, wb.add(2));
             let (sc, mins) = scales_mins_k4(wb.add(4));
             let minv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(mins.as_ptr() as *const __m128i));
             let mut sumi = [_mm256_setzero_si256(); R];
@@ -403,7 +581,8 @@ pub unsafe fn dot_q2_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         let mut acc = [_mm256_setzero_ps(); R];
         for i in 0..nb {
             let wb = w.add(i * Q2_K_B);
-            let (dw, dminw) = (f16_at(wb.add(80)), f16_at(wb.add(82)));
+            prefetch_decode::<R, Q2_K_B>(wb);
+            let (dw, dminw) = f16_pair(wb.add(80), wb.add(82));
             let mins_and_scales = _mm_loadu_si128(wb as *const __m128i);
             let scales8 = _mm_and_si128(mins_and_scales, m4);
             let mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(mins_and_scales, 4), m4));
@@ -453,6 +632,7 @@ pub unsafe fn dot_q3_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         let mut acc = [_mm256_setzero_ps(); R];
         for i in 0..nb {
             let wb = w.add(i * Q3_K_B);
+            prefetch_decode::<R, Q3_K_B>(wb);
             let dw = f16_at(wb.add(108));
             let aux: [u32; 3] = std::array::from_fn(|k| std::ptr::read_unaligned(wb.add(96 + 4 * k) as *const u32));
             let scales128 = _mm_sub_epi8(
@@ -509,6 +689,7 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         let m2 = _mm256_set1_epi8(0x03);
         for ib in 0..nb {
             let wb = w.add(ib * Q6_K_B);
+            prefetch_decode::<R, Q6_K_B>(wb);
             let wd = f16_at(wb.add(208));
             let sc8 = _mm_loadu_si128(wb.add(192) as *const __m128i);
             let sc16 = _mm256_cvtepi8_epi16(sc8);
@@ -634,6 +815,7 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
         let mut acc1 = [0f32; R];
         for ib in 0..nb {
             let wb = w.add(ib * WB);
+            prefetch_decode::<R, WB>(wb);
             let dw = f16_at(wb);
             let mut sumi = [_mm256_setzero_si256(); R];
             let ex = if EXTRA { extra(wb) } else { _mm256_setzero_si256() };
@@ -1081,6 +1263,8 @@ unsafe fn dot_nl_pairs<const R: usize, const WB: usize, const F16: bool>(
         let pairs = nb / 2 * 2;
         for ib in (0..pairs).step_by(2) {
             let (w1, w2) = (w.add(ib * WB), w.add((ib + 1) * WB));
+            prefetch_decode::<R, WB>(w1);
+            prefetch_decode::<R, WB>(w2);
             let (d1, d2) = if F16 { (0.0, 0.0) } else { (scale(w1), scale(w2)) };
             let q1 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w1.add(qs_off)));
             let q2 = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(w2.add(qs_off)));

@@ -413,6 +413,23 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
                 _ => None,
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            macro_rules! g {
+                ($f:ident) => {
+                    GemvFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn }
+                };
+            }
+            static Q4_0: GemvFns = g!(gemv_q4_0);
+            static Q5_0: GemvFns = g!(gemv_q5_0);
+            static Q8_0: GemvFns = g!(gemv_q8_0);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q8_0 => Some(&Q8_0),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -449,6 +466,23 @@ pub fn batch_fns_at(level: Level, ty: GgmlType) -> Option<&'static BatchFns> {
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
+                _ => None,
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            macro_rules! b {
+                ($f:ident) => {
+                    BatchFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows: table!(avx2, $f) }
+                };
+            }
+            static Q4_0: BatchFns = b!(dot_q4_0_prepped);
+            static Q5_0: BatchFns = b!(dot_q5_0_prepped);
+            static Q8_0: BatchFns = b!(dot_q8_0_prepped);
+            match ty {
+                GgmlType::Q4_0 => Some(&Q4_0),
+                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q8_0 => Some(&Q8_0),
                 _ => None,
             }
         }

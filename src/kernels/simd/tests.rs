@@ -273,6 +273,13 @@ fn batch_q6_k() {
     check_batch(GgmlType::Q6K, &[256, 768]);
 }
 
+#[test]
+fn batch_legacy() {
+    for ty in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
+        check_batch(ty, &[32, 96, 896]);
+    }
+}
+
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
 struct Align64([u8; 64]);
