@@ -446,25 +446,33 @@ prepped_legacy!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0);
 // ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K
 
-/// The 8 6-bit scales and 8 6-bit mins of a Q4_K / Q5_K block (`get_scale_min_k4` for all j).
+/// The 8 6-bit scales and 8 6-bit mins of a Q4_K / Q5_K block (`get_scale_min_k4` for all j)
+/// as 16-bit lanes, scale j in lane j of both 128-bit halves (for `_mm256_shuffle_epi8`), and
+/// the mins as bytes 0..8, both from three 32-bit words (upstream's kmask steps).
 #[inline(always)]
-unsafe fn scales_mins_k4(p: *const u8) -> ([u8; 8], [u8; 8]) {
-    // SAFETY: caller guarantees 12 readable bytes at p.
-    let q: [u8; 12] = unsafe { std::ptr::read_unaligned(p as *const [u8; 12]) };
-    let mut sc = [0u8; 8];
-    let mut m = [0u8; 8];
-    for j in 0..4 {
-        sc[j] = q[j] & 63;
-        m[j] = q[j + 4] & 63;
+unsafe fn scales_mins_k4(p: *const u8) -> (__m256i, __m128i) {
+    // SAFETY: caller guarantees 12 readable bytes at p; register-only intrinsics otherwise.
+    unsafe {
+        let q: [u32; 3] = std::ptr::read_unaligned(p as *const [u32; 3]);
+        let s_lo = q[0] & 0x3f3f_3f3f;
+        let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
+        let m_lo = q[1] & 0x3f3f_3f3f;
+        let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
+        let sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((s_lo as u64 | (s_hi as u64) << 32) as i64));
+        (_mm256_broadcastsi128_si256(sc16), _mm_cvtsi64_si128((m_lo as u64 | (m_hi as u64) << 32) as i64))
     }
-    for j in 4..8 {
-        sc[j] = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-    (sc, m)
 }
 
-/// Q4_K and Q5_K × Q8_K. `QH`: Q5_K (5th bits in `qh`), else Q4_K.
+/// Shuffle masks that broadcast 16-bit lane `j` (of each 128-bit half) to all 8 lanes of a half.
+#[inline(always)]
+unsafe fn word_splats() -> [__m256i; 8] {
+    // SAFETY: register-only AVX intrinsics; the callers checked AVX2.
+    std::array::from_fn(|j| unsafe { _mm256_set1_epi16((2 * j as i16) | ((2 * j as i16 + 1) << 8)) })
+}
+
+/// Q4_K and Q5_K × Q8_K. `QH`: Q5_K (5th bits in `qh`), else Q4_K. The group scales are
+/// selected by byte shuffles of the block's scale vector; the mins' products with the
+/// activation's 16-element sums by one `madd` of the mins doubled to 16-bit pairs.
 #[inline(always)]
 unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let wbytes = if QH { Q5_K_B } else { Q4_K_B };
@@ -476,6 +484,10 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
         let mut summs = [0f32; R];
         let m4 = _mm256_set1_epi8(0x0f);
         let one = _mm256_set1_epi8(1);
+        let splat = word_splats();
+        // mins byte j to 16-bit lanes 2j and 2j + 1
+        let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
+        let dup_hi = _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
         for ib in 0..nb {
             let wb = w.add(ib * wbytes);
             if QH {
@@ -484,8 +496,8 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
                 prefetch_decode::<R, Q4_K_B>(wb);
             }
             let (wd, wdmin) = f16_pair(wb, wb.add(2));
-            let (sc, mins) = scales_mins_k4(wb.add(4));
-            let minv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(mins.as_ptr() as *const __m128i));
+            let (scales, mins8) = scales_mins_k4(wb.add(4));
+            let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
             let mut sumi = [_mm256_setzero_si256(); R];
             let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
             for c in 0..4 {
@@ -499,8 +511,8 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
                     q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
                     q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
                 }
-                let sl = _mm256_set1_epi16(sc[2 * c] as i16);
-                let sh = _mm256_set1_epi16(sc[2 * c + 1] as i16);
+                let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
+                let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
                 for r in 0..R {
                     let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c);
                     let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
@@ -511,9 +523,8 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
                 let yd = f32_at(ab);
-                // prod[k] = m[2k] * (bs[4k] + bs[4k+1]) + m[2k+1] * (bs[4k+2] + bs[4k+3])
-                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
-                let t = _mm256_mullo_epi32(pairs, minv);
+                // lane j: m[j] * (bs[2j] + bs[2j+1]); prod[k] = lane 2k + lane 2k+1
+                let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
                 let h = _mm256_hadd_epi32(t, t); // [p0, p1, p0, p1 | p2, p3, p2, p3]
                 let prod = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 let dmin = -yd * wdmin;
@@ -687,13 +698,14 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         let mut acc = [_mm256_setzero_ps(); R];
         let m4 = _mm256_set1_epi8(0x0f);
         let m2 = _mm256_set1_epi8(0x03);
+        // bytes 2g (×8) then 2g + 1 (×8)
+        let pick: [__m128i; 8] = std::array::from_fn(|g| _mm_set_epi64x(0x0101_0101_0101_0101 * (2 * g as i64 + 1), 0x0101_0101_0101_0101 * (2 * g as i64)));
         for ib in 0..nb {
             let wb = w.add(ib * Q6_K_B);
             prefetch_decode::<R, Q6_K_B>(wb);
             let wd = f16_at(wb.add(208));
             let sc8 = _mm_loadu_si128(wb.add(192) as *const __m128i);
             let sc16 = _mm256_cvtepi8_epi16(sc8);
-            let sc: [i8; 16] = std::ptr::read_unaligned(wb.add(192) as *const [i8; 16]);
             let mut sumi = [_mm256_setzero_si256(); R];
             for n in 0..2 {
                 let qh = load256(wb.add(128 + 32 * n));
@@ -705,7 +717,8 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
                     let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)), m2);
                     let q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
                     let g = 4 * n + s;
-                    let scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1] as i16), _mm_set1_epi16(sc[2 * g] as i16));
+                    // sub-block 2g's scale in the low half's 16-bit lanes, 2g + 1's in the high half's
+                    let scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[g]));
                     for r in 0..R {
                         let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g);
                         let p = _mm256_madd_epi16(scv, _mm256_maddubs_epi16(q, load256(aq)));
