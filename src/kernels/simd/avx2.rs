@@ -1730,3 +1730,151 @@ pub unsafe fn unpack8_q5_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut
         })
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K against Q8_K, prefill: 8 weight rows × R activation rows
+
+/// Offsets inside one super-block of an 8-row Q4_K panel: 8 groups of 32 quants, each 8 runs
+/// of 32 bytes in which 32-bit lane `j` holds row `j`'s 4 quants of the run (so one `maddubs`
+/// against 4 broadcast activation bytes serves all 8 rows); then per group the rows' 6-bit
+/// scales as 16-bit pairs (lanes 2j and 2j + 1: row j's), per pair of groups the rows' mins
+/// (lane 2j: group 2p's, 2j + 1: group 2p + 1's), and the rows' `d` and `dmin` as f32.
+const Q4K8_SC: usize = 8 * 256;
+const Q4K8_MIN: usize = Q4K8_SC + 8 * 32;
+const Q4K8_D: usize = Q4K8_MIN + 4 * 32;
+pub(crate) const Q4K_PANEL8_BLOCK: usize = Q4K8_D + 64;
+
+/// 8 × 8 transpose of 32-bit lanes: lane `k` of `r[j]` to lane `j` of the result's `k`.
+#[inline(always)]
+unsafe fn transpose8x32(r: [__m256i; 8]) -> [__m256i; 8] {
+    // SAFETY: register-only AVX2 intrinsics; the callers checked AVX2.
+    unsafe {
+        let t: [__m256i; 8] = std::array::from_fn(|i| {
+            let (x, y) = (r[2 * (i / 2)], r[2 * (i / 2) + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi32(x, y)
+            } else {
+                _mm256_unpackhi_epi32(x, y)
+            }
+        });
+        // u[4h + m]: rows 4h..4h+4, lanes m (low 128 bits) and m + 4 (high)
+        let u: [__m256i; 8] = std::array::from_fn(|i| {
+            let (h, m) = (i / 4, i % 4);
+            let (x, y) = (t[4 * h + m / 2], t[4 * h + 2 + m / 2]);
+            if m % 2 == 0 {
+                _mm256_unpacklo_epi64(x, y)
+            } else {
+                _mm256_unpackhi_epi64(x, y)
+            }
+        });
+        std::array::from_fn(|k| if k < 4 { _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k]) } else { _mm256_permute2x128_si256::<0x31>(u[k - 4], u[k]) })
+    }
+}
+
+/// Unpacks 8 Q4_K rows (`w + j * w_stride`, `nb` super-blocks) into a panel of
+/// `nb * Q4K_PANEL8_BLOCK` bytes (64-byte aligned).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: the caller guarantees 8 rows of nb super-blocks at w and nb * Q4K_PANEL8_BLOCK
+    // bytes at panel.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL8_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
+            for g in 0..8 {
+                let (c, h) = (g / 2, 4 * (g % 2) as i32);
+                let q: [__m256i; 8] = std::array::from_fn(|j| _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16 + 32 * c)), _mm_cvtsi32_si128(h)), m4));
+                for (k, v) in transpose8x32(q).into_iter().enumerate() {
+                    _mm256_store_si256(pb.add(256 * g + 32 * k) as *mut __m256i, v);
+                }
+            }
+            let (sc, mn) = (pb.add(Q4K8_SC) as *mut u16, pb.add(Q4K8_MIN) as *mut u16);
+            let (mut dh, mut mh) = ([0u16; 8], [0u16; 8]);
+            for j in 0..8 {
+                let b = row(j);
+                let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
+                for g in 0..8 {
+                    let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
+                    *sc.add(16 * g + 2 * j) = s as u16;
+                    *sc.add(16 * g + 2 * j + 1) = s as u16;
+                    *mn.add(16 * (g / 2) + 2 * j + g % 2) = m as u16;
+                }
+                dh[j] = std::ptr::read_unaligned(b as *const u16);
+                mh[j] = std::ptr::read_unaligned(b.add(2) as *const u16);
+            }
+            _mm256_store_ps(pb.add(Q4K8_D) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
+            _mm256_store_ps(pb.add(Q4K8_D + 32) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i)));
+        }
+    }
+}
+
+/// An 8-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
+/// `out + i * out_stride + j`. Per group of 32 the 8 runs' `maddubs` are added in 16 bits
+/// (each term is at most 2 · 15 · 128, eight of them stay below 2^15), scaled by the rows'
+/// 6-bit scales in one `madd`; the mins' products with the activation's group sums by four
+/// `madd`; all exact in 32 bits. Then per block one FMA for the scales' part and one for the
+/// mins' (not the reference's lane order: Q4_K is a type llama.cpp repacks, prefill only).
+/// Activation rows go four at a time, so each run of the panel is loaded once for four.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs; the panel holds nb super-blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q4K_PANEL8_BLOCK);
+            let mut r0 = 0;
+            while r0 < R {
+                let ar = a.add(r0 * a_stride + ib * Q8_K_B);
+                match R - r0 {
+                    1 => q4k8_rows::<1>(pb, ar, a_stride, &mut acc[r0..]),
+                    2 => q4k8_rows::<2>(pb, ar, a_stride, &mut acc[r0..]),
+                    3 => q4k8_rows::<3>(pb, ar, a_stride, &mut acc[r0..]),
+                    _ => q4k8_rows::<4>(pb, ar, a_stride, &mut acc[r0..]),
+                }
+                r0 += 4;
+            }
+        }
+        for r in 0..R {
+            _mm256_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+/// One super-block of an 8-row Q4_K panel (`pb`) × `N` activation blocks (`ab + i * a_stride`),
+/// added to `acc[i]` (see [`gemm8_q4_k`]).
+#[inline(always)]
+unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usize, acc: &mut [__m256]) {
+    // SAFETY: the caller's panel block and N activation blocks.
+    unsafe {
+        let row = |i: usize| ab.add(i * a_stride);
+        let mut isum = [_mm256_setzero_si256(); N];
+        for g in 0..8 {
+            let mut s16 = [_mm256_setzero_si256(); N];
+            for k in 0..8 {
+                let wv = _mm256_load_si256(pb.add(256 * g + 32 * k) as *const __m256i);
+                for i in 0..N {
+                    let y = _mm256_set1_epi32(std::ptr::read_unaligned(row(i).add(4 + 32 * g + 4 * k) as *const i32));
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(wv, y));
+                }
+            }
+            let sc = _mm256_load_si256(pb.add(Q4K8_SC + 32 * g) as *const __m256i);
+            for i in 0..N {
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
+            }
+        }
+        let d = _mm256_load_ps(pb.add(Q4K8_D) as *const f32);
+        let dmin = _mm256_load_ps(pb.add(Q4K8_D + 32) as *const f32);
+        for i in 0..N {
+            // the groups' activation sums as 16-bit pairs: 32-bit lanes 0, 1, 4, 5 hold
+            // groups (0, 1), (2, 3), (4, 5), (6, 7)
+            let bs = load256(row(i).add(4 + QK_K));
+            let gs = _mm256_hadd_epi16(bs, bs);
+            let pair = |p: usize, lane: i32| _mm256_madd_epi16(_mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i), _mm256_permutevar8x32_epi32(gs, _mm256_set1_epi32(lane)));
+            let msum = _mm256_add_epi32(_mm256_add_epi32(pair(0, 0), pair(1, 1)), _mm256_add_epi32(pair(2, 4), pair(3, 5)));
+            let yd = _mm256_set1_ps(f32_at(row(i)));
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+            acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(msum), acc[i]);
+        }
+    }
+}

@@ -338,7 +338,10 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
+            // from 9 activation rows, as at AVX-512: unpacking decodes scales
+            static Q4_K: PanelFns = panel!(avx2, 8, 9, avx2::Q4K_PANEL8_BLOCK, unpack8_q4_k, gemm8_q4_k);
             match ty {
+                GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q4_1 => Some(&Q4_1),
