@@ -173,16 +173,19 @@ unsafe fn mul_sum_us8_pairs(ax: __m256i, sy: __m256i) -> __m256i {
 // ---------------------------------------------------------------------------------------------
 // legacy formats against Q8_0 / Q8_1
 
-/// Shared body of Q4_0 / Q5_0 / Q8_0 × Q8_0: `unpack(w_block)` gives the signed int8 quants.
+/// Shared body of Q4_0 / Q5_0 / Q8_0 × Q8_0 (raw or prepared activation rows): `unpack(w_block)`
+/// gives the signed int8 quants, `block(w_block)` what the block gives every activation row
+/// (its scale), `act(that, w_block, activation row, ib)` the row's 32 quants and `d_w · d_a`.
 #[inline(always)]
-unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(
+unsafe fn dot_signed<const R: usize, const WB: usize, B: Copy>(
     nb: usize,
     w: *const u8,
-    a: *const u8,
-    a_stride: usize,
+    (a, a_stride): (*const u8, usize),
     out: *mut f32,
     out_stride: usize,
     unpack: impl Fn(*const u8) -> __m256i,
+    block: impl Fn(*const u8) -> B,
+    act: impl Fn(B, *const u8, *const u8, usize) -> (__m256i, __m256),
 ) {
     // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
     unsafe {
@@ -190,22 +193,32 @@ unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(
         for ib in 0..nb {
             let wb = w.add(ib * WB);
             prefetch_decode::<R, WB>(wb);
+            let bw = block(wb);
             let qx = unpack(wb);
             let ax = _mm256_sign_epi8(qx, qx);
             for r in 0..R {
-                let ab = a.add(r * a_stride + ib * Q8_0_B);
-                // both scales by one vcvtph2ps (the scalar conversion cost ~20 instructions a block)
-                let (dw, da) = f16_pair(wb, ab);
-                let d = _mm256_set1_ps(dw * da);
-                let qy = load256(ab.add(2));
-                let sy = _mm256_sign_epi8(qy, qx);
-                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, sy));
+                let (qy, d) = act(bw, wb, a.add(r * a_stride), ib);
+                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, _mm256_sign_epi8(qy, qx)));
                 acc[r] = _mm256_fmadd_ps(d, q, acc[r]);
             }
         }
         for r in 0..R {
             *out.add(r * out_stride) = hsum_float_8(acc[r]);
         }
+    }
+}
+
+/// [`dot_signed`] on raw Q8_0 activation rows.
+#[inline(always)]
+unsafe fn dot_signed_q8_0<const R: usize, const WB: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        dot_signed::<R, WB, ()>(nb, w, (a, a_stride), out, out_stride, unpack, |_| (), |(), wb, ar, ib| {
+            let ab = ar.add(ib * Q8_0_B);
+            // both scales by one vcvtph2ps (the scalar conversion cost ~20 instructions a block)
+            let (dw, da) = f16_pair(wb, ab);
+            (load256(ab.add(2)), _mm256_set1_ps(dw * da))
+        })
     }
 }
 
@@ -324,37 +337,14 @@ unsafe fn f16_splat(p: *const u8) -> __m256 {
     unsafe { _mm256_cvtph_ps(_mm_set1_epi16(std::ptr::read_unaligned(p as *const i16))) }
 }
 
-/// One weight row (`nb` blocks of `WB` bytes, signed quants by `unpack`) against `R` prepared
-/// activation rows (`a + i * a_stride`).
+/// [`dot_signed`] on prepared activation rows (`a + i * a_stride`).
 #[inline(always)]
-unsafe fn dot_signed_prepped<const R: usize, const WB: usize>(
-    nb: usize,
-    w: *const u8,
-    a: *const u8,
-    a_stride: usize,
-    out: *mut f32,
-    out_stride: usize,
-    unpack: impl Fn(*const u8) -> __m256i,
-) {
-    // SAFETY: see the module docs; `a` rows are prepared rows of nb blocks.
+unsafe fn dot_signed_prepped<const R: usize, const WB: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: forwarded contract; `a` rows are prepared rows of nb blocks.
     unsafe {
-        let mut acc = [_mm256_setzero_ps(); R];
-        for ib in 0..nb {
-            let wb = w.add(ib * WB);
-            prefetch_decode::<R, WB>(wb);
-            let dw = f16_splat(wb);
-            let qx = unpack(wb);
-            let ax = _mm256_sign_epi8(qx, qx);
-            for r in 0..R {
-                let ar = a.add(r * a_stride);
-                let qy = _mm256_load_si256(ar.add(32 * ib) as *const __m256i);
-                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(ax, _mm256_sign_epi8(qy, qx)));
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, prepped_d(ar, nb, ib)), q, acc[r]);
-            }
-        }
-        for r in 0..R {
-            *out.add(r * out_stride) = hsum_float_8(acc[r]);
-        }
+        dot_signed::<R, WB, __m256>(nb, w, (a, a_stride), out, out_stride, unpack, |wb| f16_splat(wb), |dw, _, ar, ib| {
+            (_mm256_load_si256(ar.add(32 * ib) as *const __m256i), _mm256_mul_ps(dw, prepped_d(ar, nb, ib)))
+        })
     }
 }
 
