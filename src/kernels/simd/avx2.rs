@@ -371,7 +371,7 @@ unsafe fn gemv_signed<const P: usize, const WB: usize>(nb: usize, w: *const u8, 
             // the P rows' scales by one conversion, times the activation's
             let h = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as u64;
             let bits = if P == 4 { h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48 } else { h(0) | h(1) << 16 };
-            let ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm_broadcast_ss(&*(prep.add(nb * 32 + 4 * ib) as *const f32)));
+            let ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm256_castps256_ps128(prepped_d(prep, nb, ib)));
             let ds = _mm256_castps128_ps256(ds);
             let qy = _mm256_load_si256(prep.add(32 * ib) as *const __m256i);
             for j in 0..P {
