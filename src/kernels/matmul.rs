@@ -26,6 +26,9 @@ pub struct WeightMatrix<'a> {
     pub data: &'a [u8],
     /// Whether several activation rows may be summed in a faster order than the reference's.
     pub order: simd::SumOrder,
+    /// Whether llama.cpp multiplies this matrix in its repacked kernels' order (a matrix it
+    /// repacks at load, `quant::repacked_order`), which every kernel we use for it then follows.
+    pub repacked: bool,
 }
 
 impl WeightMatrix<'_> {
@@ -35,6 +38,14 @@ impl WeightMatrix<'_> {
     pub fn row(&self, r: usize) -> &[u8] {
         let rb = self.row_bytes();
         &self.data[r * rb..(r + 1) * rb]
+    }
+    /// The reference's dot product of weight row `r` with one activation row.
+    fn dot_ref(&self, r: usize, act: &[u8]) -> f32 {
+        if self.repacked {
+            quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act)
+        } else {
+            quant::vec_dot(self.ty, self.cols, self.row(r), act)
+        }
     }
 }
 
@@ -213,21 +224,22 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
         assert!(p.act.len() >= arb * n_rows && p.out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
         let nb = w.cols / w.ty.block_len();
-        let single = simd::dot_fns(w.ty);
+        let repacked = w.repacked;
+        let single = if repacked { simd::dot_fns_repacked(w.ty) } else { simd::dot_fns(w.ty) };
         let (mut gemv, mut batched, mut panels) = (None, None, None);
         let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
         // the activation preparation this product needs, if any: (function, bytes per row)
         let mut prep_fn = None;
         if n_rows == 1 {
-            gemv = single.and_then(|_| simd::gemv_fns(w.ty));
+            gemv = single.filter(|_| !repacked).and_then(|_| simd::gemv_fns(w.ty));
             prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
-            panels = simd::panel_fns(w.ty, w.order).filter(|g| n_rows >= g.min_act_rows);
+            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| n_rows >= g.min_act_rows);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
             } else {
-                batched = simd::batch_fns(w.ty);
+                batched = if repacked { simd::batch_fns_repacked(w.ty) } else { simd::batch_fns(w.ty) };
                 prep_fn = batched.map(|b| (b.prep, (b.prep_bytes)(nb)));
             }
         }
@@ -314,7 +326,7 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
         for r in r..rows.end {
             match plan.single {
                 Some(k) => k[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0),
-                None => *op.add(r) = quant::vec_dot(w.ty, w.cols, w.row(r), &act[..plan.arb]),
+                None => *op.add(r) = w.dot_ref(r, &act[..plan.arb]),
             }
         }
     }
@@ -370,7 +382,7 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
                 }
                 (None, None) => {
                     for t in t0..t0 + nt {
-                        let v = quant::vec_dot(w.ty, w.cols, w.row(r), &act[t * arb..(t + 1) * arb]);
+                        let v = w.dot_ref(r, &act[t * arb..(t + 1) * arb]);
                         // SAFETY: only this chunk writes column r of the output.
                         unsafe { out.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
                     }
@@ -417,7 +429,7 @@ mod tests {
             .iter()
             .map(|(ty, cols, rows, n, data, act)| {
                 let mut out = vec![f32::NAN; rows * n];
-                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, act, *n, &mut out);
+                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, act, *n, &mut out);
                 out
             })
             .collect();
@@ -429,7 +441,7 @@ mod tests {
             &pool,
             mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
                 let act = sharing.iter().find(|s| s.0 == i).map_or(act, |s| &mats[s.1].5);
-                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, act, out })
+                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, act, out })
             }),
         );
         for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
@@ -441,7 +453,7 @@ mod tests {
         for (i, from) in sharing {
             let (ty, cols, rows, n, data, _) = &mats[i];
             let mut want = vec![f32::NAN; rows * n];
-            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast }, &mats[from].5, *n, &mut want);
+            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, &mats[from].5, *n, &mut want);
             assert_eq!(outs[i].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i} on a shared activation");
         }
     }
@@ -458,7 +470,7 @@ mod tests {
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
         for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256), (GgmlType::Q5K, 256)] {
-            for rows in [1, 3, 37, 300] {
+            for rows in [1, 3, 37, 40, 300] {
                 for n in [1, 2, 5, 9, 17] {
                     let rb = ty.row_bytes(cols).unwrap();
                     let mut data = vec![0u8; rb * rows];
@@ -469,8 +481,11 @@ mod tests {
                     let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
                     quantize_activations(&pool, ty, &x, cols, n, &mut act);
-                  for order in [simd::SumOrder::Reference, simd::SumOrder::Fast] {
-                    let w = WeightMatrix { ty, rows, cols, data: &data, order };
+                  for (order, repacked) in [(simd::SumOrder::Reference, false), (simd::SumOrder::Fast, false), (simd::SumOrder::Reference, true), (simd::SumOrder::Fast, true)] {
+                    if repacked && !quant::repacked_order(ty, rows) {
+                        continue;
+                    }
+                    let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked };
                     let mut out = vec![f32::NAN; rows * n];
                     matmul(&pool, &w, &act, n, &mut out);
                     let arb = ty.vec_dot_type().row_bytes(cols).unwrap();
@@ -480,10 +495,10 @@ mod tests {
                     }
                     for t in 0..n {
                         for r in 0..rows {
-                            let want = quant::vec_dot(ty, cols, w.row(r), &act_ref[t * arb..(t + 1) * arb]);
+                            let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb]);
                             let got = out[t * rows + r];
-                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty);
-                            if exact_panel || simd::panel_fns(ty, order).is_none_or(|g| n < g.min_act_rows) {
+                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty, repacked);
+                            if exact_panel || simd::panel_fns(ty, order, repacked).is_none_or(|g| n < g.min_act_rows) {
                                 // the reference's order, decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {

@@ -267,7 +267,7 @@ impl Model {
         let order = match self.hp.arch {
             Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
         };
-        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], order }
+        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], order, repacked: m.repacked }
     }
 
     /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens,

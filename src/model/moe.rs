@@ -8,7 +8,7 @@
 use super::ffn::{self, Ffn, FfnScratch};
 use super::hparams::{Gating, MoeParams};
 use super::proj::project;
-use super::weights::{mat, opt_vector, stack, Mat, Stack};
+use super::weights::{expert_stack, mat, opt_vector, Mat, Stack};
 use super::{Common, Model, MAX_GROUPS};
 use crate::gguf::GgufFile;
 use crate::kernels::matmul::{activation_bytes, matmul_all, matmul_batch, quantize_activations, Product};
@@ -45,9 +45,9 @@ impl Moe {
             layer: i,
             router: mat(f, &n("ffn_gate_inp.weight"), e, p.n_expert)?,
             bias: opt_vector(f, &n("exp_probs_b.bias"), p.n_expert)?,
-            gate: stack(f, &n("ffn_gate_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
-            up: stack(f, &n("ffn_up_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
-            down: stack(f, &n("ffn_down_exps.weight"), p.n_ff_exp, e, p.n_expert)?,
+            gate: expert_stack(f, &n("ffn_gate_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
+            up: expert_stack(f, &n("ffn_up_exps.weight"), e, p.n_ff_exp, p.n_expert)?,
+            down: expert_stack(f, &n("ffn_down_exps.weight"), p.n_ff_exp, e, p.n_expert)?,
             shared: Ffn { clamp: p.clamp_shexp.get(i).copied().unwrap_or(0.0), ..Ffn::load(f, i, "_shexp", e, shared_ff)? },
             tid2eid: if i < p.n_hash { Some(tid2eid(f, p, i)?) } else { None },
             clamp: p.clamp_exp.get(i).copied().unwrap_or(0.0),

@@ -18,6 +18,10 @@ pub struct Mat {
     pub shard: usize,
     pub offset: usize,
     pub n_bytes: usize,
+    /// Whether llama.cpp repacks it at load and multiplies it in its repacked kernels' order,
+    /// which we then follow (`quant::repacked_order`: only 2-D matrices of `ggml_mul_mat` and
+    /// the 3-D expert stacks of `ggml_mul_mat_id` are repacked, not per-head stacks).
+    pub repacked: bool,
 }
 
 /// `count` matrices of `rows` × `cols`, contiguous in the file.
@@ -59,7 +63,7 @@ pub fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, St
     if !t.ty.is_weight_type() {
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
-    Ok(Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes: t.n_bytes })
+    Ok(Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes: t.n_bytes, repacked: quant::repacked_order(t.ty, rows) })
 }
 
 fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, String> {
@@ -83,8 +87,18 @@ pub fn layer_count(f: &GgufFile, hp: &HParams) -> Result<usize, String> {
     Ok(hp.n_layer)
 }
 
-/// A stack of `count` matrices of `rows` × `cols` (GGUF dims [cols, rows, count]).
+/// A stack of `count` matrices of `rows` × `cols` (GGUF dims [cols, rows, count]) that upstream
+/// multiplies with `ggml_mul_mat` as a 3-D tensor (per-head matrices: never repacked).
 pub fn stack(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize) -> Result<Stack, String> {
+    stack_of(f, name, cols, rows, count, false)
+}
+
+/// A stack of experts (`ggml_mul_mat_id`, which upstream's repacked kernels serve).
+pub fn expert_stack(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize) -> Result<Stack, String> {
+    stack_of(f, name, cols, rows, count, true)
+}
+
+fn stack_of(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize, experts: bool) -> Result<Stack, String> {
     let t = find(f, name)?;
     if t.dims != [cols, rows, count] {
         return Err(format!("tensor '{name}' has shape {:?}, expected {:?}", t.dims, [cols, rows, count]));
@@ -93,7 +107,8 @@ pub fn stack(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize) -
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
     let n_bytes = t.n_bytes / count;
-    Ok(Stack { first: Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes }, count })
+    let repacked = experts && quant::repacked_order(t.ty, rows);
+    Ok(Stack { first: Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes, repacked }, count })
 }
 
 pub fn vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, String> {
@@ -107,7 +122,7 @@ pub fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32
 impl Weights {
     /// No weights (a vocab-only model).
     pub fn absent() -> Weights {
-        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, shard: 0, offset: 0, n_bytes: 0 };
+        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, shard: 0, offset: 0, n_bytes: 0, repacked: false };
         Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None }
     }
 

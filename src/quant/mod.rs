@@ -297,6 +297,26 @@ pub fn vec_dot(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
     }
 }
 
+/// Whether llama.cpp b11312 on x86 (AVX2 and up, `ggml_repack_get_optimal_repack_type`)
+/// repacks a weight matrix of type `ty` with `rows` rows into interleaved 8-row blocks at load
+/// (its default `use_extra_bufts`) and so multiplies it in its repacked kernels' order, which
+/// [`vec_dot_repacked`] follows. Only Q4_K so far: upstream repacks Q4_0, IQ4_NL and MXFP4 too
+/// (and Q2_K with AVX-512), whose repacked order we do not follow yet.
+pub fn repacked_order(ty: GgmlType, rows: usize) -> bool {
+    ty == GgmlType::Q4K && rows % 8 == 0
+}
+
+/// [`vec_dot`] in the order of llama.cpp's repacked kernels, for matrices where
+/// [`repacked_order`] holds. Panics for other types or mismatched sizes.
+pub fn vec_dot_repacked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    expect_row_bytes(ty, n, w.len(), "vec_dot_repacked (weights)");
+    expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot_repacked (activations)");
+    match ty {
+        GgmlType::Q4K => q4_k::vec_dot_repacked(w, a),
+        _ => panic!("vec_dot_repacked: llama.cpp does not repack {} as we follow", ty.name()),
+    }
+}
+
 /// Quantize a row into `ty` with ggml's reference quantizers
 /// (`quantize_row_*_ref`, i.e. what `llama-quantize` writes without an
 /// importance matrix). Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,

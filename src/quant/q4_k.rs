@@ -142,6 +142,25 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     acc.hsum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
 }
 
+/// `ggml_gemv_q4_K_8x8_q8_K` / `ggml_gemm_q4_K_8x8_q8_K` (arch/x86/repack.cpp, AVX2 and
+/// AVX-512 alike), the order llama.cpp b11312 multiplies a Q4_K matrix in on x86 once it has
+/// repacked it at load (matrices of a multiple of 8 rows, see `super::repacked_order`): per
+/// super-block the scaled quant sum and the mins' sum exact in 32 bits, each converted once
+/// and added by one FMA with `d · d_a` and `dmin · d_a` into two accumulators, subtracted at
+/// the end.
+pub(crate) fn vec_dot_repacked(w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut acc_m) = (0f32, 0f32);
+    for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
+        let yd = q8_k::d(ab);
+        let sm: &[u8; 12] = arr(wb, SCALES);
+        let isum: i32 = scaled_dot(&quants(wb), sm, q8_k::qs(ab)).iter().sum();
+        let imin: i32 = min_products(sm, &q8_k::bsums(ab)).iter().sum();
+        acc = (isum as f32).mul_add(f16_at(wb, 0) * yd, acc);
+        acc_m = (imin as f32).mul_add(f16_at(wb, 2) * yd, acc_m);
+    }
+    acc - acc_m
+}
+
 block_format!("Q4_K as a [`BlockFormat`](super::BlockFormat).", Format, "q4_K", QK_K, BYTES, Q8K, true, dequantize, Some(quantize_ref), None, Some(vec_dot));
 
 #[cfg(test)]

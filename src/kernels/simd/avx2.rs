@@ -460,20 +460,54 @@ unsafe fn word_splats() -> [__m256i; 8] {
     std::array::from_fn(|j| unsafe { _mm256_set1_epi16((2 * j as i16) | ((2 * j as i16 + 1) << 8)) })
 }
 
+/// The scaled quant products of one Q4_K / Q5_K block (`wb`, `QH`: Q5_K) with R Q8_K blocks
+/// (`ab + r * a_stride`), exact in 32 bits: per activation row 8 lanes whose sum is the block's
+/// sum over groups of scale × (quants · activation quants). `scales` as [`scales_mins_k4`]
+/// gives them, `splat` from [`word_splats`].
+#[inline(always)]
+unsafe fn qk45_sumi<const R: usize, const QH: bool>(wb: *const u8, scales: __m256i, ab: *const u8, a_stride: usize, splat: &[__m256i; 8]) -> [__m256i; R] {
+    let qs_off = if QH { 48 } else { 16 };
+    // SAFETY: the caller's weight block and R activation blocks; AVX2 checked by the callers.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let one = _mm256_set1_epi8(1);
+        let mut sumi = [_mm256_setzero_si256(); R];
+        let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
+        for c in 0..4 {
+            let q4bits = load256(wb.add(qs_off + 32 * c));
+            let mut q4l = _mm256_and_si256(q4bits, m4);
+            let mut q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+            if QH {
+                // 5th bit of group g = 2c + h at bit g of qh[l]
+                let bl = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32)), one);
+                let bh = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
+                q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
+                q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
+            }
+            let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
+            let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
+            for r in 0..R {
+                let aq = ab.add(r * a_stride + 4 + 64 * c);
+                let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
+                let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        sumi
+    }
+}
+
 /// Q4_K and Q5_K × Q8_K. `QH`: Q5_K (5th bits in `qh`), else Q4_K. The group scales are
 /// selected by byte shuffles of the block's scale vector; the mins' products with the
 /// activation's 16-element sums by one `madd` of the mins doubled to 16-bit pairs.
 #[inline(always)]
 unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let wbytes = if QH { Q5_K_B } else { Q4_K_B };
-    let qs_off = if QH { 48 } else { 16 };
     // SAFETY: see the module docs.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         let mut summs = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0f);
-        let one = _mm256_set1_epi8(1);
         let splat = word_splats();
         // mins byte j to 16-bit lanes 2j and 2j + 1
         let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
@@ -488,28 +522,7 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             let (wd, wdmin) = f16_pair(wb, wb.add(2));
             let (scales, mins8) = scales_mins_k4(wb.add(4));
             let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
-            let mut sumi = [_mm256_setzero_si256(); R];
-            let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
-            for c in 0..4 {
-                let q4bits = load256(wb.add(qs_off + 32 * c));
-                let mut q4l = _mm256_and_si256(q4bits, m4);
-                let mut q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-                if QH {
-                    // 5th bit of group g = 2c + h at bit g of qh[l]
-                    let bl = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32)), one);
-                    let bh = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
-                    q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
-                    q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
-                }
-                let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
-                let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
-                for r in 0..R {
-                    let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 64 * c);
-                    let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
-                    let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
-                }
-            }
+            let sumi = qk45_sumi::<R, QH>(wb, scales, a.add(ib * Q8_K_B), a_stride, &splat);
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
                 let yd = f32_at(ab);
@@ -552,6 +565,44 @@ pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
     unsafe { dot_qk_45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q4_K × Q8_K in the order of llama.cpp's repacked kernels (`quant::vec_dot_repacked`): per
+/// super-block the scaled quant sum and the mins' sum reduced exactly to two 32-bit integers,
+/// converted, and added by one FMA with (d · d_a, dmin · d_a) into the two lanes of one
+/// accumulator; scales part minus mins part at the end.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm_setzero_ps(); R];
+        let splat = word_splats();
+        // mins byte j to 16-bit lanes 2j and 2j + 1
+        let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
+        let dup_hi = _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+        for ib in 0..nb {
+            let wb = w.add(ib * Q4_K_B);
+            prefetch_decode::<R, Q4_K_B>(wb);
+            // [d, dmin, 0, 0]
+            let dd = _mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(wb as *const i32)));
+            let (scales, mins8) = scales_mins_k4(wb.add(4));
+            let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
+            let sumi = qk45_sumi::<R, false>(wb, scales, a.add(ib * Q8_K_B), a_stride, &splat);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                // lanes summing to the mins' products with the activation's group sums
+                let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
+                let h = _mm256_hadd_epi32(sumi[r], t);
+                let q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                // [isum, imin, isum, imin]
+                let q = _mm_hadd_epi32(q, q);
+                acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(q), _mm_mul_ps(dd, _mm_set1_ps(f32_at(ab))), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = _mm_cvtss_f32(_mm_sub_ss(acc[r], _mm_movehdup_ps(acc[r])));
+        }
+    }
 }
 
 /// upstream's get_scale_shuffle_q3k(i) for i = 0..4: 16-bit scale 2i in the low 128 bits, 2i + 1
@@ -1804,29 +1855,31 @@ pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut
 /// (each term is at most 2 · 15 · 128, eight of them stay below 2^15), scaled by the rows'
 /// 6-bit scales in one `madd`; the mins' products with the activation's group sums by four
 /// `madd`; all exact in 32 bits. Then per block one FMA for the scales' part and one for the
-/// mins' (not the reference's lane order: Q4_K is a type llama.cpp repacks, prefill only).
+/// mins', in two accumulators subtracted at the end: bit for bit llama.cpp's repacked order
+/// (`quant::vec_dot_repacked`), so used for the matrices it repacks.
 /// Activation rows go four at a time, so each run of the panel is loaded once for four.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_m = [_mm256_setzero_ps(); R];
         for ib in 0..nb {
             let pb = panel.add(ib * Q4K_PANEL8_BLOCK);
             let mut r0 = 0;
             while r0 < R {
                 let ar = a.add(r0 * a_stride + ib * Q8_K_B);
                 match R - r0 {
-                    1 => q4k8_rows::<1>(pb, ar, a_stride, &mut acc[r0..]),
-                    2 => q4k8_rows::<2>(pb, ar, a_stride, &mut acc[r0..]),
-                    3 => q4k8_rows::<3>(pb, ar, a_stride, &mut acc[r0..]),
-                    _ => q4k8_rows::<4>(pb, ar, a_stride, &mut acc[r0..]),
+                    1 => q4k8_rows::<1>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    2 => q4k8_rows::<2>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    3 => q4k8_rows::<3>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    _ => q4k8_rows::<4>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
                 }
                 r0 += 4;
             }
         }
         for r in 0..R {
-            _mm256_storeu_ps(out.add(r * out_stride), acc[r]);
+            _mm256_storeu_ps(out.add(r * out_stride), _mm256_sub_ps(acc[r], acc_m[r]));
         }
     }
 }
@@ -1834,7 +1887,7 @@ pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const 
 /// One super-block of an 8-row Q4_K panel (`pb`) × `N` activation blocks (`ab + i * a_stride`),
 /// added to `acc[i]` (see [`gemm8_q4_k`]).
 #[inline(always)]
-unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usize, acc: &mut [__m256]) {
+unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usize, acc: &mut [__m256], acc_m: &mut [__m256]) {
     // SAFETY: the caller's panel block and N activation blocks.
     unsafe {
         let row = |i: usize| ab.add(i * a_stride);
@@ -1864,7 +1917,7 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
             let msum = _mm256_add_epi32(_mm256_add_epi32(pair(0, 0), pair(1, 1)), _mm256_add_epi32(pair(2, 4), pair(3, 5)));
             let yd = _mm256_set1_ps(f32_at(row(i)));
             acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
-            acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(msum), acc[i]);
+            acc_m[i] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(msum), acc_m[i]);
         }
     }
 }

@@ -479,28 +479,43 @@ unsafe fn group_pair_scales(scales: __m512i, c: usize) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q5_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, true, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, true, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q4_k`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, true, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q5_k`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q5_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, true, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, true, true, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q4_K × Q8_K in llama.cpp's repacked order (`quant::vec_dot_repacked`, the steps of
+/// `avx2::dot_q4_k_repacked`), one weight row × R activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, false, false, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_q4_k_repacked`] on activation rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_repacked_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, false, true, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// For group pair `c` (groups 2c and 2c + 1 in the low and high 256 bits): the bit of each `qh`
@@ -512,9 +527,11 @@ unsafe fn qh_pair_bits(c: usize) -> __m512i {
 }
 
 /// Q4_K and Q5_K (`QH`: 5th bits in `qh`) × Q8_K, one weight row × R activation rows. The float
-/// steps are the AVX2 kernels' (`avx2::dot_qk_45`): Q4_K's mins in 4 lanes, Q5_K's in one sum.
+/// steps are the AVX2 kernels' (`avx2::dot_qk_45`): Q4_K's mins in 4 lanes, Q5_K's in one sum;
+/// with `REPACKED` (Q4_K only) those of `avx2::dot_q4_k_repacked`: per block the quant and min
+/// sums reduced to two exact integers, one FMA by (d · d_a, dmin · d_a) into two lanes.
 #[inline(always)]
-unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const REPACKED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     let act = const { act_layout(PREPPED) };
     // SAFETY: see the module docs.
@@ -522,6 +539,7 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool>(nb: usiz
         let mut acc = [_mm256_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         let mut summs = [0f32; R];
+        let mut acc_r = [_mm_setzero_ps(); R];
         let m4 = _mm512_set1_epi8(0x0f);
         let high_half_by_4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
         for ib in 0..nb {
@@ -566,6 +584,15 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool>(nb: usiz
                     _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1))
                 };
                 let prod = _mm_madd_epi16(group_sums, mins16);
+                if REPACKED {
+                    // lanes of the quants' sum, then [isum, imin, isum, imin]
+                    let s = fold_halves(sumi[r]);
+                    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                    let h = _mm_hadd_epi32(s, prod);
+                    let h = _mm_hadd_epi32(h, h);
+                    acc_r[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(h), _mm_mul_ps(_mm_setr_ps(wd, wdmin, 0.0, 0.0), _mm_set1_ps(yd)), acc_r[r]);
+                    continue;
+                }
                 let dmin = -yd * wdmin;
                 if QH {
                     let s = _mm_add_epi32(prod, _mm_shuffle_epi32::<0b01_00_11_10>(prod));
@@ -586,7 +613,7 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool>(nb: usiz
                 _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
                 (m[0] + m[2]) + (m[1] + m[3])
             };
-            *out.add(r * out_stride) = hsum_float_8(acc[r]) + extra;
+            *out.add(r * out_stride) = if REPACKED { _mm_cvtss_f32(_mm_sub_ss(acc_r[r], _mm_movehdup_ps(acc_r[r]))) } else { hsum_float_8(acc[r]) + extra };
         }
     }
 }
@@ -948,33 +975,24 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
     }
 }
 
-/// A 16-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
-/// `out + i * out_stride + j`. Per group the integer sums of quants × activations are exact;
-/// they are scaled by the 6-bit scales, and the mins by the activation's group sums, in f32
-/// (exact while a block's total stays below 2^24, within an ulp of it beyond), then the block
-/// with one FMA (not the reference's lane order: prefill only).
+/// A 16-row Q4_K (or Q5_K) panel × R Q8_K activation rows (`a + i * a_stride`); result
+/// (i, j) to `out + i * out_stride + j`. Per group the integer sums of quants × activations
+/// (`dpbusd`) are scaled by the rows' 6-bit scales, and the mins by the activation's group
+/// sums, all in 32-bit integers (exact: a Q5_K block's total stays below 2^27); then per block
+/// one FMA of the scales' part by `d · d_a` and one of the mins' part by `dmin · d_a` into two
+/// accumulators, subtracted at the end: bit for bit llama.cpp's repacked Q4_K order
+/// (`quant::vec_dot_repacked`), the same steps as [`super::avx2::gemm8_q4_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); R];
+        let mut acc_m = [_mm512_setzero_ps(); R];
         for ib in 0..nb {
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
             let d = _mm512_loadu_ps(pb.add(Q4K_D) as *const f32);
             let dmin = _mm512_loadu_ps(pb.add(Q4K_D + 64) as *const f32);
-            for r in 0..R {
-                // the mins: sum over groups of min × (sum of the group's activation quants)
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let mut group_sums = [0f32; 8];
-                _mm256_storeu_ps(group_sums.as_mut_ptr(), _mm256_cvtepi32_ps(_mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1))));
-                let mut msum = _mm512_setzero_ps();
-                for (g, &s) in group_sums.iter().enumerate() {
-                    msum = _mm512_fmadd_ps(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32), _mm512_set1_ps(s), msum);
-                }
-                let yd = _mm512_set1_ps(-f32_at(ab));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, yd), msum, acc[r]);
-            }
-            let mut sumf = [_mm512_setzero_ps(); R];
+            let mut itot = [_mm512_setzero_si512(); R];
             for g in 0..8 {
                 let mut isum = [_mm512_setzero_si512(); R];
                 for k in 0..8 {
@@ -984,18 +1002,29 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                         isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
                     }
                 }
-                let sc = _mm512_loadu_ps(pb.add(Q4K_SC + 64 * g) as *const f32);
+                // the rows' 6-bit scales, stored as (exact) f32
+                let sc = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_SC + 64 * g) as *const f32));
                 for r in 0..R {
-                    sumf[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r]), sc, sumf[r]);
+                    itot[r] = _mm512_add_epi32(itot[r], _mm512_mullo_epi32(isum[r], sc));
                 }
             }
             for r in 0..R {
-                let yd = _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B)));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, yd), sumf[r], acc[r]);
+                // the mins: sum over groups of min × (sum of the group's activation quants)
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let mut group_sums = [0i32; 8];
+                _mm256_storeu_si256(group_sums.as_mut_ptr() as *mut __m256i, _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1)));
+                let mut msum = _mm512_setzero_si512();
+                for (g, &s) in group_sums.iter().enumerate() {
+                    let m = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32));
+                    msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(m, _mm512_set1_epi32(s)));
+                }
+                let yd = _mm512_set1_ps(f32_at(ab));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), _mm512_mul_ps(d, yd), acc[r]);
+                acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, yd), acc_m[r]);
             }
         }
         for r in 0..R {
-            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+            _mm512_storeu_ps(out.add(r * out_stride), _mm512_sub_ps(acc[r], acc_m[r]));
         }
     }
 }

@@ -239,11 +239,66 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     }
 }
 
+/// The SIMD dot kernels for a weight matrix of type `ty` that llama.cpp repacks
+/// (`quant::repacked_order`), in its repacked kernels' order (`quant::vec_dot_repacked`), or
+/// None when only the scalar reference handles it.
+pub fn dot_fns_repacked(ty: GgmlType) -> Option<&'static DotFns> {
+    dot_fns_repacked_at(level(), ty)
+}
+
+/// As [`dot_fns_repacked`] at a given level.
+pub fn dot_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_K: DotFns = table!(avx512, dot_q4_k_repacked);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                _ => None,
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            static Q4_K: DotFns = table!(avx2, dot_q4_k_repacked);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 | Level::Avx512 => None,
+    }
+}
+
+/// The batched kernels (activations prepared once) for a matrix of type `ty` that llama.cpp
+/// repacks, in its repacked order, or None.
+pub fn batch_fns_repacked(ty: GgmlType) -> Option<&'static BatchFns> {
+    batch_fns_repacked_at(level(), ty)
+}
+
+/// As [`batch_fns_repacked`] at a given level.
+pub fn batch_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static BatchFns> {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_K: BatchFns = BatchFns { prep: avx512::prep_q8_k as PrepFn, prep_bytes: avx512::kprep_bytes, rows: table!(avx512, dot_q4_k_repacked_prepped) };
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// How a product of several activation rows may sum. `Reference`: as llama.cpp b11312 does on
 /// x86 wherever our reference is its order (its `vec_dot`, and tinyBLAS for Q8_0-family
 /// batches, which sums alike), so a panel is used only if it is bit for bit the reference;
-/// for the types upstream repacks at load (Q4_0, Q4_K, IQ4_NL, MXFP4, Q2_K: its own 8×8
-/// kernels' order, which the reference does not follow) any panel. `Fast`: the fastest order
+/// for the matrices upstream repacks at load in an order we follow (`quant::repacked_order`:
+/// Q4_K) only panels bit for bit that order; for the other types upstream repacks (Q4_0,
+/// IQ4_NL, MXFP4, Q2_K: its own 8×8 kernels' order, which the reference does not follow) any
+/// panel. `Fast`: the fastest order
 /// the panels have (within 1e-5 of the reference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SumOrder {
@@ -258,13 +313,20 @@ fn upstream_repacks(ty: GgmlType) -> bool {
 }
 
 /// The panel kernels for `ty` (used for several activation rows) that sum in `order`, or None.
-pub fn panel_fns(ty: GgmlType, order: SumOrder) -> Option<&'static PanelFns> {
-    panel_fns_at(level(), ty, order)
+/// `repacked`: the matrix is one llama.cpp repacks (`quant::repacked_order`), whose order is
+/// then the reference's.
+pub fn panel_fns(ty: GgmlType, order: SumOrder, repacked: bool) -> Option<&'static PanelFns> {
+    panel_fns_at(level(), ty, order, repacked)
 }
 
-/// Whether the panels of `ty` at `level` sum in the reference's order.
-pub fn panel_is_exact(level: Level, ty: GgmlType) -> bool {
-    level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+/// Whether the panels of `ty` at `level` sum in the reference's order (`vec_dot`'s, or for
+/// `repacked` matrices `vec_dot_repacked`'s).
+pub fn panel_is_exact(level: Level, ty: GgmlType, repacked: bool) -> bool {
+    if repacked {
+        level >= Level::Avx2 && ty == GgmlType::Q4K
+    } else {
+        level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+    }
 }
 
 macro_rules! panel {
@@ -292,10 +354,10 @@ macro_rules! panel {
 }
 
 /// As [`panel_fns`] at a given level.
-pub fn panel_fns_at(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static PanelFns> {
+pub fn panel_fns_at(level: Level, ty: GgmlType, order: SumOrder, repacked: bool) -> Option<&'static PanelFns> {
     let fns = panel_fns_any(level, ty, order);
     match order {
-        SumOrder::Reference => fns.filter(|_| panel_is_exact(level, ty) || upstream_repacks(ty)),
+        SumOrder::Reference => fns.filter(|_| panel_is_exact(level, ty, repacked) || (upstream_repacks(ty) && ty != GgmlType::Q4K)),
         SumOrder::Fast => fns,
     }
 }

@@ -131,12 +131,22 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         return; // tested_levels has said the AVX2 kernels are not tested here
     }
     for level in levels() {
-        check_type_at(level, ty, col_choices);
+        check_type_at(level, ty, col_choices, false);
     }
 }
 
-fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
-    let fns = dot_fns_at(level, ty).expect("kernel");
+/// The reference's dot product of a weight row with an activation row, in `vec_dot`'s order
+/// or (for matrices upstream repacks) `vec_dot_repacked`'s.
+fn dot_ref(ty: GgmlType, cols: usize, w: &[u8], a: &[u8], repacked: bool) -> f32 {
+    if repacked {
+        quant::vec_dot_repacked(ty, cols, w, a)
+    } else {
+        quant::vec_dot(ty, cols, w, a)
+    }
+}
+
+fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], repacked: bool) {
+    let fns = if repacked { dot_fns_repacked_at(level, ty) } else { dot_fns_at(level, ty) }.expect("kernel");
     let vt = ty.vec_dot_type();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ty as u64);
     let (mut exact, mut total) = (0, 0);
@@ -148,7 +158,7 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize]) {
             let act = act_rows(&mut rng, vt, cols, n_act);
             for _ in 0..3 {
                 let w = weight_row(&mut rng, ty, cols, raw);
-                let want: Vec<f32> = (0..n_act).map(|t| quant::vec_dot(ty, cols, &w, &act[t * arb..(t + 1) * arb])).collect();
+                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], repacked)).collect();
                 for (ri, f) in fns.iter().enumerate() {
                     let r = ri + 1;
                     for t0 in 0..=n_act - r {
@@ -219,9 +229,9 @@ fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
 
 /// The batched kernels on prepared activation rows give each (weight row, activation row)
 /// pair the reference's `vec_dot` bit for bit, for 1 to 8 activation rows per call.
-fn check_batch(ty: GgmlType, col_choices: &[usize]) {
+fn check_batch(ty: GgmlType, col_choices: &[usize], repacked: bool) {
     for level in levels() {
-        let Some(b) = batch_fns_at(level, ty) else { continue };
+        let Some(b) = (if repacked { batch_fns_repacked_at(level, ty) } else { batch_fns_at(level, ty) }) else { continue };
         let vt = ty.vec_dot_type();
         let mut rng = Rng(0x6b61_7463_6821 ^ ty as u64);
         for &cols in col_choices {
@@ -239,7 +249,7 @@ fn check_batch(ty: GgmlType, col_choices: &[usize]) {
                     unsafe { (b.prep)(nb, act.as_ptr().add(t * arb), (prepared.as_mut_ptr() as *mut u8).add(t * pb)) };
                 }
                 let w = weight_row(&mut rng, ty, cols, raw);
-                let want: Vec<f32> = (0..n_act).map(|t| quant::vec_dot(ty, cols, &w, &act[t * arb..(t + 1) * arb])).collect();
+                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], repacked)).collect();
                 for (ri, f) in b.rows.iter().enumerate() {
                     let r = ri + 1;
                     for t0 in 0..=n_act - r {
@@ -260,23 +270,24 @@ fn check_batch(ty: GgmlType, col_choices: &[usize]) {
 
 #[test]
 fn batch_q4_k() {
-    check_batch(GgmlType::Q4K, &[256, 768]);
+    check_batch(GgmlType::Q4K, &[256, 768], false);
+    check_batch(GgmlType::Q4K, &[256, 768], true);
 }
 
 #[test]
 fn batch_q5_k() {
-    check_batch(GgmlType::Q5K, &[256, 768]);
+    check_batch(GgmlType::Q5K, &[256, 768], false);
 }
 
 #[test]
 fn batch_q6_k() {
-    check_batch(GgmlType::Q6K, &[256, 768]);
+    check_batch(GgmlType::Q6K, &[256, 768], false);
 }
 
 #[test]
 fn batch_legacy() {
     for ty in [GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0] {
-        check_batch(ty, &[32, 96, 896]);
+        check_batch(ty, &[32, 96, 896], false);
     }
 }
 
@@ -330,6 +341,17 @@ fn q8_0() {
 #[test]
 fn q4_k() {
     check_type(GgmlType::Q4K, &[256, 768, 4864]);
+}
+/// Q4_K in llama.cpp's repacked order (`quant::vec_dot_repacked`), at every level (the AVX-512
+/// level uses the AVX2 kernels).
+#[test]
+fn q4_k_repacked() {
+    if !available() {
+        return;
+    }
+    for level in levels() {
+        check_type_at(level, GgmlType::Q4K, &[256, 768, 4864], true);
+    }
 }
 #[test]
 fn q3_k() {
@@ -402,14 +424,19 @@ fn env_var_forces_scalar_level_only_through_level() {
 fn check_panels(ty: GgmlType, col_choices: &[usize]) {
     for level in levels() {
         for order in [SumOrder::Reference, SumOrder::Fast] {
-            if let Some(fns) = panel_fns_at(level, ty, order) {
-                check_panels_at(level, fns, ty, col_choices, order == SumOrder::Reference && panel_is_exact(level, ty));
+            for repacked in [false, true] {
+                if repacked && !quant::repacked_order(ty, 8) {
+                    continue;
+                }
+                if let Some(fns) = panel_fns_at(level, ty, order, repacked) {
+                    check_panels_at(level, fns, ty, col_choices, order == SumOrder::Reference && panel_is_exact(level, ty, repacked), repacked);
+                }
             }
         }
     }
 }
 
-fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize], exact: bool) {
+fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize], exact: bool, repacked: bool) {
     let vt = ty.vec_dot_type();
     let pr = fns.rows;
     let mut rng = Rng(0x1234_5678 ^ ty as u64);
@@ -445,7 +472,7 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
                             for j in 0..pr {
                                 let (t, wr) = (t0 + i, j0 + j);
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
-                                let want = quant::vec_dot(ty, cols, wrow, arow);
+                                let want = dot_ref(ty, cols, wrow, arow, repacked);
                                 let got = out[i * stride + j];
                                 if exact {
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want} (bit for bit)", ty.name());
