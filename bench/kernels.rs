@@ -87,7 +87,7 @@ fn main() {
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
             let rows = bytes / rb;
             let data = random_rows(ty, rows, cols);
-            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: false };
+            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: deepseek::quant::Repacked::No };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
             quantize_activations(&pool, ty, &x, cols, n_act, &mut act);

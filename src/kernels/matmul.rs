@@ -26,9 +26,10 @@ pub struct WeightMatrix<'a> {
     pub data: &'a [u8],
     /// Whether several activation rows may be summed in a faster order than the reference's.
     pub order: simd::SumOrder,
-    /// Whether llama.cpp multiplies this matrix in its repacked kernels' order (a matrix it
-    /// repacks at load, `quant::repacked_order`), which every kernel we use for it then follows.
-    pub repacked: bool,
+    /// How llama.cpp multiplies this matrix (`quant::Repacked`): a matrix it repacks at load
+    /// is multiplied in its repacked GEMM's or GEMV's order, which every kernel we use for it
+    /// then follows.
+    pub repacked: quant::Repacked,
 }
 
 impl WeightMatrix<'_> {
@@ -39,12 +40,12 @@ impl WeightMatrix<'_> {
         let rb = self.row_bytes();
         &self.data[r * rb..(r + 1) * rb]
     }
-    /// The reference's dot product of weight row `r` with one activation row.
-    fn dot_ref(&self, r: usize, act: &[u8]) -> f32 {
-        if self.repacked {
-            quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act)
-        } else {
-            quant::vec_dot(self.ty, self.cols, self.row(r), act)
+    /// The reference's dot product of weight row `r` with activation row `t` of a product of
+    /// `n` activation rows (which upstream's repacked kernels multiply in two orders).
+    fn dot_ref(&self, r: usize, act: &[u8], t: usize, n: usize) -> f32 {
+        match self.repacked {
+            quant::Repacked::No => quant::vec_dot(self.ty, self.cols, self.row(r), act),
+            rp => quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act, t < rp.gemm_rows(n)),
         }
     }
 }
@@ -189,6 +190,10 @@ struct Plan {
     arb: usize,
     chunk: usize,
     single: Option<&'static simd::DotFns>,
+    /// For a repacked matrix (`quant::Repacked::MulMat`), the first `gemm_rows` activation rows
+    /// go in upstream's GEMM order: the panels, else these kernels; the rest in `single`'s.
+    gemm_rows: usize,
+    single_gemm: Option<&'static simd::DotFns>,
     gemv: Option<&'static simd::GemvFns>,
     batched: Option<&'static simd::BatchFns>,
     prep_at: usize,
@@ -224,8 +229,11 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         let arb = w.ty.vec_dot_type().row_bytes(w.cols).expect("validated at load");
         assert!(p.act.len() >= arb * n_rows && p.out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
         let nb = w.cols / w.ty.block_len();
-        let repacked = w.repacked;
-        let single = if repacked { simd::dot_fns_repacked(w.ty) } else { simd::dot_fns(w.ty) };
+        let rp = w.repacked;
+        let repacked = rp != quant::Repacked::No;
+        let single = if repacked { simd::dot_fns_repacked(w.ty, false) } else { simd::dot_fns(w.ty) };
+        let gemm_rows = rp.gemm_rows(n_rows);
+        let single_gemm = if gemm_rows > 0 { simd::dot_fns_repacked(w.ty, true) } else { None };
         let (mut gemv, mut batched, mut panels) = (None, None, None);
         let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
         // the activation preparation this product needs, if any: (function, bytes per row)
@@ -234,12 +242,21 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             gemv = single.filter(|_| !repacked).and_then(|_| simd::gemv_fns(w.ty));
             prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
-            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| n_rows >= g.min_act_rows);
+            // a repacked matrix's panels sum in upstream's GEMM order: its GEMM rows only
+            let panel_rows = if repacked { gemm_rows } else { n_rows };
+            // (an expert stack upstream multiplies with its GEMV only: no panel sums so)
+            let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
+            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
             } else {
-                batched = if repacked { simd::batch_fns_repacked(w.ty) } else { simd::batch_fns(w.ty) };
+                batched = match rp {
+                    quant::Repacked::No => simd::batch_fns(w.ty),
+                    // every row in the GEMV's order
+                    quant::Repacked::MulMatId => simd::batch_fns_repacked(w.ty),
+                    quant::Repacked::MulMat => None,
+                };
                 prep_fn = batched.map(|b| (b.prep, (b.prep_bytes)(nb)));
             }
         }
@@ -259,7 +276,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             }
         }
         let chunk = chunk_rows(w.rows, rb, n_rows, decode_bytes);
-        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemv, batched, prep_at, prepared_here, panels, aux_at });
+        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemm_rows, single_gemm, gemv, batched, prep_at, prepared_here, panels, aux_at });
         first[j + 1] = first[j] + if n_rows == 0 { 0 } else { w.rows.div_ceil(chunk) };
     }
     if first[n] == 0 {
@@ -326,7 +343,7 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
         for r in r..rows.end {
             match plan.single {
                 Some(k) => k[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0),
-                None => *op.add(r) = w.dot_ref(r, &act[..plan.arb]),
+                None => *op.add(r) = w.dot_ref(r, &act[..plan.arb], 0, 1),
             }
         }
     }
@@ -338,6 +355,9 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
 #[allow(clippy::too_many_arguments)]
 fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
     let (n_rows, nb, rb, arb) = (plan.n_rows, plan.nb, plan.rb, plan.arb);
+    let repacked = w.repacked == quant::Repacked::MulMat;
+    // the activation rows the panels take: all, or a repacked matrix's GEMM rows
+    let panel_rows = if repacked { plan.gemm_rows } else { n_rows };
     let mut r_rest = rows.start;
     if let Some(g) = plan.panels {
         // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
@@ -350,8 +370,8 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
             // aligned; the CPU features were detected by simd::panel_fns.
             unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
             let mut t0 = 0;
-            while t0 < n_rows {
-                let nt = (n_rows - t0).min(8);
+            while t0 < panel_rows {
+                let nt = (panel_rows - t0).min(8);
                 // SAFETY: activation rows t0..t0+nt lie inside act and their aux entries inside
                 // the product's aux region (filled for n_rows rows); outputs (t, r0..r0+g.rows)
                 // lie inside out and only this chunk writes them.
@@ -362,34 +382,43 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
         }
         r_rest = r0;
     }
+    // What the panels left: for a repacked matrix its GEMM rows with the GEMM-order kernels
+    // (from r_rest), then its GEMV rows with the others (every weight row); else every
+    // activation row from r_rest.
+    let (gemm_end, rest_from) = if repacked { (plan.gemm_rows, rows.start) } else { (0, r_rest) };
     let pb = plan.prep_row_bytes();
-    let mut t0 = 0;
-    while t0 < n_rows {
-        let nt = (n_rows - t0).min(TILE);
-        for r in r_rest..rows.end {
-            match (plan.batched, plan.single) {
-                (Some(b), _) => {
-                    // SAFETY: as below, with prepared activation rows t0..t0+nt at prep (run_batch
-                    // prepared n_rows of them before the job); simd::batch_fns checked the CPU.
-                    unsafe { b.rows[nt - 1](nb, w.data.as_ptr().add(r * rb), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
-                }
-                (None, Some(k)) => {
-                    // SAFETY: row r has nb blocks inside w.data (asserted by run_batch);
-                    // activation rows t0..t0+nt lie inside act; outputs (t, r) for t in
-                    // t0..t0+nt lie inside out, and only this chunk writes column r. The
-                    // kernel's CPU features were detected by simd::dot_fns.
-                    unsafe { k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
-                }
-                (None, None) => {
-                    for t in t0..t0 + nt {
-                        let v = w.dot_ref(r, &act[t * arb..(t + 1) * arb]);
-                        // SAFETY: only this chunk writes column r of the output.
-                        unsafe { out.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
+    for (seg, (t_begin, t_end)) in [(0, gemm_end), (gemm_end, n_rows)].into_iter().enumerate() {
+        let gemm = seg == 0;
+        let (single, batched, r_from) = if gemm { (plan.single_gemm, None, r_rest) } else { (plan.single, plan.batched, rest_from) };
+        let mut t0 = t_begin;
+        while t0 < t_end {
+            let nt = (t_end - t0).min(TILE);
+            for r in r_from..rows.end {
+                match (batched, single) {
+                    (Some(b), _) => {
+                        // SAFETY: as below, with prepared activation rows t0..t0+nt at prep
+                        // (run_batch prepared n_rows of them before the job); simd::batch_fns
+                        // checked the CPU.
+                        unsafe { b.rows[nt - 1](nb, w.data.as_ptr().add(r * rb), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                    }
+                    (None, Some(k)) => {
+                        // SAFETY: row r has nb blocks inside w.data (asserted by run_batch);
+                        // activation rows t0..t0+nt lie inside act; outputs (t, r) for t in
+                        // t0..t0+nt lie inside out, and only this chunk writes column r. The
+                        // kernel's CPU features were detected by simd::dot_fns.
+                        unsafe { k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                    }
+                    (None, None) => {
+                        for t in t0..t0 + nt {
+                            let v = w.dot_ref(r, &act[t * arb..(t + 1) * arb], t, n_rows);
+                            // SAFETY: only this chunk writes column r of the output.
+                            unsafe { out.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
+                        }
                     }
                 }
             }
+            t0 += nt;
         }
-        t0 += nt;
     }
 }
 
@@ -429,7 +458,7 @@ mod tests {
             .iter()
             .map(|(ty, cols, rows, n, data, act)| {
                 let mut out = vec![f32::NAN; rows * n];
-                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, act, *n, &mut out);
+                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, act, *n, &mut out);
                 out
             })
             .collect();
@@ -441,7 +470,7 @@ mod tests {
             &pool,
             mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
                 let act = sharing.iter().find(|s| s.0 == i).map_or(act, |s| &mats[s.1].5);
-                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, act, out })
+                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, act, out })
             }),
         );
         for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
@@ -453,7 +482,7 @@ mod tests {
         for (i, from) in sharing {
             let (ty, cols, rows, n, data, _) = &mats[i];
             let mut want = vec![f32::NAN; rows * n];
-            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: false }, &mats[from].5, *n, &mut want);
+            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, &mats[from].5, *n, &mut want);
             assert_eq!(outs[i].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i} on a shared activation");
         }
     }
@@ -481,8 +510,9 @@ mod tests {
                     let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
                     quantize_activations(&pool, ty, &x, cols, n, &mut act);
-                  for (order, repacked) in [(simd::SumOrder::Reference, false), (simd::SumOrder::Fast, false), (simd::SumOrder::Reference, true), (simd::SumOrder::Fast, true)] {
-                    if repacked && !quant::repacked_order(ty, rows) {
+                  use quant::Repacked;
+                  for (order, repacked) in [(simd::SumOrder::Reference, Repacked::No), (simd::SumOrder::Fast, Repacked::No), (simd::SumOrder::Reference, Repacked::MulMat), (simd::SumOrder::Fast, Repacked::MulMat), (simd::SumOrder::Reference, Repacked::MulMatId)] {
+                    if repacked != Repacked::No && !quant::repacked_order(ty, rows) {
                         continue;
                     }
                     let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked };
@@ -495,10 +525,12 @@ mod tests {
                     }
                     for t in 0..n {
                         for r in 0..rows {
-                            let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb]);
+                            let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb], t, n);
                             let got = out[t * rows + r];
-                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty, repacked);
-                            if exact_panel || simd::panel_fns(ty, order, repacked).is_none_or(|g| n < g.min_act_rows) {
+                            let rp = repacked != Repacked::No;
+                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty, rp);
+                            let panel_rows = if rp { repacked.gemm_rows(n) } else { n };
+                            if exact_panel || t >= panel_rows || simd::panel_fns(ty, order, rp).is_none_or(|g| panel_rows < g.min_act_rows) {
                                 // the reference's order, decode and the per-row kernels: bit for bit
                                 assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {

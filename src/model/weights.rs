@@ -21,7 +21,7 @@ pub struct Mat {
     /// Whether llama.cpp repacks it at load and multiplies it in its repacked kernels' order,
     /// which we then follow (`quant::repacked_order`: only 2-D matrices of `ggml_mul_mat` and
     /// the 3-D expert stacks of `ggml_mul_mat_id` are repacked, not per-head stacks).
-    pub repacked: bool,
+    pub repacked: quant::Repacked,
 }
 
 /// `count` matrices of `rows` × `cols`, contiguous in the file.
@@ -63,7 +63,7 @@ pub fn mat(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Mat, St
     if !t.ty.is_weight_type() {
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
-    Ok(Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes: t.n_bytes, repacked: quant::repacked_order(t.ty, rows) })
+    Ok(Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes: t.n_bytes, repacked: quant::Repacked::of(t.ty, rows, false) })
 }
 
 fn vector_of(f: &GgufFile, t: &TensorInfo, len: usize) -> Result<Vec<f32>, String> {
@@ -107,7 +107,8 @@ fn stack_of(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize, ex
         return Err(format!("tensor '{name}' has type {} which is not supported for weights", t.ty.name()));
     }
     let n_bytes = t.n_bytes / count;
-    let repacked = experts && quant::repacked_order(t.ty, rows);
+    // per-head stacks are 3-D tensors of ggml_mul_mat, which upstream does not repack
+    let repacked = if experts { quant::Repacked::of(t.ty, rows, true) } else { quant::Repacked::No };
     Ok(Stack { first: Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes, repacked }, count })
 }
 
@@ -122,7 +123,7 @@ pub fn opt_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32
 impl Weights {
     /// No weights (a vocab-only model).
     pub fn absent() -> Weights {
-        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, shard: 0, offset: 0, n_bytes: 0, repacked: false };
+        let none = Mat { ty: GgmlType::F32, rows: 0, cols: 0, shard: 0, offset: 0, n_bytes: 0, repacked: quant::Repacked::No };
         Weights { token_embd: none.clone(), output_norm: Vec::new(), output: none, rope_freqs: None }
     }
 

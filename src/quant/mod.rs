@@ -306,13 +306,47 @@ pub fn repacked_order(ty: GgmlType, rows: usize) -> bool {
     ty == GgmlType::Q4K && rows % 8 == 0
 }
 
+/// How llama.cpp multiplies a weight matrix on x86 (see [`repacked_order`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repacked {
+    /// Not repacked: `vec_dot` (or tinyBLAS, which sums alike) for every activation row.
+    No,
+    /// A repacked 2-D matrix of `ggml_mul_mat`: its GEMM for the activation rows in whole
+    /// groups of four, its GEMV for the last `n % 4`.
+    MulMat,
+    /// A repacked expert stack of `ggml_mul_mat_id`: its GEMV for every row.
+    MulMatId,
+}
+
+impl Repacked {
+    /// For a matrix of type `ty` with `rows` rows, `experts` if upstream multiplies it with
+    /// `ggml_mul_mat_id`.
+    pub fn of(ty: GgmlType, rows: usize, experts: bool) -> Repacked {
+        match (repacked_order(ty, rows), experts) {
+            (false, _) => Repacked::No,
+            (true, false) => Repacked::MulMat,
+            (true, true) => Repacked::MulMatId,
+        }
+    }
+
+    /// How many of `n` activation rows of one product upstream multiplies with its GEMM.
+    pub fn gemm_rows(self, n: usize) -> usize {
+        match self {
+            Repacked::MulMat => n - n % 4,
+            Repacked::No | Repacked::MulMatId => 0,
+        }
+    }
+}
+
 /// [`vec_dot`] in the order of llama.cpp's repacked kernels, for matrices where
-/// [`repacked_order`] holds. Panics for other types or mismatched sizes.
-pub fn vec_dot_repacked(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+/// [`repacked_order`] holds: its GEMM's (`gemm`: the activation rows of a `ggml_mul_mat` in whole
+/// groups of four) or its GEMV's (the last `n % 4` rows, and `ggml_mul_mat_id`'s). Panics for
+/// other types or mismatched sizes.
+pub fn vec_dot_repacked(ty: GgmlType, n: usize, w: &[u8], a: &[u8], gemm: bool) -> f32 {
     expect_row_bytes(ty, n, w.len(), "vec_dot_repacked (weights)");
     expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot_repacked (activations)");
     match ty {
-        GgmlType::Q4K => q4_k::vec_dot_repacked(w, a),
+        GgmlType::Q4K => q4_k::vec_dot_repacked(w, a, gemm),
         _ => panic!("vec_dot_repacked: llama.cpp does not repack {} as we follow", ty.name()),
     }
 }

@@ -142,21 +142,37 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     acc.hsum() + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
 }
 
-/// `ggml_gemv_q4_K_8x8_q8_K` / `ggml_gemm_q4_K_8x8_q8_K` (arch/x86/repack.cpp, AVX2 and
-/// AVX-512 alike), the order llama.cpp b11312 multiplies a Q4_K matrix in on x86 once it has
-/// repacked it at load (matrices of a multiple of 8 rows, see `super::repacked_order`): per
-/// super-block the scaled quant sum and the mins' sum exact in 32 bits, each converted once
-/// and added by one FMA with `d · d_a` and `dmin · d_a` into two accumulators, subtracted at
-/// the end.
-pub(crate) fn vec_dot_repacked(w: &[u8], a: &[u8]) -> f32 {
+/// The order llama.cpp b11312 multiplies a Q4_K matrix in on x86 once it has repacked it at
+/// load (`super::repacked_order`), `arch/x86/repack.cpp`, AVX2 and AVX-512 alike. Per pair of
+/// sub-blocks (`gemm`, `ggml_gemm_q4_K_8x8_q8_K`: the activation rows of a `ggml_mul_mat` in
+/// whole groups of four) or per super-block (`ggml_gemv_q4_K_8x8_q8_K`: the last `n % 4` rows,
+/// and every row of `ggml_mul_mat_id`) the scaled quant sum and the mins' sum, exact in 32 bits,
+/// are converted and added by one FMA with `d · d_a` and one with `dmin · d_a` into two
+/// accumulators, subtracted at the end.
+pub(crate) fn vec_dot_repacked(w: &[u8], a: &[u8], gemm: bool) -> f32 {
     let (mut acc, mut acc_m) = (0f32, 0f32);
     for (wb, ab) in kquant::blocks::<BYTES>(w, a) {
-        let yd = q8_k::d(ab);
+        let (d, dmin) = (f16_at(wb, 0) * q8_k::d(ab), f16_at(wb, 2) * q8_k::d(ab));
         let sm: &[u8; 12] = arr(wb, SCALES);
-        let isum: i32 = scaled_dot(&quants(wb), sm, q8_k::qs(ab)).iter().sum();
-        let imin: i32 = min_products(sm, &q8_k::bsums(ab)).iter().sum();
-        acc = (isum as f32).mul_add(f16_at(wb, 0) * yd, acc);
-        acc_m = (imin as f32).mul_add(f16_at(wb, 2) * yd, acc_m);
+        let (q, aq, bsums) = (quants(wb), q8_k::qs(ab), q8_k::bsums(ab));
+        let (mut isum, mut imin) = (0i32, 0i32);
+        for sb in 0..4 {
+            for j in 2 * sb..2 * sb + 2 {
+                let (sc, m) = scale_min_k4(j, sm);
+                let dot: i32 = (32 * j..32 * j + 32).map(|e| q[e] as i32 * aq[e] as i8 as i32).sum();
+                isum += sc as i32 * dot;
+                imin += m as i32 * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32);
+            }
+            if gemm {
+                acc = (isum as f32).mul_add(d, acc);
+                acc_m = (imin as f32).mul_add(dmin, acc_m);
+                (isum, imin) = (0, 0);
+            }
+        }
+        if !gemm {
+            acc = (isum as f32).mul_add(d, acc);
+            acc_m = (imin as f32).mul_add(dmin, acc_m);
+        }
     }
     acc - acc_m
 }

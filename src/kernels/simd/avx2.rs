@@ -466,34 +466,46 @@ unsafe fn word_splats() -> [__m256i; 8] {
 /// gives them, `splat` from [`word_splats`].
 #[inline(always)]
 unsafe fn qk45_sumi<const R: usize, const QH: bool>(wb: *const u8, scales: __m256i, ab: *const u8, a_stride: usize, splat: &[__m256i; 8]) -> [__m256i; R] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for c in 0..4 {
+            let p = qk45_sumi_pair::<R, QH>(wb, scales, ab, a_stride, splat, c);
+            for r in 0..R {
+                sumi[r] = _mm256_add_epi32(sumi[r], p[r]);
+            }
+        }
+        sumi
+    }
+}
+
+/// As [`qk45_sumi`] for groups 2c and 2c + 1 (elements 64c..64c + 64) only.
+#[inline(always)]
+unsafe fn qk45_sumi_pair<const R: usize, const QH: bool>(wb: *const u8, scales: __m256i, ab: *const u8, a_stride: usize, splat: &[__m256i; 8], c: usize) -> [__m256i; R] {
     let qs_off = if QH { 48 } else { 16 };
     // SAFETY: the caller's weight block and R activation blocks; AVX2 checked by the callers.
     unsafe {
         let m4 = _mm256_set1_epi8(0x0f);
         let one = _mm256_set1_epi8(1);
-        let mut sumi = [_mm256_setzero_si256(); R];
-        let hbits = if QH { load256(wb.add(16)) } else { _mm256_setzero_si256() };
-        for c in 0..4 {
-            let q4bits = load256(wb.add(qs_off + 32 * c));
-            let mut q4l = _mm256_and_si256(q4bits, m4);
-            let mut q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
-            if QH {
-                // 5th bit of group g = 2c + h at bit g of qh[l]
-                let bl = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32)), one);
-                let bh = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
-                q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
-                q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
-            }
-            let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
-            let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
-            for r in 0..R {
-                let aq = ab.add(r * a_stride + 4 + 64 * c);
-                let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
-                let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
-            }
+        let q4bits = load256(wb.add(qs_off + 32 * c));
+        let mut q4l = _mm256_and_si256(q4bits, m4);
+        let mut q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+        if QH {
+            // 5th bit of group g = 2c + h at bit g of qh[l]
+            let hbits = load256(wb.add(16));
+            let bl = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32)), one);
+            let bh = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * c as i32 + 1)), one);
+            q4l = _mm256_or_si256(q4l, _mm256_slli_epi16(bl, 4));
+            q4h = _mm256_or_si256(q4h, _mm256_slli_epi16(bh, 4));
         }
-        sumi
+        let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
+        let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
+        std::array::from_fn(|r| {
+            let aq = ab.add(r * a_stride + 4 + 64 * c);
+            let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
+            let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
+            _mm256_add_epi32(pl, ph)
+        })
     }
 }
 
@@ -597,6 +609,54 @@ pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *con
                 // [isum, imin, isum, imin]
                 let q = _mm_hadd_epi32(q, q);
                 acc[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(q), _mm_mul_ps(dd, _mm_set1_ps(f32_at(ab))), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = _mm_cvtss_f32(_mm_sub_ss(acc[r], _mm_movehdup_ps(acc[r])));
+        }
+    }
+}
+
+/// Q4_K × Q8_K in the order of llama.cpp's repacked GEMM (`quant::vec_dot_repacked` with
+/// `gemm`): per pair of groups (64 elements) the scaled quant sum and the mins' sum, exact
+/// integers, each by one FMA with d · d_a / dmin · d_a into two lanes of one accumulator, in
+/// order; scales part minus mins part at the end.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_repacked_gemm<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [_mm_setzero_ps(); R];
+        let splat = word_splats();
+        // mins byte j to 16-bit lanes 2j and 2j + 1
+        let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
+        let dup_hi = _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+        for ib in 0..nb {
+            let wb = w.add(ib * Q4_K_B);
+            prefetch_decode::<R, Q4_K_B>(wb);
+            // [d, dmin, d, dmin]
+            let dd = _mm_cvtph_ps(_mm_set1_epi32(std::ptr::read_unaligned(wb as *const i32)));
+            let (scales, mins8) = scales_mins_k4(wb.add(4));
+            let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
+            let ab0 = a.add(ib * Q8_K_B);
+            let s: [[__m256i; R]; 4] = std::array::from_fn(|c| qk45_sumi_pair::<R, false>(wb, scales, ab0, a_stride, &splat, c));
+            for r in 0..R {
+                let ab = ab0.add(r * a_stride);
+                // [isum of pair 0, 1, 2, 3]
+                let h = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0][r], s[1][r]), _mm256_hadd_epi32(s[2][r], s[3][r]));
+                let isum = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                // lane j: m[j] * (bs[2j] + bs[2j+1]); [imin of pair 0, 1, 2, 3]
+                let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
+                let t = _mm256_hadd_epi32(t, t);
+                let imin = _mm_unpacklo_epi64(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+                let scale = _mm_mul_ps(dd, _mm_set1_ps(f32_at(ab)));
+                let lo = _mm_cvtepi32_ps(_mm_unpacklo_epi32(isum, imin));
+                let hi = _mm_cvtepi32_ps(_mm_unpackhi_epi32(isum, imin));
+                let mut x = acc[r];
+                x = _mm_fmadd_ps(lo, scale, x);
+                x = _mm_fmadd_ps(_mm_movehl_ps(lo, lo), scale, x);
+                x = _mm_fmadd_ps(hi, scale, x);
+                x = _mm_fmadd_ps(_mm_movehl_ps(hi, hi), scale, x);
+                acc[r] = x;
             }
         }
         for r in 0..R {
@@ -1853,10 +1913,10 @@ pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut
 /// An 8-row Q4_K panel × R Q8_K activation rows (`a + i * a_stride`); result (i, j) to
 /// `out + i * out_stride + j`. Per group of 32 the 8 runs' `maddubs` are added in 16 bits
 /// (each term is at most 2 · 15 · 128, eight of them stay below 2^15), scaled by the rows'
-/// 6-bit scales in one `madd`; the mins' products with the activation's group sums by four
-/// `madd`; all exact in 32 bits. Then per block one FMA for the scales' part and one for the
-/// mins', in two accumulators subtracted at the end: bit for bit llama.cpp's repacked order
-/// (`quant::vec_dot_repacked`), so used for the matrices it repacks.
+/// 6-bit scales in one `madd`; the mins' products with the activation's group sums by `madd`;
+/// all exact in 32 bits. Then per pair of groups one FMA for the scales' part and one for the
+/// mins', in two accumulators subtracted at the end: bit for bit llama.cpp's
+/// repacked GEMM (`quant::vec_dot_repacked` with `gemm`), so used for the matrices it repacks.
 /// Activation rows go four at a time, so each run of the panel is loaded once for four.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const ActAux, out: *mut f32, out_stride: usize) {
@@ -1891,6 +1951,15 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
     // SAFETY: the caller's panel block and N activation blocks.
     unsafe {
         let row = |i: usize| ab.add(i * a_stride);
+        let d = _mm256_load_ps(pb.add(Q4K8_D) as *const f32);
+        let dmin = _mm256_load_ps(pb.add(Q4K8_D + 32) as *const f32);
+        let yd: [__m256; N] = std::array::from_fn(|i| _mm256_set1_ps(f32_at(row(i))));
+        // the groups' activation sums as 16-bit pairs: 32-bit lanes 0, 1, 4, 5 hold groups
+        // (0, 1), (2, 3), (4, 5), (6, 7)
+        let gs: [__m256i; N] = std::array::from_fn(|i| {
+            let bs = load256(row(i).add(4 + QK_K));
+            _mm256_hadd_epi16(bs, bs)
+        });
         let mut isum = [_mm256_setzero_si256(); N];
         for g in 0..8 {
             let mut s16 = [_mm256_setzero_si256(); N];
@@ -1905,19 +1974,18 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
             for i in 0..N {
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
             }
-        }
-        let d = _mm256_load_ps(pb.add(Q4K8_D) as *const f32);
-        let dmin = _mm256_load_ps(pb.add(Q4K8_D + 32) as *const f32);
-        for i in 0..N {
-            // the groups' activation sums as 16-bit pairs: 32-bit lanes 0, 1, 4, 5 hold
-            // groups (0, 1), (2, 3), (4, 5), (6, 7)
-            let bs = load256(row(i).add(4 + QK_K));
-            let gs = _mm256_hadd_epi16(bs, bs);
-            let pair = |p: usize, lane: i32| _mm256_madd_epi16(_mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i), _mm256_permutevar8x32_epi32(gs, _mm256_set1_epi32(lane)));
-            let msum = _mm256_add_epi32(_mm256_add_epi32(pair(0, 0), pair(1, 1)), _mm256_add_epi32(pair(2, 4), pair(3, 5)));
-            let yd = _mm256_set1_ps(f32_at(row(i)));
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
-            acc_m[i] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(msum), acc_m[i]);
+            if g % 2 == 1 {
+                // a pair of groups done: its sums into the accumulators, as upstream's GEMM
+                let p = g / 2;
+                let mins = _mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i);
+                let lane = [0, 1, 4, 5][p];
+                for i in 0..N {
+                    let msum = _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(gs[i], _mm256_set1_epi32(lane)));
+                    acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd[i]), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+                    acc_m[i] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, yd[i]), _mm256_cvtepi32_ps(msum), acc_m[i]);
+                    isum[i] = _mm256_setzero_si256();
+                }
+            }
         }
     }
 }

@@ -978,10 +978,10 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
 /// A 16-row Q4_K (or Q5_K) panel × R Q8_K activation rows (`a + i * a_stride`); result
 /// (i, j) to `out + i * out_stride + j`. Per group the integer sums of quants × activations
 /// (`dpbusd`) are scaled by the rows' 6-bit scales, and the mins by the activation's group
-/// sums, all in 32-bit integers (exact: a Q5_K block's total stays below 2^27); then per block
-/// one FMA of the scales' part by `d · d_a` and one of the mins' part by `dmin · d_a` into two
-/// accumulators, subtracted at the end: bit for bit llama.cpp's repacked Q4_K order
-/// (`quant::vec_dot_repacked`), the same steps as [`super::avx2::gemm8_q4_k`].
+/// sums, all in 32-bit integers (exact: a Q5_K block's total stays below 2^27); then per pair
+/// of groups one FMA of the scales' part by `d · d_a` and one of the mins' part by `dmin · d_a`
+/// into two accumulators, subtracted at the end: bit for bit llama.cpp's repacked Q4_K GEMM
+/// (`quant::vec_dot_repacked` with `gemm`), the same steps as [`super::avx2::gemm8_q4_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
@@ -992,6 +992,16 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
             let d = _mm512_loadu_ps(pb.add(Q4K_D) as *const f32);
             let dmin = _mm512_loadu_ps(pb.add(Q4K_D + 64) as *const f32);
+            // per activation row: d · d_a, dmin · d_a, and the groups' activation sums
+            let mut dy = [_mm512_setzero_ps(); R];
+            let mut dminy = [_mm512_setzero_ps(); R];
+            let mut group_sums = [[0i32; 8]; R];
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let yd = _mm512_set1_ps(f32_at(ab));
+                (dy[r], dminy[r]) = (_mm512_mul_ps(d, yd), _mm512_mul_ps(dmin, yd));
+                _mm256_storeu_si256(group_sums[r].as_mut_ptr() as *mut __m256i, _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1)));
+            }
             let mut itot = [_mm512_setzero_si512(); R];
             for g in 0..8 {
                 let mut isum = [_mm512_setzero_si512(); R];
@@ -1007,20 +1017,18 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                 for r in 0..R {
                     itot[r] = _mm512_add_epi32(itot[r], _mm512_mullo_epi32(isum[r], sc));
                 }
-            }
-            for r in 0..R {
-                // the mins: sum over groups of min × (sum of the group's activation quants)
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let mut group_sums = [0i32; 8];
-                _mm256_storeu_si256(group_sums.as_mut_ptr() as *mut __m256i, _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1)));
-                let mut msum = _mm512_setzero_si512();
-                for (g, &s) in group_sums.iter().enumerate() {
-                    let m = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32));
-                    msum = _mm512_add_epi32(msum, _mm512_mullo_epi32(m, _mm512_set1_epi32(s)));
+                if g % 2 == 1 {
+                    // a pair of groups done, as upstream's GEMM: the mins of both groups ×
+                    // the activation's group sums, then one FMA for each part
+                    let m0 = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * (g - 1)) as *const f32));
+                    let m1 = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32));
+                    for r in 0..R {
+                        let msum = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(group_sums[r][g - 1])), _mm512_mullo_epi32(m1, _mm512_set1_epi32(group_sums[r][g])));
+                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), dy[r], acc[r]);
+                        acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dminy[r], acc_m[r]);
+                        itot[r] = _mm512_setzero_si512();
+                    }
                 }
-                let yd = _mm512_set1_ps(f32_at(ab));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), _mm512_mul_ps(d, yd), acc[r]);
-                acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, yd), acc_m[r]);
             }
         }
         for r in 0..R {

@@ -240,18 +240,19 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
 }
 
 /// The SIMD dot kernels for a weight matrix of type `ty` that llama.cpp repacks
-/// (`quant::repacked_order`), in its repacked kernels' order (`quant::vec_dot_repacked`), or
-/// None when only the scalar reference handles it.
-pub fn dot_fns_repacked(ty: GgmlType) -> Option<&'static DotFns> {
-    dot_fns_repacked_at(level(), ty)
+/// (`quant::repacked_order`), in the order of its repacked GEMM (`gemm`) or GEMV
+/// (`quant::vec_dot_repacked`), or None when only the scalar reference handles it. The GEMM
+/// order's (used for small tiles only: panels take the rest) are the AVX2 ones at AVX-512 too.
+pub fn dot_fns_repacked(ty: GgmlType, gemm: bool) -> Option<&'static DotFns> {
+    dot_fns_repacked_at(level(), ty, gemm)
 }
 
 /// As [`dot_fns_repacked`] at a given level.
-pub fn dot_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
+pub fn dot_fns_repacked_at(level: Level, ty: GgmlType, gemm: bool) -> Option<&'static DotFns> {
     match level {
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => {
+        Level::Avx512 if !gemm => {
             static Q4_K: DotFns = table!(avx512, dot_q4_k_repacked);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
@@ -259,10 +260,11 @@ pub fn dot_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static DotFns
             }
         }
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => {
+        Level::Avx2 | Level::Avx512 => {
             static Q4_K: DotFns = table!(avx2, dot_q4_k_repacked);
+            static Q4_K_GEMM: DotFns = table!(avx2, dot_q4_k_repacked_gemm);
             match ty {
-                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q4K => Some(if gemm { &Q4_K_GEMM } else { &Q4_K }),
                 _ => None,
             }
         }
@@ -272,7 +274,7 @@ pub fn dot_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static DotFns
 }
 
 /// The batched kernels (activations prepared once) for a matrix of type `ty` that llama.cpp
-/// repacks, in its repacked order, or None.
+/// repacks, in its repacked GEMV's order, or None.
 pub fn batch_fns_repacked(ty: GgmlType) -> Option<&'static BatchFns> {
     batch_fns_repacked_at(level(), ty)
 }
@@ -320,7 +322,7 @@ pub fn panel_fns(ty: GgmlType, order: SumOrder, repacked: bool) -> Option<&'stat
 }
 
 /// Whether the panels of `ty` at `level` sum in the reference's order (`vec_dot`'s, or for
-/// `repacked` matrices `vec_dot_repacked`'s).
+/// `repacked` matrices the GEMM order of `vec_dot_repacked`).
 pub fn panel_is_exact(level: Level, ty: GgmlType, repacked: bool) -> bool {
     if repacked {
         level >= Level::Avx2 && ty == GgmlType::Q4K

@@ -131,22 +131,35 @@ fn check_type(ty: GgmlType, col_choices: &[usize]) {
         return; // tested_levels has said the AVX2 kernels are not tested here
     }
     for level in levels() {
-        check_type_at(level, ty, col_choices, false);
+        check_type_at(level, ty, col_choices, Order::VecDot);
     }
 }
 
-/// The reference's dot product of a weight row with an activation row, in `vec_dot`'s order
-/// or (for matrices upstream repacks) `vec_dot_repacked`'s.
-fn dot_ref(ty: GgmlType, cols: usize, w: &[u8], a: &[u8], repacked: bool) -> f32 {
-    if repacked {
-        quant::vec_dot_repacked(ty, cols, w, a)
-    } else {
-        quant::vec_dot(ty, cols, w, a)
+/// The reference orders: `vec_dot`'s, or for matrices upstream repacks its GEMV's or GEMM's
+/// (`quant::vec_dot_repacked`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Order {
+    VecDot,
+    Gemv,
+    Gemm,
+}
+
+/// The reference's dot product of a weight row with an activation row in `order`.
+fn dot_ref(ty: GgmlType, cols: usize, w: &[u8], a: &[u8], order: Order) -> f32 {
+    match order {
+        Order::VecDot => quant::vec_dot(ty, cols, w, a),
+        Order::Gemv => quant::vec_dot_repacked(ty, cols, w, a, false),
+        Order::Gemm => quant::vec_dot_repacked(ty, cols, w, a, true),
     }
 }
 
-fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], repacked: bool) {
-    let fns = if repacked { dot_fns_repacked_at(level, ty) } else { dot_fns_at(level, ty) }.expect("kernel");
+fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], order: Order) {
+    let fns = match order {
+        Order::VecDot => dot_fns_at(level, ty),
+        Order::Gemv => dot_fns_repacked_at(level, ty, false),
+        Order::Gemm => dot_fns_repacked_at(level, ty, true),
+    }
+    .expect("kernel");
     let vt = ty.vec_dot_type();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ty as u64);
     let (mut exact, mut total) = (0, 0);
@@ -158,7 +171,7 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], repacked: bo
             let act = act_rows(&mut rng, vt, cols, n_act);
             for _ in 0..3 {
                 let w = weight_row(&mut rng, ty, cols, raw);
-                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], repacked)).collect();
+                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], order)).collect();
                 for (ri, f) in fns.iter().enumerate() {
                     let r = ri + 1;
                     for t0 in 0..=n_act - r {
@@ -232,6 +245,7 @@ fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
 fn check_batch(ty: GgmlType, col_choices: &[usize], repacked: bool) {
     for level in levels() {
         let Some(b) = (if repacked { batch_fns_repacked_at(level, ty) } else { batch_fns_at(level, ty) }) else { continue };
+        let order = if repacked { Order::Gemv } else { Order::VecDot };
         let vt = ty.vec_dot_type();
         let mut rng = Rng(0x6b61_7463_6821 ^ ty as u64);
         for &cols in col_choices {
@@ -249,7 +263,7 @@ fn check_batch(ty: GgmlType, col_choices: &[usize], repacked: bool) {
                     unsafe { (b.prep)(nb, act.as_ptr().add(t * arb), (prepared.as_mut_ptr() as *mut u8).add(t * pb)) };
                 }
                 let w = weight_row(&mut rng, ty, cols, raw);
-                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], repacked)).collect();
+                let want: Vec<f32> = (0..n_act).map(|t| dot_ref(ty, cols, &w, &act[t * arb..(t + 1) * arb], order)).collect();
                 for (ri, f) in b.rows.iter().enumerate() {
                     let r = ri + 1;
                     for t0 in 0..=n_act - r {
@@ -342,15 +356,16 @@ fn q8_0() {
 fn q4_k() {
     check_type(GgmlType::Q4K, &[256, 768, 4864]);
 }
-/// Q4_K in llama.cpp's repacked order (`quant::vec_dot_repacked`), at every level (the AVX-512
-/// level uses the AVX2 kernels).
+/// Q4_K in llama.cpp's repacked GEMV and GEMM orders (`quant::vec_dot_repacked`), at every
+/// level.
 #[test]
 fn q4_k_repacked() {
     if !available() {
         return;
     }
     for level in levels() {
-        check_type_at(level, GgmlType::Q4K, &[256, 768, 4864], true);
+        check_type_at(level, GgmlType::Q4K, &[256, 768, 4864], Order::Gemv);
+        check_type_at(level, GgmlType::Q4K, &[256, 768, 4864], Order::Gemm);
     }
 }
 #[test]
@@ -472,7 +487,7 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
                             for j in 0..pr {
                                 let (t, wr) = (t0 + i, j0 + j);
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
-                                let want = dot_ref(ty, cols, wrow, arow, repacked);
+                                let want = dot_ref(ty, cols, wrow, arow, if repacked { Order::Gemm } else { Order::VecDot });
                                 let got = out[i * stride + j];
                                 if exact {
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want} (bit for bit)", ty.name());
