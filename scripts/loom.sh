@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTFLAGS="--cfg loom --cfg crossbeam_loom"
 # No preemption bound unless LOOM_MAX_PREEMPTIONS is set: every interleaving is explored.
-cargo test --release --lib --no-default-features --features loom --target-dir target/loom -- engine::loom_tests --test-threads 2 "$@"
+cargo test --profile ci --lib --no-default-features --features loom --target-dir target/loom -- engine::loom_tests --test-threads 2 "$@"

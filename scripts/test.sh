@@ -11,19 +11,23 @@ ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked
 # every allocation (tests/c_harness.rs).
 cargo build --profile memcheck --no-default-features --lib
 ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
-cargo test --release -- --test-threads 2
-# deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
-cargo test --release -p deepseek-server
+# The tests run in the `ci` profile (Cargo.toml: release code without fat LTO, which would
+# re-optimize the library into each of ~40 test binaries).
+cargo test --profile ci -- --test-threads 2
 # The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
 # scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
 # kernels take minutes; they run at the AVX2 level.)
 # On a machine without the AVX-512 level the run above already was the AVX2 run.
 if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then
-  DEEPSEEK_KERNELS=avx2 cargo test --release --test golden_logits --test golden_quants --test engine --test real_models
+  DEEPSEEK_KERNELS=avx2 cargo test --profile ci --test golden_logits --test golden_quants --test engine --test real_models
 else
   echo "== no AVX-512 level here: the tests above ran at the AVX2 level"
 fi
-DEEPSEEK_KERNELS=scalar cargo test --release --test golden_logits --test golden_quants --test engine
+DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test golden_quants --test engine
+# deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
+# After the reruns above: its build resolves the shared dependencies' features without the root
+# crate's dev-dependencies, and a root test run after it was seen to rebuild the library.
+cargo test --profile ci -p deepseek-server
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
 scripts/loom.sh
 # Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).
