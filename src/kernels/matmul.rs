@@ -487,6 +487,46 @@ mod tests {
         }
     }
 
+    /// llama.cpp's own output of a repacked Q4_K matrix (tests/data/upstream_ops: 39 rows, 36
+    /// through its GEMM and 3 through its GEMV) on its own input, bit for bit: the scalar
+    /// reference in the matching order, and the product at this machine's kernel level. The
+    /// `vec_dot` order gets most of them wrong (so the data tells the orders apart).
+    #[test]
+    fn q4_k_is_llama_cpps_repacked_matmul() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let f32s = |name: &str| -> Vec<f32> { std::fs::read(root.join("tests/data/upstream_ops").join(name)).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+        let (x, want) = (f32s("q4k_kv_a_in_39.f32"), f32s("q4k_kv_a_out_39.f32"));
+        let file = crate::gguf::GgufFile::open(&root.join("tests/data/deepseek2/tiny-deepseek3-q4_k_m.gguf"), true).unwrap();
+        let t = file.tensor("blk.0.attn_kv_a_mqa.weight").unwrap();
+        let (cols, rows, n) = (t.dims[0], t.dims[1], 39);
+        assert_eq!((t.ty, x.len(), want.len()), (GgmlType::Q4K, n * cols, n * rows));
+        let w = WeightMatrix { ty: t.ty, rows, cols, data: file.tensor_data(t), order: simd::SumOrder::Reference, repacked: quant::Repacked::of(t.ty, rows, false) };
+        assert_eq!(w.repacked, quant::Repacked::MulMat);
+        let pool = ThreadPool::new(2).unwrap();
+        let mut act = vec![0u8; activation_bytes(w.ty, cols, n)];
+        quantize_activations(&pool, w.ty, &x, cols, n, &mut act);
+        let arb = act.len() / n;
+        let mut vec_dot_equal = 0;
+        for t in 0..n {
+            for r in 0..rows {
+                let a = &act[t * arb..(t + 1) * arb];
+                let got = w.dot_ref(r, a, t, n);
+                assert_eq!(got.to_bits(), want[t * rows + r].to_bits(), "reference ({t}, {r}): {got} vs llama.cpp's {}", want[t * rows + r]);
+                vec_dot_equal += (quant::vec_dot(w.ty, cols, w.row(r), a).to_bits() == got.to_bits()) as usize;
+            }
+        }
+        assert!(vec_dot_equal < n * rows / 2, "vec_dot's order matched {vec_dot_equal} of {}", n * rows);
+        let mut out = vec![f32::NAN; n * rows];
+        matmul(&pool, &w, &act, n, &mut out);
+        for (i, (g, e)) in out.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), e.to_bits(), "{:?} level, output ({}, {}): {g} vs llama.cpp's {e}", simd::level(), i / rows, i % rows);
+        }
+        // one row alone (decode) goes through upstream's GEMV
+        let mut one = vec![f32::NAN; rows];
+        matmul(&pool, &w, &act[36 * arb..37 * arb], 1, &mut one);
+        assert_eq!(one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want[36 * rows..37 * rows].iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
     /// The driver (chunks, tiles, threads) gives the reference's dot product for every output.
     #[test]
     fn matmul_matches_vec_dot() {

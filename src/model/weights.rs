@@ -130,7 +130,8 @@ impl Weights {
     pub fn from_file(f: &GgufFile, hp: &HParams) -> Result<Weights, String> {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
-        let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { token_embd.clone() };
+        // a tied output is upstream's token_embd tensor, placed for GET_ROWS: never repacked
+        let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { Mat { repacked: quant::Repacked::No, ..token_embd.clone() } };
         Ok(Weights {
             token_embd,
             output_norm: vector(f, "output_norm.weight", e)?,
