@@ -3,8 +3,8 @@
 # llama.cpp into a virtualenv (cached under target/), points LLAMA_CPP_LIB_PATH at a directory
 # whose libllama.so is our library, and runs tests/python/test_llama_cpp_python.py on the
 # Qwen2.5-Coder-0.5B model. Needs `cargo build --release` first and network access the first time.
-# DEEPSEEK_LIB_DIR (default target/release) holds libdeepseek.so and deepseek-cli;
-# tests/llama_cpp_python.rs runs this script.
+# DEEPSEEK_LIB_DIR (default target/release) holds libdeepseek.so and deepseek-cli; DEEPSEEK_CLI
+# names another deepseek-cli (tests/llama_cpp_python.rs, which runs this script, passes its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -23,5 +23,5 @@ fi
 LIBDIR=$ROOT/target/llama-cpp-python-lib
 mkdir -p "$LIBDIR"
 ln -sfn "$LIB" "$LIBDIR/libllama.so"
-LLAMA_CPP_LIB_PATH=$LIBDIR "$VENV/bin/python" tests/python/test_llama_cpp_python.py "$MODEL" "$BIN/deepseek-cli"
+LLAMA_CPP_LIB_PATH=$LIBDIR "$VENV/bin/python" tests/python/test_llama_cpp_python.py "$MODEL" "${DEEPSEEK_CLI:-$BIN/deepseek-cli}"
 LLAMA_CPP_LIB_PATH=$LIBDIR "$VENV/bin/python" tests/python/test_grammar.py "$MODEL"

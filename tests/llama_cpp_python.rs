@@ -13,8 +13,10 @@ use std::process::Command;
 fn llama_cpp_python_runs_on_libdeepseek() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let cli = PathBuf::from(env!("CARGO_BIN_EXE_deepseek-cli"));
+    // the library `cargo build --release` made (the one users load), this test build's CLI
     let out = Command::new(root.join("scripts/test-llama-cpp-python.sh"))
-        .env("DEEPSEEK_LIB_DIR", cli.parent().unwrap())
+        .env("DEEPSEEK_LIB_DIR", root.join("target/release"))
+        .env("DEEPSEEK_CLI", &cli)
         .output()
         .expect("scripts/test-llama-cpp-python.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
