@@ -1953,13 +1953,20 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
         let row = |i: usize| ab.add(i * a_stride);
         let d = _mm256_load_ps(pb.add(Q4K8_D) as *const f32);
         let dmin = _mm256_load_ps(pb.add(Q4K8_D + 32) as *const f32);
-        let yd: [__m256; N] = std::array::from_fn(|i| _mm256_set1_ps(f32_at(row(i))));
-        // the groups' activation sums as 16-bit pairs: 32-bit lanes 0, 1, 4, 5 hold groups
-        // (0, 1), (2, 3), (4, 5), (6, 7)
-        let gs: [__m256i; N] = std::array::from_fn(|i| {
+        // The mins' part first (its accumulator is a chain of its own): per pair of groups the
+        // mins × the activation's group sums, one FMA by dmin · d_a. The group sums as 16-bit
+        // pairs: 32-bit lanes 0, 1, 4, 5 hold groups (0, 1), (2, 3), (4, 5), (6, 7).
+        for i in 0..N {
+            let dminy = _mm256_mul_ps(dmin, _mm256_set1_ps(f32_at(row(i))));
             let bs = load256(row(i).add(4 + QK_K));
-            _mm256_hadd_epi16(bs, bs)
-        });
+            let gs = _mm256_hadd_epi16(bs, bs);
+            let mut m = acc_m[i];
+            for (p, lane) in [0, 1, 4, 5].into_iter().enumerate() {
+                let msum = _mm256_madd_epi16(_mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i), _mm256_permutevar8x32_epi32(gs, _mm256_set1_epi32(lane)));
+                m = _mm256_fmadd_ps(dminy, _mm256_cvtepi32_ps(msum), m);
+            }
+            acc_m[i] = m;
+        }
         let mut isum = [_mm256_setzero_si256(); N];
         for g in 0..8 {
             let mut s16 = [_mm256_setzero_si256(); N];
@@ -1975,14 +1982,10 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
             }
             if g % 2 == 1 {
-                // a pair of groups done: its sums into the accumulators, as upstream's GEMM
-                let p = g / 2;
-                let mins = _mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i);
-                let lane = [0, 1, 4, 5][p];
+                // a pair of groups done: its scaled sum by one FMA with d · d_a, as upstream's GEMM
                 for i in 0..N {
-                    let msum = _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(gs[i], _mm256_set1_epi32(lane)));
-                    acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, yd[i]), _mm256_cvtepi32_ps(isum[i]), acc[i]);
-                    acc_m[i] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, yd[i]), _mm256_cvtepi32_ps(msum), acc_m[i]);
+                    let dy = _mm256_mul_ps(d, _mm256_set1_ps(f32_at(row(i))));
+                    acc[i] = _mm256_fmadd_ps(dy, _mm256_cvtepi32_ps(isum[i]), acc[i]);
                     isum[i] = _mm256_setzero_si256();
                 }
             }
