@@ -4,15 +4,21 @@
 # test, and each fuzz target for a minute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, as minutes:seconds since the script began (CI's log shows where time goes).
+stage() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+stage "fetch models"
 scripts/fetch-models.sh smollm2 qwen05
+stage "release build"
 cargo build --release
 ln -sfn libdeepseek.so target/release/libdeepseek.so.0  # the SONAME that linked programs load
 # The library valgrind checks: the system allocator instead of jemalloc, so memcheck sees
 # every allocation (tests/c_harness.rs).
+stage "memcheck build"
 cargo build --profile memcheck --no-default-features --lib
 ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 # The tests run in the `ci` profile (Cargo.toml: release code without fat LTO, which would
 # re-optimize the library into each of ~40 test binaries).
+stage "tests (ci profile)"
 cargo test --profile ci -- --test-threads 2
 # The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
 # scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
@@ -23,12 +29,17 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw
 else
   echo "== no AVX-512 level here: the tests above ran at the AVX2 level"
 fi
+stage "scalar reruns"
 DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test golden_quants --test engine
 # deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
 # After the reruns above: its build resolves the shared dependencies' features without the root
 # crate's dev-dependencies, and a root test run after it was seen to rebuild the library.
+stage "deepseek-server"
 cargo test --profile ci -p deepseek-server
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
+stage "loom"
 scripts/loom.sh
 # Every fuzz target for 60 s, after replaying its committed regression inputs (docs/FUZZING.md).
+stage "fuzz"
 scripts/fuzz.sh 60
+stage "done"
