@@ -1,5 +1,5 @@
 //! state: a context's state as bytes (llama_state_* and llama_state_seq_*): the occupied KV
-//! cells with their F16 rows and, for the whole-context state, the last decode's outputs.
+//! cells with their rows (in the cache's types) and, for the whole-context state, the last decode's outputs.
 //! Restoring into a context of the same model and shape reproduces the next logits bit for
 //! bit (cells return to the same indices, so attention visits them in the same order). Input
 //! bytes are untrusted: every length is checked against what remains before it is used.
@@ -10,7 +10,7 @@ use crate::kv::{Cell, SeqSet};
 
 const MAGIC_FULL: u32 = 0x4453_5354; // "DSST"
 const MAGIC_SEQ: u32 = 0x4453_5351; // "DSSQ"
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -24,12 +24,16 @@ fn put_count(out: &mut Vec<u8>, n: usize) {
 /// What must match between the saving and the loading context: the model's cache layout, and
 /// for a whole-context state also the cache's shape (cells return to their indices). A
 /// sequence state goes to free cells of any context of the same model.
-fn fingerprint(ctx: &Context, whole: bool) -> [u32; 7] {
+fn fingerprint(ctx: &Context, whole: bool) -> [u32; 9] {
     let hp = &ctx.model.hp;
     let kv = &ctx.kv;
     let (streams, cells) = if whole { (kv.shape.n_stream as u32, kv.shape.n_cells as u32) } else { (0, 0) };
-    [hp.n_layer as u32, hp.n_vocab as u32, hp.n_embd as u32, kv.kv_dim() as u32, kv.shape.with_v as u32, streams, cells]
+    let (k, v) = (kv.shape.k_type.ggml() as u32, kv.shape.v_type.ggml() as u32);
+    [hp.n_layer as u32, hp.n_vocab as u32, hp.n_embd as u32, kv.kv_dim() as u32, kv.shape.with_v as u32, streams, cells, k, v]
 }
+
+/// The names of the fingerprint's fields, for the error that says which one differs.
+const FINGERPRINT: [&str; 9] = ["layers", "vocabulary", "embedding width", "KV row width", "V cache", "streams", "cells per stream", "K cache type", "V cache type"];
 
 /// Serialises the context (seq = None) or one sequence's cells.
 pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
@@ -63,9 +67,8 @@ pub fn save(ctx: &Context, seq: Option<usize>, out: &mut Vec<u8>) {
     }
     for layer in 0..ctx.model.hp.n_layer {
         for &i in &cells {
-            for h in kv.k_row(layer, i).iter().chain(kv.v_row_raw(layer, i)) {
-                out.extend_from_slice(&h.to_le_bytes());
-            }
+            out.extend_from_slice(kv.k_bytes(layer, i));
+            out.extend_from_slice(kv.v_bytes_raw(layer, i));
         }
     }
     // deepseek4: the compressed caches and compressor states of the streams saved
@@ -146,7 +149,7 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
     for (i, want) in fingerprint(ctx, dest.is_none()).into_iter().enumerate() {
         let got = c.u32("state fingerprint")?;
         if got != want {
-            return Err(format!("state was saved by a different model or context shape (field {i}: {got} != {want})"));
+            return Err(format!("state was saved by a different model or context shape ({}: {got} != {want})", FINGERPRINT[i]));
         }
     }
     let n_total = ctx.kv.n_cells_total();
@@ -172,9 +175,10 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
         }
         cells.push((idx, pos, seqs));
     }
-    let row = ctx.kv.kv_dim() * if ctx.kv.shape.with_v { 2 } else { 1 };
+    let (k_bytes, v_bytes) = ctx.kv.row_bytes();
+    let row = k_bytes + v_bytes;
     let n_layer = ctx.model.hp.n_layer;
-    let data_len = n.checked_mul(row).and_then(|x| x.checked_mul(2 * n_layer)).ok_or("state size overflows")?;
+    let data_len = n.checked_mul(row).and_then(|x| x.checked_mul(n_layer)).ok_or("state size overflows")?;
     let data = c.take(data_len, "KV rows")?;
     // Place the cells (validated above) before touching the cache, so a failure leaves it as it was.
     let targets: Vec<usize> = match dest {
@@ -214,9 +218,6 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
             ctx.kv.seq_rm(d as i32, -1, -1);
         }
     }
-    let kv_dim = ctx.kv.kv_dim();
-    let mut k = vec![0u16; kv_dim];
-    let mut v = vec![0u16; row - kv_dim];
     for (j, (&(_, pos, seqs), &target)) in cells.iter().zip(&targets).enumerate() {
         let seqs = match dest {
             None => seqs,
@@ -224,12 +225,9 @@ pub fn load(ctx: &mut Context, bytes: &[u8], dest: Option<usize>) -> Result<usiz
         };
         ctx.kv.restore_cell(target, Cell { pos, seqs });
         for layer in 0..n_layer {
-            let off = (layer * n + j) * row * 2;
-            let src = &data[off..off + row * 2];
-            for (i, h) in k.iter_mut().chain(v.iter_mut()).enumerate() {
-                *h = u16::from_le_bytes([src[2 * i], src[2 * i + 1]]);
-            }
-            ctx.kv.restore_rows(layer, target, &k, &v);
+            let off = (layer * n + j) * row;
+            let src = &data[off..off + row];
+            ctx.kv.restore_rows(layer, target, &src[..k_bytes], &src[k_bytes..]);
         }
     }
     if let Some(tmp) = extra {

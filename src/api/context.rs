@@ -82,10 +82,13 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
     if !(-1..=1).contains(&raw_enum(&p.flash_attn_type)) {
         return Err(format!("invalid flash_attn_type {}", raw_enum(&p.flash_attn_type)));
     }
-    for (name, t) in [("type_k", raw_enum(&p.type_k)), ("type_v", raw_enum(&p.type_v))] {
-        if t != ggml_type::GGML_TYPE_F16 as i32 {
-            return Err(format!("{name} = {t} is not supported yet (only F16 KV cache)"));
-        }
+    let cache_type = |name: &str, t: i32| {
+        crate::kv::CacheType::from_ggml(t).ok_or_else(|| format!("{name} = {t} is not a KV cache type this library has (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: ggml types 0, 1, 30, 8, 2, 3, 6, 7, 20)"))
+    };
+    let (type_k, type_v) = (cache_type("type_k", raw_enum(&p.type_k))?, cache_type("type_v", raw_enum(&p.type_v))?);
+    // as upstream: a quantized V cache needs flash attention (AUTO turns it on)
+    if type_v.is_quantized() && raw_enum(&p.flash_attn_type) == 0 {
+        return Err(format!("quantized V cache ({}) requires flash_attn to be enabled", type_v.name()));
     }
     if p.cb_eval.is_some() {
         return Err("cb_eval (a callback on the ggml graph's tensors) is not supported: this library does not build a ggml graph, so there are no tensors to pass it".into());
@@ -112,6 +115,8 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
         kv_unified: p.kv_unified,
         pooling,
         causal_attn,
+        type_k,
+        type_v,
     })
 }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
-use crate::kv::{KvCache, KvShape};
+use crate::kv::{CacheType, KvCache, KvShape};
 use crate::model::{Scratch, UBatch};
 use crate::model::hparams::{Pooling, RopeScaling};
 use crate::model::Model;
@@ -41,6 +41,9 @@ pub struct ContextParams {
     pub pooling: Option<Pooling>,
     /// None: as the model says (`{arch}.attention.causal`).
     pub causal_attn: Option<bool>,
+    /// The KV cache's key and value types (`type_k`, `type_v`; F16 by default).
+    pub type_k: CacheType,
+    pub type_v: CacheType,
 }
 
 impl Default for ContextParams {
@@ -65,6 +68,8 @@ impl Default for ContextParams {
             kv_unified: false,
             pooling: None,
             causal_attn: None,
+            type_k: CacheType::F16,
+            type_v: CacheType::F16,
         }
     }
 }
@@ -141,6 +146,31 @@ fn yarn_mscale(scale: f32, mscale: f32) -> f32 {
     } else {
         0.1 * mscale * scale.ln() + 1.0
     }
+}
+
+/// The KV cache types a model can have, as upstream's `llama_init_from_model` allows them: MLA
+/// models (their values are part of the key rows) need equal types; a block type must divide
+/// the heads (for MLA also the latent the values are read from). deepseek32's indexer keys and
+/// deepseek4's compressed caches live beside the keys in F16 here, so those two take F16 only.
+fn check_cache_types(model: &Model, k: CacheType, v: CacheType) -> Result<(), String> {
+    let hp = &model.hp;
+    if k == CacheType::F16 && v == CacheType::F16 {
+        return Ok(());
+    }
+    if hp.indexer.is_some() || hp.dsv4.is_some() {
+        return Err(format!("{} keeps its indexer keys in the KV cache's rows, which this library holds in F16 only: type_k = {} / type_v = {} are not supported for it (use F16)", hp.arch.name(), k.name(), v.name()));
+    }
+    if !hp.kv_with_v() && k != v {
+        return Err(format!("the model does not support different K ({}) and V ({}) cache types (its attention reads values from the key rows)", k.name(), v.name()));
+    }
+    let (_, head_dim) = hp.kv_cache_heads();
+    let v_dim = if hp.kv_with_v() { hp.head_dim_v } else { hp.mla.as_ref().map_or(head_dim, |m| m.kv_lora_rank) };
+    for (what, t, n) in [("K", k, head_dim), ("V", v, v_dim)] {
+        if n % t.block_len() != 0 {
+            return Err(format!("{what} cache type {} with block size {} does not divide n_embd_head_{}={n}", t.name(), t.block_len(), what.to_lowercase()));
+        }
+    }
+    Ok(())
 }
 
 /// `n` rounded up to the cache's padding, or an error when that does not fit in a u32.
@@ -229,6 +259,7 @@ impl Context {
             mode: hp.arch.rope_mode(),
         };
         let (n_head_kv, head_dim) = hp.kv_cache_heads();
+        check_cache_types(&model, p.type_k, p.type_v)?;
         let shape = KvShape {
             n_layer: hp.n_layer,
             n_head_kv,
@@ -246,6 +277,10 @@ impl Context {
                 n_stream,
                 n_cells: n_ctx_seq as usize,
             }),
+            k_type: p.type_k,
+            v_type: p.type_v,
+            // upstream rotates through its standard KV cache only, not MLA's key-only cache
+            k_rot: if hp.kv_with_v() { crate::kv::types::key_rotation(p.type_k, hp.head_dim_k) } else { 0 },
         };
         let mut shape = shape;
         if model.vocab_only {
@@ -253,7 +288,7 @@ impl Context {
             shape.dsv4 = None;
         }
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
-        let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize)?;
+        let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize, (p.type_k.ggml(), p.type_v.ggml()))?;
         let pool = ThreadPool::new(max_threads)?;
         let scratch_bytes = scratch.bytes();
         let mut monitor = ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes());

@@ -15,8 +15,8 @@
 //! only on its own query and the cells it attends to, so it gets the same result bit for bit
 //! whichever tile it is in: a prefill tile of many tokens, or decode alone.
 
-use super::simd::{self, Level};
-use crate::quant::{f16_to_f32, f32_to_f16};
+use super::simd::{self, DotFn, Level};
+use crate::quant::{self, f16_to_f32, f32_to_f16, GgmlType};
 use crate::sys::alloc::try_zeroed;
 
 /// Cells per block of the online softmax.
@@ -28,10 +28,15 @@ const BLOCK: usize = 32;
 /// the sum once when the block raises the maximum and add in f32 — more exact, and far less
 /// sensitive to how a batch was composed (a rounding flip of the F16 sum is 2^-11 of it), for
 /// the dense models, whose logits meet the tolerances either way.
+///
+/// `F32Cells` is ggml's f32 accumulator for values that are not F16 (a quantized or BF16 V
+/// cache): the same cell-by-cell steps as `F16` without the roundings. A tile asked for `F16`
+/// over such values uses it, as upstream does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Accumulator {
     F32,
     F16,
+    F32Cells,
 }
 
 /// Query rows a tile aims at: enough that widening a block of cells costs little next to the
@@ -69,7 +74,7 @@ pub fn split_tiles(seq: &[usize], per_tile: usize, starts: &mut [usize]) -> usiz
 /// the whole tile goes through the cells once, each row taking a prefix; else each token goes
 /// alone over its own cells. `output(t, j, result)` receives each row's `dv` values.
 #[allow(clippy::too_many_arguments)]
-pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u16], &'a [u16])>>(
+pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u8], &'a [u8])>>(
     tile: &mut TileScratch,
     tokens: std::ops::Range<usize>,
     pos: &[i32],
@@ -101,9 +106,25 @@ pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u16], &'a [u16])>>(
 /// One thread's buffers for a tile of up to `max_rows` query rows: the queries (F16-rounded,
 /// padded with zeros to a multiple of 16), the accumulators, each row's causal limit, running
 /// maximum and sum, and the current block's cells widened to f32.
+///
+/// Cells are rows of bytes in the cache's key and value types. F16 keys (and F32 ones, which
+/// upstream casts to F16 before its flash attention) are widened and multiplied with the
+/// F16-rounded query; other keys (BF16, the block types) are multiplied as ggml does, by their
+/// `vec_dot` with the query converted to their `vec_dot_type` (`q_dot`). Values that are not
+/// F16 or F32 are converted to f32 (exact for every cache type) and summed in f32.
 pub struct TileScratch {
     level: Level,
     accumulator: Accumulator,
+    k_type: GgmlType,
+    v_type: GgmlType,
+    /// the keys' SIMD dot kernel at `level` (None: the scalar reference), when not F16
+    kdot: Option<DotFn>,
+    /// per row, the query in the keys' `vec_dot_type` (keys that are not F16)
+    q_dot: Vec<u8>,
+    q_dot_bytes: usize,
+    /// the block's key rows as stored (keys that are not F16)
+    k_blk: Vec<u8>,
+    k_bytes: usize,
     dk: usize,
     dv: usize,
     /// dk and dv rounded up to a multiple of 16 (the padding stays zero)
@@ -132,15 +153,33 @@ pub struct TileScratch {
 
 impl TileScratch {
     pub fn new(max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator) -> Result<TileScratch, String> {
-        Self::at_level(simd::level(), max_rows, dk, dv, accumulator)
+        Self::with_types(max_rows, dk, dv, accumulator, GgmlType::F16, GgmlType::F16)
     }
 
-    /// As [`TileScratch::new`] with the kernels of `level` (which the CPU must support).
-    pub(crate) fn at_level(level: Level, max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator) -> Result<TileScratch, String> {
+    /// As [`TileScratch::new`] for cells of keys of `k_type` and values of `v_type` (F32, F16,
+    /// BF16 or a block type whose blocks divide `dk` and `dv`).
+    pub fn with_types(max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator, k_type: GgmlType, v_type: GgmlType) -> Result<TileScratch, String> {
+        Self::at_level(simd::level(), max_rows, dk, dv, accumulator, k_type, v_type)
+    }
+
+    /// As [`TileScratch::with_types`] with the kernels of `level` (which the CPU must support).
+    pub(crate) fn at_level(level: Level, max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator, k_type: GgmlType, v_type: GgmlType) -> Result<TileScratch, String> {
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
+        let accumulator = if accumulator == Accumulator::F16 && !is_f16_kind(v_type) { Accumulator::F32Cells } else { accumulator };
+        let key_dot = !is_f16_kind(k_type);
+        let row = |t: GgmlType, n: usize| t.row_bytes(n).ok_or_else(|| format!("attention rows of {n} values cannot be {}", t.name()));
+        let (q_dot_bytes, k_bytes) = if key_dot { (row(k_type.vec_dot_type(), dk)?, row(k_type, dk)?) } else { (0, 0) };
+        row(v_type, dv)?;
         Ok(TileScratch {
             level,
             accumulator,
+            k_type,
+            v_type,
+            kdot: if key_dot { simd::dot_fns_at(level, k_type).map(|f| f[0]) } else { None },
+            q_dot: try_zeroed(max_rows * q_dot_bytes, "attention queries")?,
+            q_dot_bytes,
+            k_blk: try_zeroed(BLOCK * k_bytes, "attention block")?,
+            k_bytes,
             dk,
             dv,
             dkp,
@@ -165,8 +204,13 @@ impl TileScratch {
     /// Sets query row `row` (`dk` values) and its causal limit: it attends to cells at
     /// positions up to `limit`.
     pub fn set_query(&mut self, row: usize, q: &[f32], limit: i32) {
-        for (d, &x) in self.q[row * self.dkp..row * self.dkp + self.dk].iter_mut().zip(q) {
-            *d = f16_to_f32(f32_to_f16(x));
+        if self.q_dot_bytes > 0 {
+            let b = self.q_dot_bytes;
+            quant::quantize_row(self.k_type.vec_dot_type(), &q[..self.dk], &mut self.q_dot[row * b..(row + 1) * b]);
+        } else {
+            for (d, &x) in self.q[row * self.dkp..row * self.dkp + self.dk].iter_mut().zip(q) {
+                *d = f16_to_f32(f32_to_f16(x));
+            }
         }
         self.limit[row] = limit;
     }
@@ -175,7 +219,7 @@ impl TileScratch {
     /// blocks of 32. Each row takes the cells up to the first one past its limit; the caller
     /// guarantees that no later cell is within it (positions that never decrease, or a single
     /// limit that every cell is within). Results are read with [`TileScratch::output`].
-    pub fn run<'a>(&mut self, n_rows: usize, scale: f32, mut cells: impl Iterator<Item = (i32, &'a [u16], &'a [u16])>) {
+    pub fn run<'a>(&mut self, n_rows: usize, scale: f32, mut cells: impl Iterator<Item = (i32, &'a [u8], &'a [u8])>) {
         assert!(n_rows <= self.max_rows);
         self.acc[..n_rows * self.dvp].iter_mut().for_each(|a| *a = 0.0);
         self.max[..n_rows].iter_mut().for_each(|m| *m = f32::NEG_INFINITY);
@@ -200,7 +244,7 @@ impl TileScratch {
                 self.taken[row] = m;
                 if m > 0 {
                     match self.accumulator {
-                        Accumulator::F16 => self.weigh(row, m, scale),
+                        Accumulator::F16 | Accumulator::F32Cells => self.weigh(row, m, scale),
                         Accumulator::F32 => self.weigh_block(row, m, scale),
                     }
                 }
@@ -246,19 +290,27 @@ impl TileScratch {
         }
     }
 
-    /// Takes up to BLOCK cells, widening their keys and values; returns how many.
-    fn widen_block<'a>(&mut self, cells: &mut impl Iterator<Item = (i32, &'a [u16], &'a [u16])>) -> usize {
+    /// Takes up to BLOCK cells, widening their keys (or keeping them as stored, for keys that
+    /// are not F16) and values; returns how many.
+    fn widen_block<'a>(&mut self, cells: &mut impl Iterator<Item = (i32, &'a [u8], &'a [u8])>) -> usize {
         let (dk, dv, dkp, dvp) = (self.dk, self.dv, self.dkp, self.dvp);
+        let key_dot = self.k_bytes > 0;
         let mut n = 0;
         while n < BLOCK {
             let Some((pos, k, v)) = cells.next() else { break };
             self.pos[n] = pos;
-            widen(self.level, &k[..dk], &mut self.cells[n * dkp..n * dkp + dk]);
-            self.value_at[n] = if std::ptr::eq(v.as_ptr(), k.as_ptr()) && dv <= dk {
+            if key_dot {
+                let b = self.k_bytes;
+                self.k_blk[n * b..(n + 1) * b].copy_from_slice(&k[..b]);
+            } else {
+                widen_any(self.level, self.k_type, k, &mut self.cells[n * dkp..n * dkp + dk]);
+            }
+            self.value_at[n] = if std::ptr::eq(v.as_ptr(), k.as_ptr()) && dv <= dk && !key_dot {
                 n * dkp
             } else {
+                // MLA's values are the first dv of the key row, also when it is quantized
                 let at = BLOCK * dkp + n * dvp;
-                widen(self.level, &v[..dv], &mut self.cells[at..at + dv]);
+                widen_any(self.level, self.v_type, v, &mut self.cells[at..at + dv]);
                 at
             };
             n += 1;
@@ -337,6 +389,27 @@ impl TileScratch {
 
     /// p[c] = scale · q_row · k_c for the block's first `m` cells.
     fn scores(&self, row: usize, m: usize, scale: f32, p: &mut [f32; BLOCK]) {
+        if self.k_bytes > 0 {
+            // ggml: `kq_vec_dot(DK, &s, 0, k_data, 0, Q_q, 0, 1); s = s*scale`
+            let (kb, qb) = (self.k_bytes, self.q_dot_bytes);
+            let q = &self.q_dot[row * qb..(row + 1) * qb];
+            let nb = self.dk / self.k_type.block_len();
+            for (c, s) in p[..m].iter_mut().enumerate() {
+                let k = &self.k_blk[c * kb..(c + 1) * kb];
+                let dot = match self.kdot {
+                    Some(f) => {
+                        let mut out = 0f32;
+                        // SAFETY: the kernel is the keys' type's at a level the CPU has; k holds
+                        // nb blocks of it and q nb blocks of its vec_dot_type; one result.
+                        unsafe { f(nb, k.as_ptr(), q.as_ptr(), 0, &mut out, 0) };
+                        out
+                    }
+                    None => quant::vec_dot(self.k_type, self.dk, k, q),
+                };
+                *s = dot * scale;
+            }
+            return;
+        }
         let q = &self.q[row * self.dkp..(row + 1) * self.dkp];
         let keys = &self.cells[..m * self.dkp];
         match self.level {
@@ -395,6 +468,30 @@ pub fn dot_ggml(q: &[f32], k: &[f32]) -> f32 {
         sum += (q[d] * k[d]) as f64;
     }
     sum as f32
+}
+
+/// Whether upstream's flash attention reads a cache of `t` as F16 (F16, and F32, which it casts
+/// to F16 first).
+fn is_f16_kind(t: GgmlType) -> bool {
+    matches!(t, GgmlType::F16 | GgmlType::F32)
+}
+
+/// The first `dst.len()` values of a row of `t` as f32, as upstream's flash attention sees
+/// them: F16 widened, F32 rounded to F16 (its cast), the others converted exactly.
+fn widen_any(level: Level, t: GgmlType, src: &[u8], dst: &mut [f32]) {
+    let n = dst.len();
+    match t {
+        GgmlType::F16 => widen(level, quant::f16_slice(&src[..2 * n]), dst),
+        GgmlType::F32 => {
+            for (d, b) in dst.iter_mut().zip(src.chunks_exact(4)) {
+                *d = f16_to_f32(f32_to_f16(f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            }
+        }
+        _ => {
+            let bytes = t.row_bytes(n).expect("checked at creation");
+            quant::dequantize_row(t, &src[..bytes], dst);
+        }
+    }
 }
 
 /// F16 values widened to f32 with the kernels of `level` (the same bits at every level).
@@ -588,8 +685,8 @@ mod tests {
         (0..vals[0].len()).map(|d| (0..m).map(|j| w[j] * f16_to_f32(vals[j][d]) as f64).sum::<f64>() / z).collect()
     }
 
-    fn cells<'a>(pos: &'a [i32], keys: &'a [Vec<u16>], vals: &'a [Vec<u16>]) -> impl Iterator<Item = (i32, &'a [u16], &'a [u16])> {
-        pos.iter().zip(keys.iter().zip(vals)).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice()))
+    fn cells<'a>(pos: &'a [i32], keys: &'a [Vec<u16>], vals: &'a [Vec<u16>]) -> impl Iterator<Item = (i32, &'a [u8], &'a [u8])> {
+        pos.iter().zip(keys.iter().zip(vals)).map(|(&p, (k, v))| (p, quant::f16_bytes(k), quant::f16_bytes(v)))
     }
 
     /// Every level follows ggml's kernel bit for bit (its AVX-512 build's summation order and
@@ -601,7 +698,7 @@ mod tests {
                 let n = 75;
                 let (keys, vals) = (f16_rows(n, dk, 1), f16_rows(n, dv, 5));
                 let pos: Vec<i32> = (0..n as i32).collect();
-                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F16).unwrap();
+                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
                 let limits = [74, 40, 31, 0];
                 for (r, &l) in limits.iter().enumerate() {
                     s.set_query(r, &query(dk, r as f32), l);
@@ -633,7 +730,7 @@ mod tests {
                 let n = 75;
                 let (keys, vals) = (f16_rows(n, dk, 1), f16_rows(n, dv, 5));
                 let pos: Vec<i32> = (0..n as i32).collect();
-                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F32).unwrap();
+                let mut s = TileScratch::at_level(level, 4, dk, dv, Accumulator::F32, GgmlType::F16, GgmlType::F16).unwrap();
                 let limits = [74, 40, 31, 0];
                 for (r, &l) in limits.iter().enumerate() {
                     s.set_query(r, &query(dk, r as f32), l);
@@ -662,12 +759,12 @@ mod tests {
             let (keys, vals) = (f16_rows(n, dk, 2), f16_rows(n, dv, 7));
             let pos: Vec<i32> = (0..n as i32).collect();
             let limits = [99, 64, 63, 31, 32, 5, 0, 70];
-            let mut tile = TileScratch::at_level(level, limits.len(), dk, dv, Accumulator::F16).unwrap();
+            let mut tile = TileScratch::at_level(level, limits.len(), dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
             for (r, &l) in limits.iter().enumerate() {
                 tile.set_query(r, &query(dk, r as f32 * 0.3), l);
             }
             tile.run(limits.len(), 0.1, cells(&pos, &keys, &vals));
-            let mut alone = TileScratch::at_level(level, 1, dk, dv, Accumulator::F16).unwrap();
+            let mut alone = TileScratch::at_level(level, 1, dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
             for (r, &l) in limits.iter().enumerate() {
                 alone.set_query(0, &query(dk, r as f32 * 0.3), i32::MAX);
                 alone.run(1, 0.1, cells(&pos[..=l as usize], &keys, &vals));
@@ -677,11 +774,11 @@ mod tests {
                 assert_eq!(a, b, "{level:?} row {r}");
             }
             let prefix: Vec<Vec<u16>> = keys.iter().map(|k| k[..96].to_vec()).collect();
-            let mut shared = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16).unwrap();
-            let mut copied = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16).unwrap();
+            let mut shared = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
+            let mut copied = TileScratch::at_level(level, 1, dk, 96, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
             shared.set_query(0, &query(dk, 1.0), 99);
             copied.set_query(0, &query(dk, 1.0), 99);
-            shared.run(1, 0.1, pos.iter().zip(&keys).map(|(&p, k)| (p, k.as_slice(), &k[..96])));
+            shared.run(1, 0.1, pos.iter().zip(&keys).map(|(&p, k)| (p, quant::f16_bytes(k), quant::f16_bytes(&k[..96]))));
             copied.run(1, 0.1, cells(&pos, &keys, &prefix));
             let (mut a, mut b) = (vec![0.0; 96], vec![0.0; 96]);
             shared.output(0, &mut a);
@@ -699,7 +796,7 @@ mod tests {
         let queries: Vec<Vec<f32>> = (0..4 * heads).map(|i| query(dk, i as f32 * 0.7)).collect();
         let pos = [30, 31, 35, 39];
         for positions in [(0..40).collect::<Vec<i32>>(), (0..40).map(|i| if i % 7 == 3 { 39 - i } else { i }).collect()] {
-            let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).filter(move |(&p, _)| p <= limit).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice()));
+            let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).filter(move |(&p, _)| p <= limit).map(|(&p, (k, v))| (p, quant::f16_bytes(k), quant::f16_bytes(v)));
             let mut tile = TileScratch::new(4 * heads, dk, dv, Accumulator::F16).unwrap();
             let mut got = vec![vec![0.0; dv]; 4 * heads];
             attend_tokens(&mut tile, 0..4, &pos, heads, 0.125, |t, j| &queries[t * heads + j], cells, |t, j, tile, row| tile.output(row, &mut got[t * heads + j]));
@@ -762,5 +859,104 @@ mod tests {
         assert_eq!(starts[0], 0);
         assert_eq!(tile_tokens(6), 10);
         assert_eq!(tile_tokens(128), 1);
+    }
+
+    /// ggml's one-chunk flash attention over a cache of other types (ops.cpp:8843): the query
+    /// converted to the keys' `vec_dot_type` and multiplied by their `vec_dot` (keys that are
+    /// not F16), the values converted to f32 and summed cell by cell in f32 (values that are not
+    /// F16) or in F16; F32 rows cast to F16 first. Written from upstream's loop with the scalar
+    /// references (`quant::vec_dot`, which equal ggml's x86 kernels bit for bit).
+    fn ggml_one_chunk_typed(q: &[f32], keys: &[Vec<u8>], vals: &[Vec<u8>], kt: GgmlType, vt: GgmlType, dk: usize, dv: usize, m: usize, scale: f32) -> Vec<f32> {
+        let h = |x: f32| f16_to_f32(f32_to_f16(x));
+        let as_f32 = |t: GgmlType, b: &[u8], n: usize| -> Vec<f32> {
+            let mut y = vec![0f32; n];
+            quant::dequantize_row(t, &b[..t.row_bytes(n).unwrap()], &mut y);
+            if t == GgmlType::F32 {
+                y.iter_mut().for_each(|x| *x = h(*x));
+            }
+            y
+        };
+        let f16_key = is_f16_kind(kt);
+        let qh: Vec<f32> = q.iter().map(|&x| h(x)).collect();
+        let mut qd = vec![0u8; kt.vec_dot_type().row_bytes(dk).unwrap()];
+        if !f16_key {
+            quant::quantize_row(kt.vec_dot_type(), q, &mut qd);
+        }
+        let f16_acc = is_f16_kind(vt);
+        let (mut big_s, mut big_m) = (0f32, f32::NEG_INFINITY);
+        let mut vkq = vec![0f32; dv];
+        for j in 0..m {
+            let s = if f16_key { ggml_vec_dot_f16(&as_f32(kt, &keys[j], dk), &qh) } else { quant::vec_dot(kt, dk, &keys[j][..kt.row_bytes(dk).unwrap()], &qd) } * scale;
+            let r = |x: f32| if f16_acc { h(x) } else { x };
+            let (mut ms, mut vs) = (1f32, 1f32);
+            if s > big_m {
+                let old = big_m;
+                big_m = s;
+                ms = (old - big_m).exp();
+                vkq.iter_mut().for_each(|a| *a = r(*a * ms));
+            } else {
+                vs = (s - big_m).exp();
+            }
+            for (a, &v) in vkq.iter_mut().zip(&as_f32(vt, &vals[j], dv)) {
+                *a = r(v.mul_add(vs, *a));
+            }
+            big_s = big_s.mul_add(ms, vs);
+        }
+        let inv = if big_s == 0.0 { 0.0 } else { 1.0 / big_s };
+        vkq.iter().map(|&a| a * inv).collect()
+    }
+
+    /// Every cache type and pairing (and MLA's values inside quantized keys) at every level
+    /// equals upstream's loop bit for bit.
+    #[test]
+    fn cache_types_match_ggml_one_chunk_at_every_level() {
+        use GgmlType::*;
+        let types = [F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL];
+        let rows = |t: GgmlType, n: usize, d: usize, salt: usize| -> Vec<Vec<u8>> {
+            (0..n)
+                .map(|j| {
+                    let x: Vec<f32> = (0..d).map(|i| (((i + 3) * (j + salt)) as f32 * 0.37).sin() * 2.0).collect();
+                    let mut b = vec![0u8; t.row_bytes(d).unwrap()];
+                    match t {
+                        F32 | F16 | BF16 | Q8_0 => quant::quantize_row(t, &x, &mut b),
+                        _ => quant::quantize_row_ref(t, &x, &mut b),
+                    }
+                    b
+                })
+                .collect()
+        };
+        for level in levels() {
+            for (kt, vt) in types.iter().map(|&t| (t, t)).chain([(Q8_0, F16), (F16, Q4_0), (Q4_1, IQ4_NL), (BF16, Q5_1)]) {
+                // F16 asked; a tile over values that are not F16 sums them in f32 (F32Cells)
+                let acc = Accumulator::F16;
+                let (dk, dv, n) = (128, 128, 45);
+                let (keys, vals) = (rows(kt, n, dk, 1), rows(vt, n, dv, 5));
+                let pos: Vec<i32> = (0..n as i32).collect();
+                let mut s = TileScratch::at_level(level, 3, dk, dv, acc, kt, vt).unwrap();
+                let limits = [44, 33, 0];
+                for (r, &l) in limits.iter().enumerate() {
+                    s.set_query(r, &query(dk, r as f32), l);
+                }
+                let scale = 1.0 / (dk as f32).sqrt();
+                s.run(3, scale, pos.iter().zip(keys.iter().zip(&vals)).map(|(&p, (k, v))| (p, k.as_slice(), v.as_slice())));
+                for (r, &l) in limits.iter().enumerate() {
+                    let mut out = vec![0.0; dv];
+                    s.output(r, &mut out);
+                    let want = ggml_one_chunk_typed(&query(dk, r as f32), &keys, &vals, kt, vt, dk, dv, l as usize + 1, scale);
+                    assert_eq!(out, want, "{level:?} {}/{} row {r}", kt.name(), vt.name());
+                }
+                // MLA: values are the first dv of the key rows
+                if kt == vt {
+                    let dv = 96;
+                    let mut s = TileScratch::at_level(level, 1, dk, dv, acc, kt, vt).unwrap();
+                    s.set_query(0, &query(dk, 0.5), 44);
+                    s.run(1, 0.1, pos.iter().zip(&keys).map(|(&p, k)| (p, k.as_slice(), &k[..])));
+                    let mut out = vec![0.0; dv];
+                    s.output(0, &mut out);
+                    let want = ggml_one_chunk_typed(&query(dk, 0.5), &keys, &keys, kt, vt, dk, dv, 45, 0.1);
+                    assert_eq!(out, want, "{level:?} MLA {}", kt.name());
+                }
+            }
+        }
     }
 }

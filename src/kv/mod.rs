@@ -1,5 +1,5 @@
-//! kv: the context's KV cache. F16 keys and values per layer, cells that carry a position and a
-//! set of sequence ids, and the memory operations of llama.h. With `kv_unified = false` (the
+//! kv: the context's KV cache. Keys and values per layer in the context's cache types (F16 by
+//! default; `types`), cells that carry a position and a set of sequence ids, and the memory operations of llama.h. With `kv_unified = false` (the
 //! default) every sequence owns a stream of `n_cells` cells; unified means one shared stream.
 //! All buffers are allocated once at creation (fallibly, K/V in page mappings); nothing grows
 //! afterwards. The per-sequence table (`SeqTable`) mirrors the cells for readers on other
@@ -8,16 +8,17 @@
 pub mod dsv4;
 pub mod seqset;
 pub mod seqtable;
+pub mod types;
 
 use std::sync::Arc;
 
 use crate::kernels::indexer::hadamard;
 use crate::kernels::rope::{self, RopeParams};
-use crate::quant::{f16_to_f32, f32_to_f16};
 use crate::sys::pages::Pages;
 use crate::sys::stats::{self, Held};
 pub use seqset::SeqSet;
 pub use seqtable::SeqTable;
+pub use types::CacheType;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
@@ -49,6 +50,11 @@ pub struct KvShape {
     pub indexer_key: Option<(usize, usize)>,
     /// deepseek4: its compressed caches and compressor states beside the raw keys.
     pub dsv4: Option<dsv4::Dsv4Shape>,
+    /// The element types of keys and values (`type_k`, `type_v`).
+    pub k_type: CacheType,
+    pub v_type: CacheType,
+    /// The order of the Hadamard rotation the keys are stored in (0: none; `types::key_rotation`).
+    pub k_rot: usize,
 }
 
 pub struct KvCache {
@@ -56,10 +62,13 @@ pub struct KvCache {
     /// deepseek4's compressed caches (`shape.dsv4`).
     pub dsv4: Option<dsv4::Dsv4Cache>,
     kv_dim: usize,
+    /// Bytes of a cell's key row and value row (kv_dim values of k_type / v_type).
+    k_row_bytes: usize,
+    v_row_bytes: usize,
     cells: Vec<Cell>,
-    /// Per layer: n_stream * n_cells rows of kv_dim F16 values.
-    k: Vec<Pages<u16>>,
-    v: Vec<Pages<u16>>,
+    /// Per layer: n_stream * n_cells rows of kv_dim values (k_type, v_type).
+    k: Vec<Pages<u8>>,
+    v: Vec<Pages<u8>>,
     /// Where the next slot search in each stream starts.
     head: Vec<usize>,
     rope: RopeParams,
@@ -77,13 +86,20 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(shape: KvShape, rope: RopeParams, rope_freq_factors: Option<Vec<f32>>) -> Result<KvCache, String> {
         let kv_dim = shape.n_head_kv * shape.head_dim;
+        for t in [shape.k_type, shape.v_type] {
+            if shape.head_dim % t.block_len() != 0 {
+                return Err(format!("KV cache type {} has blocks of {} values, which do not divide the heads of {}", t.name(), t.block_len(), shape.head_dim));
+            }
+        }
+        let (k_row_bytes, v_row_bytes) = (shape.k_type.row_bytes(kv_dim), shape.v_type.row_bytes(kv_dim));
         let total_cells = shape.n_stream.checked_mul(shape.n_cells).ok_or("KV cache size overflows")?;
-        let per_layer = total_cells.checked_mul(kv_dim).ok_or("KV cache size overflows")?;
+        let k_layer = total_cells.checked_mul(k_row_bytes).ok_or("KV cache size overflows")?;
+        let v_layer = total_cells.checked_mul(v_row_bytes).ok_or("KV cache size overflows")?;
         let mut k = Vec::with_capacity(shape.n_layer);
         let mut v = Vec::with_capacity(shape.n_layer);
         for _ in 0..shape.n_layer {
-            k.push(Pages::zeroed(per_layer, "the KV cache")?);
-            v.push(Pages::zeroed(if shape.with_v { per_layer } else { 0 }, "the KV cache")?);
+            k.push(Pages::zeroed(k_layer, "the KV cache")?);
+            v.push(Pages::zeroed(if shape.with_v { v_layer } else { 0 }, "the KV cache")?);
         }
         let mut cells = Vec::new();
         cells.try_reserve_exact(total_cells).map_err(|_| "cannot allocate KV cell metadata".to_string())?;
@@ -96,6 +112,8 @@ impl KvCache {
         let mut kv = KvCache {
             dsv4,
             kv_dim,
+            k_row_bytes,
+            v_row_bytes,
             cells,
             k,
             v,
@@ -184,21 +202,26 @@ impl KvCache {
         self.cells.len()
     }
 
-    /// The raw F16 V row of a cell (empty for MLA caches, which have no V).
-    pub fn v_row_raw(&self, layer: usize, cell: usize) -> &[u16] {
+    /// Bytes of a cell's key row and of its value row (0 for MLA caches, which have no V).
+    pub fn row_bytes(&self) -> (usize, usize) {
+        (self.k_row_bytes, if self.shape.with_v { self.v_row_bytes } else { 0 })
+    }
+
+    /// The raw V row of a cell in the cache's type (empty for MLA caches, which have no V).
+    pub fn v_bytes_raw(&self, layer: usize, cell: usize) -> &[u8] {
         if self.shape.with_v {
-            self.v_row(layer, cell)
+            self.v_bytes(layer, cell)
         } else {
             &[]
         }
     }
 
-    /// Restores a cell's metadata and its raw F16 rows of `layer` (state loading).
-    pub fn restore_rows(&mut self, layer: usize, cell: usize, k: &[u16], v: &[u16]) {
-        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        self.k[layer].as_mut_slice()[r.clone()].copy_from_slice(k);
+    /// Restores a cell's raw rows of `layer` in the cache's types (state loading).
+    pub fn restore_rows(&mut self, layer: usize, cell: usize, k: &[u8], v: &[u8]) {
+        let (kb, vb) = (self.k_row_bytes, self.v_row_bytes);
+        self.k[layer].as_mut_slice()[cell * kb..(cell + 1) * kb].copy_from_slice(k);
         if self.shape.with_v {
-            self.v[layer].as_mut_slice()[r].copy_from_slice(v);
+            self.v[layer].as_mut_slice()[cell * vb..(cell + 1) * vb].copy_from_slice(v);
         }
     }
 
@@ -216,30 +239,35 @@ impl KvCache {
         self.cells[r.clone()].iter().enumerate().map(move |(i, c)| (r.start + i, c))
     }
 
+    /// A cell's key row of `layer` as F16 values (the caches of F16 keys only: deepseek32's
+    /// and deepseek4's, whose parts read them as such).
     pub fn k_row(&self, layer: usize, cell: usize) -> &[u16] {
-        &self.k[layer].as_slice()[cell * self.kv_dim..(cell + 1) * self.kv_dim]
-    }
-    pub fn v_row(&self, layer: usize, cell: usize) -> &[u16] {
-        &self.v[layer].as_slice()[cell * self.kv_dim..(cell + 1) * self.kv_dim]
+        assert_eq!(self.shape.k_type, CacheType::F16, "k_row reads F16 caches");
+        crate::quant::f16_slice(self.k_bytes(layer, cell))
     }
 
-    /// Stores one token's K and V (f32, rounded to F16) into `cell` of `layer`.
+    /// A cell's key row of `layer` in the cache's key type.
+    pub fn k_bytes(&self, layer: usize, cell: usize) -> &[u8] {
+        &self.k[layer].as_slice()[cell * self.k_row_bytes..(cell + 1) * self.k_row_bytes]
+    }
+
+    /// A cell's value row of `layer` in the cache's value type.
+    pub fn v_bytes(&self, layer: usize, cell: usize) -> &[u8] {
+        &self.v[layer].as_slice()[cell * self.v_row_bytes..(cell + 1) * self.v_row_bytes]
+    }
+
+    /// Stores one token's K and V (f32, converted to the cache's types) into `cell` of `layer`.
     pub fn store(&mut self, layer: usize, cell: usize, k: &[f32], v: &[f32]) {
-        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        for (d, &x) in self.k[layer].as_mut_slice()[r.clone()].iter_mut().zip(k) {
-            *d = f32_to_f16(x);
-        }
-        for (d, &x) in self.v[layer].as_mut_slice()[r].iter_mut().zip(v) {
-            *d = f32_to_f16(x);
-        }
+        self.store_k(layer, cell, k);
+        let vb = self.v_row_bytes;
+        self.shape.v_type.store(v, &mut self.v[layer].as_mut_slice()[cell * vb..(cell + 1) * vb]);
     }
 
-    /// Stores one token's key row (f32, rounded to F16) into `cell` of `layer` (MLA: no V).
+    /// Stores one token's key row (f32, converted to the key type) into `cell` of `layer`
+    /// (MLA: no V).
     pub fn store_k(&mut self, layer: usize, cell: usize, k: &[f32]) {
-        let r = cell * self.kv_dim..(cell + 1) * self.kv_dim;
-        for (d, &x) in self.k[layer].as_mut_slice()[r].iter_mut().zip(k) {
-            *d = f32_to_f16(x);
-        }
+        let kb = self.k_row_bytes;
+        self.shape.k_type.store(k, &mut self.k[layer].as_mut_slice()[cell * kb..(cell + 1) * kb]);
     }
 
     /// Finds a free cell in `stream` that is not in `taken`, starting at the stream's head.
@@ -378,8 +406,7 @@ impl KvCache {
             let from = self.cells[r0.start + i];
             self.cells[r1.start + i] = if from.seqs.contains(src) { Cell { pos: from.pos, seqs: SeqSet::single(dst) } } else { Cell::EMPTY };
         }
-        let d = self.kv_dim;
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()).filter(|b| !b.is_empty()) {
+        for (buf, d) in self.k.iter_mut().map(|b| (b, self.k_row_bytes)).chain(self.v.iter_mut().map(|b| (b, self.v_row_bytes))).filter(|(b, _)| !b.is_empty()) {
             buf.as_mut_slice().copy_within(r0.start * d..r0.end * d, r1.start * d);
         }
         self.head[s1] = self.head[s0];
@@ -414,6 +441,8 @@ impl KvCache {
         let (p0, p1) = Self::pos_range(p0, p1);
         let s = self.stream_of(seq);
         let hd = self.shape.head_dim;
+        let (k_type, k_rot) = (self.shape.k_type, self.shape.k_rot);
+        let head_bytes = k_type.row_bytes(hd);
         let mut cache = vec![0.0f32; self.rope.n_dims];
         let mut row = vec![0.0f32; hd];
         let n_rot = self.rope.n_dims;
@@ -435,10 +464,13 @@ impl KvCache {
             rope::fill_cache(&self.rope, delta as f32, self.rope_freq_factors.as_deref(), &mut cache);
             for layer in 0..self.shape.n_layer {
                 for h in 0..self.shape.n_head_kv {
-                    let base = c * self.kv_dim + h * hd;
-                    let k = &mut self.k[layer].as_mut_slice()[base..base + hd];
-                    for (r, &x) in row.iter_mut().zip(k.iter()) {
-                        *r = f16_to_f32(x);
+                    let base = c * self.k_row_bytes + h * head_bytes;
+                    let k = &mut self.k[layer].as_mut_slice()[base..base + head_bytes];
+                    // a quantized key: dequantized, rotated back, roped, rotated and quantized
+                    // again (upstream's `build_rope_shift`)
+                    k_type.load(k, &mut row);
+                    if k_rot > 0 {
+                        types::fwht(&mut row, k_rot);
                     }
                     rope::apply(self.rope.mode, n_rot, &cache, &mut row[self.shape.rope_offset..]);
                     if let Some((at, n)) = self.shape.indexer_key {
@@ -447,9 +479,10 @@ impl KvCache {
                         rope::apply(rope::RopeMode::Neox, n_rot, &cache, key);
                         hadamard(key);
                     }
-                    for (d, &x) in k.iter_mut().zip(&row) {
-                        *d = f32_to_f16(x);
+                    if k_rot > 0 {
+                        types::fwht(&mut row, k_rot);
                     }
+                    k_type.store(&row, k);
                 }
             }
         }
@@ -496,3 +529,4 @@ impl KvCache {
         self.n_used
     }
 }
+

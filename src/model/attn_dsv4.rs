@@ -456,7 +456,7 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
                 tile.set_query(j, &q[(t * h + head) * d..(t * h + head + 1) * d], pos);
             }
             let raw = kv.cells_of_stream(stream).filter(move |(_, c)| c.pos <= pos && c.pos > pos - n_swa && c.seqs.contains(seq)).map(|(i, c)| {
-                let k = kv.k_row(il, i);
+                let k = crate::quant::f16_bytes(kv.k_row(il, i));
                 (c.pos, k, k)
             });
             let visible = if ratio == 0 { 0 } else { (pos as usize + 1) / ratio };
@@ -464,7 +464,7 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
             let n_comp = chosen.map_or(visible, |c| c.len());
             let comp = (0..n_comp).map(|j| {
                 let b = chosen.map_or(j, |c| c[j] as usize);
-                let k = dsv4.row(il, Part::Attn, stream, b);
+                let k = crate::quant::f16_bytes(dsv4.row(il, Part::Attn, stream, b));
                 (pos, k, k)
             });
             tile.run(heads.len(), scale, raw.chain(comp));

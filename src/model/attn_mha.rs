@@ -1,5 +1,6 @@
 //! Block: multi-head attention with grouped K/V heads (llama, qwen2, DeepSeek V1): Q/K/V
-//! projections (+ optional biases), RoPE on Q and K, K/V stored as F16 in the tokens' cells,
+//! projections (+ optional biases), RoPE on Q and K, K/V stored in the tokens' cells in the
+//! cache's types (quantized ones Hadamard-rotated first, as upstream: `kv::types`),
 //! causal attention over each token's sequence, output projection. Leaves the block's output
 //! in the common scratch's `proj`; owns its own buffers (`MhaScratch`), allocates nothing per
 //! pass, and knows nothing of the feed-forward that follows.
@@ -14,7 +15,9 @@ use crate::kernels::add_assign;
 pub use crate::kernels::attention::Accumulator;
 use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
 use crate::kernels::rope::{self, RopeParams};
+use crate::kv::types::{fwht, key_rotation, value_rotation, CacheType};
 use crate::kv::KvCache;
+use crate::quant::GgmlType;
 use crate::sys::alloc::try_zeroed;
 use crate::threads::{SharedOut, ThreadPool};
 
@@ -58,19 +61,28 @@ pub struct MhaScratch {
     tiles: Vec<TileScratch>,
     /// First token of each attention tile (and the end).
     tile_starts: Vec<usize>,
+    /// The orders of the Hadamard rotations of keys (with the queries) and values (with the
+    /// attention's output) for a quantized cache; 0 for none.
+    k_rot: usize,
+    v_rot: usize,
 }
 
 impl MhaScratch {
-    pub fn new(hp: &HParams, n_ubatch: usize, n_threads: usize, accumulator: Accumulator) -> Result<MhaScratch, String> {
+    /// `types`: the cache's key and value types.
+    pub fn new(hp: &HParams, n_ubatch: usize, n_threads: usize, accumulator: Accumulator, types: (GgmlType, GgmlType)) -> Result<MhaScratch, String> {
         let n = n_ubatch;
         let group = hp.n_head / hp.n_head_kv;
+        let cache_type = |t: GgmlType| CacheType::from_ggml(t as i32).ok_or_else(|| format!("{} is not a KV cache type", t.name()));
+        let (k_rot, v_rot) = (key_rotation(cache_type(types.0)?, hp.head_dim_k), value_rotation(cache_type(types.1)?, hp.head_dim_v));
         Ok(MhaScratch {
             q: try_zeroed(n * hp.q_dim(), "scratch")?,
             k: try_zeroed(n * hp.kv_dim_k(), "scratch")?,
             v: try_zeroed(n * hp.kv_dim_v(), "scratch")?,
             att: try_zeroed(n * hp.n_head * hp.head_dim_v, "scratch")?,
-            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v, accumulator)).collect::<Result<_, _>>()?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::with_types(TILE_ROWS.max(group), hp.head_dim_k, hp.head_dim_v, accumulator, types.0, types.1)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
+            k_rot,
+            v_rot,
         })
     }
 
@@ -107,10 +119,22 @@ pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &m
         for head in s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()].chunks_exact_mut(hd_k) {
             rope::apply(rope.mode, hp.n_rot, cache, head);
         }
+        // a quantized cache: queries and keys rotated alike (their dot products unchanged),
+        // values rotated and the output rotated back (llama-graph.cpp `build_attn`)
+        if s.k_rot > 0 {
+            fwht(&mut s.q[t * hp.q_dim()..(t + 1) * hp.q_dim()], s.k_rot);
+            fwht(&mut s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], s.k_rot);
+        }
+        if s.v_rot > 0 {
+            fwht(&mut s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()], s.v_rot);
+        }
         kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
     }
 
     attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.tiles, &mut s.tile_starts, pool, n);
+    if s.v_rot > 0 {
+        fwht(&mut s.att[..n * hp.n_head * hp.head_dim_v], s.v_rot);
+    }
     project(model, pool, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
 }
 
@@ -121,6 +145,8 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
     let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
     let group = hp.n_head / hp.n_head_kv;
     let scale = 1.0 / (hd_k as f32).sqrt();
+    // a head's bytes of key and of value
+    let (kb, vb) = (kv.shape.k_type.row_bytes(hd_k), kv.shape.v_type.row_bytes(hd_v));
     let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
     let starts = &*starts;
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
@@ -144,7 +170,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
             let cells = |limit: i32| {
                 kv.cells_of_stream(stream)
                     .filter(move |(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq))
-                    .map(|(i, c)| (c.pos, &kv.k_row(il, i)[kvh * hd_k..(kvh + 1) * hd_k], &kv.v_row(il, i)[kvh * hd_v..(kvh + 1) * hd_v]))
+                    .map(move |(i, c)| (c.pos, &kv.k_bytes(il, i)[kvh * kb..(kvh + 1) * kb], &kv.v_bytes(il, i)[kvh * vb..(kvh + 1) * vb]))
             };
             let tokens = starts[i]..starts[i + 1];
             let query = |t: usize, g: usize| {

@@ -18,6 +18,7 @@ use crate::kernels::matmul::activation_bytes;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
 use crate::kv::KvCache;
+use crate::quant::GgmlType;
 use crate::sys::alloc::try_zeroed;
 use crate::threads::{SharedOut, ThreadPool};
 
@@ -137,7 +138,8 @@ pub struct MlaScratch {
 }
 
 impl MlaScratch {
-    pub fn new(hp: &HParams, m: &MlaParams, n_ubatch: usize, n_threads: usize) -> Result<MlaScratch, String> {
+    /// `types`: the cache's key and value types (MLA reads both from the key rows: equal).
+    pub fn new(hp: &HParams, m: &MlaParams, n_ubatch: usize, n_threads: usize, types: (GgmlType, GgmlType)) -> Result<MlaScratch, String> {
         let (n, h, c, r) = (n_ubatch, hp.n_head, m.kv_lora_rank, hp.n_rot);
         let row = hp.kv_cache_heads().1;
         let heads_in = n.max(h) * c.max(m.qk_nope);
@@ -153,7 +155,7 @@ impl MlaScratch {
             q_full: try_zeroed(n * h * (c + r), "scratch")?,
             o_lat: try_zeroed(n * h * c, "scratch")?,
             o: try_zeroed(n * h * m.v_head, "scratch")?,
-            tiles: (0..n_threads.max(1)).map(|_| TileScratch::new(TILE_ROWS.max(h), c + r, c, Accumulator::F16)).collect::<Result<_, _>>()?,
+            tiles: (0..n_threads.max(1)).map(|_| TileScratch::with_types(TILE_ROWS.max(h), c + r, c, Accumulator::F16, types.0, types.1)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
         })
     }
@@ -277,6 +279,8 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     // many parts as threads).
     {
         let kvr = &*kv;
+        // a row's bytes of [latent | rope key] and of the latent, in the cache's key type
+        let (kb, vb) = (kvr.shape.k_type.row_bytes(c + r), kvr.shape.k_type.row_bytes(c));
         let q_full = &s.q_full;
         let out = SharedOut::new(&mut s.o_lat[..n * h * c]);
         let scratch = SharedOut::new(&mut s.tiles);
@@ -305,12 +309,12 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
                 let choice = chosen.and_then(|x| x.chosen(tokens.start));
                 let cells = |limit: i32| match choice {
                     None => Cells::Causal(kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
-                        let k = kvr.k_row(il, i);
-                        (cell.pos, &k[..c + r], &k[..c])
+                        let k = kvr.k_bytes(il, i);
+                        (cell.pos, &k[..kb], &k[..vb])
                     })),
                     Some(list) => Cells::Chosen(list.iter().map(|&i| {
-                        let k = kvr.k_row(il, i as usize);
-                        (kvr.cell(i as usize).pos, &k[..c + r], &k[..c])
+                        let k = kvr.k_bytes(il, i as usize);
+                        (kvr.cell(i as usize).pos, &k[..kb], &k[..vb])
                     })),
                 };
                 let query = |t: usize, j: usize| {

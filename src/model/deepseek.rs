@@ -10,6 +10,7 @@ use super::{head, proj, FeedForward, HParams, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::rope::RopeParams;
 use crate::kv::KvCache;
+use crate::quant::GgmlType;
 use crate::threads::ThreadPool;
 
 pub struct Block {
@@ -37,7 +38,7 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
         .collect()
 }
 
-pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize) -> Result<Scratch, String> {
+pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize, types: (GgmlType, GgmlType)) -> Result<Scratch, String> {
     let hp = &model.hp;
     let p = hp.moe.as_ref().expect("checked at load");
     let widest = hp.n_ff.max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
@@ -45,7 +46,7 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let moes = || blocks.iter().filter_map(|b| if let FeedForward::Moe(m) = &b.ffn { Some(m) } else { None });
     let act = proj::act_bytes(mats, n_ubatch).max(moes().map(|m| m.decode_act_bytes(p)).max().unwrap_or(0));
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * hp.n_ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
-    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F16)?);
+    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F16, types)?);
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     Ok(s)
 }

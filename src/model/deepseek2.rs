@@ -12,6 +12,7 @@ use super::{head, proj, FeedForward, HParams, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::rope::RopeParams;
 use crate::kv::KvCache;
+use crate::quant::GgmlType;
 use crate::threads::ThreadPool;
 
 pub struct Block {
@@ -46,7 +47,7 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
 }
 
 /// `n_cells`: the cells of one KV stream (the indexer scores up to that many per token).
-pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize, n_cells: usize) -> Result<Scratch, String> {
+pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize, n_cells: usize, types: (GgmlType, GgmlType)) -> Result<Scratch, String> {
     let hp = &model.hp;
     let (m, p) = (hp.mla.as_ref().expect("checked at load"), hp.moe.as_ref().expect("checked at load"));
     let ff = hp.n_ff.max(p.n_ff_exp * p.n_expert_shared).max(p.n_ff_exp);
@@ -57,7 +58,7 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let decode = blocks.iter().map(|b| b.attn.decode_act_bytes(hp, m)).chain(moes().map(|x| x.decode_act_bytes(p))).max().unwrap_or(0);
     let act = proj::act_bytes(mats, n_ubatch).max(decode);
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
-    s.mla = Some(MlaScratch::new(hp, m, n_ubatch, n_threads)?);
+    s.mla = Some(MlaScratch::new(hp, m, n_ubatch, n_threads, types)?);
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     if let Some(x) = &hp.indexer {
         s.indexer = Some(IndexerScratch::new(x, n_ubatch, n_threads, n_cells)?);

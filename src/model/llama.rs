@@ -10,6 +10,7 @@ use super::{head, proj, HParams, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::rope::RopeParams;
 use crate::kv::KvCache;
+use crate::quant::GgmlType;
 use crate::threads::ThreadPool;
 
 pub struct Block {
@@ -33,12 +34,12 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
         .collect()
 }
 
-pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize) -> Result<Scratch, String> {
+pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize, types: (GgmlType, GgmlType)) -> Result<Scratch, String> {
     let hp = &model.hp;
     let widest = hp.n_ff.max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
     let mats = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain([&model.weights.output]);
     let mut s = Scratch::new(hp, n_ubatch, widest, proj::act_bytes(mats, n_ubatch), n_ubatch * hp.n_ff)?;
-    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F32)?);
+    s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F32, types)?);
     Ok(s)
 }
 

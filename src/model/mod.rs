@@ -272,13 +272,14 @@ impl Model {
 
     /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens,
     /// `n_threads` threads and KV streams of `n_cells` cells.
-    pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize, n_cells: usize) -> Result<Scratch, String> {
+    /// `types`: the KV cache's key and value types (deepseek4's cache is F16 only).
+    pub fn new_scratch(&self, n_ubatch: usize, n_threads: usize, n_cells: usize, types: (crate::quant::GgmlType, crate::quant::GgmlType)) -> Result<Scratch, String> {
         match &self.layers {
             // a vocab-only model's context never decodes: no room at all
             Layers::None => Scratch::new(&self.hp, 0, 0, 0, 0),
-            Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads),
-            Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads),
-            Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells),
+            Layers::Llama(b) => llama::scratch(self, b, n_ubatch, n_threads, types),
+            Layers::Deepseek(b) => deepseek::scratch(self, b, n_ubatch, n_threads, types),
+            Layers::Deepseek2(b) => deepseek2::scratch(self, b, n_ubatch, n_threads, n_cells, types),
             Layers::Deepseek4(l) => deepseek4::scratch(self, l, n_ubatch, n_threads, n_cells),
         }
     }

@@ -556,3 +556,20 @@ mod tests {
         assert_ne!(seq, 4.5);
     }
 }
+
+/// Little-endian F16 row bytes as u16 values (rows that start at even addresses, as every
+/// row of the KV cache's page-aligned buffers does).
+pub fn f16_slice(bytes: &[u8]) -> &[u16] {
+    // SAFETY: any two bytes are a valid u16; align_to yields only the aligned middle, and the
+    // assertion requires that to be the whole slice.
+    let (pre, mid, post) = unsafe { bytes.align_to::<u16>() };
+    assert!(pre.is_empty() && post.is_empty(), "an F16 row at an odd address or of odd length");
+    mid
+}
+
+/// F16 values as their little-endian bytes.
+pub fn f16_bytes(h: &[u16]) -> &[u8] {
+    // SAFETY: u16 has no padding and every byte is initialized; the byte slice covers exactly
+    // the memory of `h`, for its lifetime.
+    unsafe { std::slice::from_raw_parts(h.as_ptr().cast::<u8>(), std::mem::size_of_val(h)) }
+}

@@ -88,7 +88,7 @@ mod test_util;
 mod tq1_0;
 mod tq2_0;
 
-pub use half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+pub use half::{bf16_to_f32, f16_bytes, f16_slice, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 /// Elements per K-quant super-block.
 pub(crate) const QK_K: usize = 256;

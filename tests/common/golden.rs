@@ -21,10 +21,15 @@ pub fn run_scenarios_on(m: *mut deepseek::api::handles::llama_model, g: &Json) -
 
 /// As `run_scenarios_on`, and with `trace` the MoE routing decisions of each decode call.
 pub fn run_scenarios_traced(m: *mut deepseek::api::handles::llama_model, g: &Json, trace: bool) -> (Vec<Vec<f32>>, Vec<Vec<RouteRecord>>) {
+    run_scenarios_with(m, g, trace, &|_| {})
+}
+
+/// As [`run_scenarios_traced`] with `edit` changing the context's parameters.
+pub fn run_scenarios_with(m: *mut deepseek::api::handles::llama_model, g: &Json, trace: bool, edit: &dyn Fn(&mut deepseek::api::types::llama_context_params)) -> (Vec<Vec<f32>>, Vec<Vec<RouteRecord>>) {
     let mut decodes = Vec::new();
     let n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize;
     assert_eq!(n_vocab, g.get("n_vocab").num() as usize);
-    let c = new_context(m, 256, 4, 2);
+    let c = new_context_with(m, 256, 4, 2, edit);
     // SAFETY: a live context used by this thread only.
     let ctx = |c: *mut deepseek::api::handles::llama_context| unsafe { &mut (*c).owned().ctx };
     ctx(c).trace_routing(trace);

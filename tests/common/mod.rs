@@ -14,7 +14,7 @@ use deepseek::api::batch::{llama_batch_free, llama_batch_init};
 use deepseek::api::context::*;
 use deepseek::api::handles::{llama_context, llama_model};
 use deepseek::api::model::*;
-use deepseek::api::types::llama_batch;
+use deepseek::api::types::{llama_batch, llama_context_params};
 
 pub fn data(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(rel)
@@ -34,6 +34,11 @@ pub fn load_model(path: &std::path::Path) -> *mut llama_model {
 }
 
 pub fn new_context(m: *mut llama_model, n_ctx: u32, n_seq: u32, threads: i32) -> *mut llama_context {
+    new_context_with(m, n_ctx, n_seq, threads, &|_| {})
+}
+
+/// As [`new_context`], with `edit` changing the parameters last.
+pub fn new_context_with(m: *mut llama_model, n_ctx: u32, n_seq: u32, threads: i32, edit: &dyn Fn(&mut llama_context_params)) -> *mut llama_context {
     let mut p = llama_context_default_params();
     p.n_ctx = n_ctx;
     p.n_batch = n_ctx;
@@ -41,6 +46,7 @@ pub fn new_context(m: *mut llama_model, n_ctx: u32, n_seq: u32, threads: i32) ->
     p.n_seq_max = n_seq;
     p.n_threads = threads;
     p.n_threads_batch = threads;
+    edit(&mut p);
     let c = llama_init_from_model(m, p);
     assert!(!c.is_null());
     c

@@ -161,4 +161,27 @@ assert float(np.dot(batch[0], vec)) > 0.999, float(np.dot(batch[0], vec))  # alo
 resp = pooled.create_embedding(["hello", "world"])
 assert [d["index"] for d in resp["data"]] == [0, 1] and len(resp["data"][1]["embedding"]) == 896, resp["usage"]
 ok(f"Llama(embedding=True, pooling_type=MEAN).embed and create_embedding: cosine with upstream's mean {mean_cos:.5f}")
+# KV cache types: a quantized K cache without flash attention, and Q4_0 keys and values with it (a quantized V needs
+# flash attention: Llama's default flash_attn=False asks for it DISABLED, which upstream refuses, and so do we); the
+# greedy tokens are upstream's with the same cache types (tests/data/python/qwen05-kv-types-b11312.json).
+KV_REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../data/python/qwen05-kv-types-b11312.json")
+kv_ref = json.load(open(KV_REFERENCE))
+for type_k, type_v, flash_attn in [(8, 1, False), (2, 2, True)]:
+    kv = llama_cpp.Llama(model_path=MODEL, type_k=type_k, type_v=type_v, flash_attn=flash_attn, **PARAMS)
+    prompt_tokens = kv.tokenize(kv_ref["prompt"].encode(), add_bos=False)
+    assert prompt_tokens == kv_ref["prompt_tokens"], prompt_tokens
+    want = kv_ref[f"type_k={type_k},type_v={type_v}"]
+    got = []
+    for t in kv.generate(prompt_tokens, top_k=1, temp=0.0):
+        got.append(t)
+        if len(got) == len(want):
+            break
+    assert got == want, (type_k, type_v, got, want)
+    del kv
+try:
+    llama_cpp.Llama(model_path=MODEL, type_k=8, type_v=8, **PARAMS)
+    raise AssertionError("a quantized V cache without flash attention was accepted")
+except ValueError:
+    pass
+ok("Llama(type_k=8) and Llama(type_k=2, type_v=2, flash_attn=True): upstream's greedy tokens; type_v=8 without flash_attn refused as upstream")
 print("all llama-cpp-python checks passed")
