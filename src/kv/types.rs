@@ -23,7 +23,7 @@ pub enum CacheType {
 
 impl CacheType {
     /// The types llama.cpp's `--cache-type-k/-v` accept, as ggml type ids.
-    pub const ALL: [CacheType; 9] = [
+    pub(crate) const ALL: [CacheType; 9] = [
         CacheType::F32,
         CacheType::F16,
         CacheType::BF16,
