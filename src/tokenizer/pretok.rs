@@ -671,7 +671,9 @@ mod tests {
 mod differential {
     use super::*;
 
-    /// Compares with llama.cpp's `unicode_regex_split` on fuzz texts; see tools/pretok_fuzz.py.
+    /// Compares with llama.cpp's `unicode_regex_split` on fuzz texts (`fuzz.txt`: per text its byte
+    /// length and bytes; `fuzz.out`: per text and pre-tokenizer the word lengths in bytes). Their
+    /// generator was never committed (tests/data/README.md, "Not reproducible").
     #[test]
     #[ignore]
     fn pretok_matches_upstream() {
