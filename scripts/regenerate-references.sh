@@ -59,7 +59,7 @@ for s in "${STAGES[@]}"; do
   case " $ALL_STAGES models " in *" $s "*) ;; *) echo "unknown stage $s (known: $ALL_STAGES models)" >&2; exit 2 ;; esac
 done
 want() { case " ${STAGES[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-[ "$(realpath -m "$OUT")" != "$ROOT" ] || { echo "--out must not be the repository (use --in-place)" >&2; exit 2; }
+case "$ROOT/" in "$(realpath -m "$OUT")/"*) echo "--out must not hold the repository (it is emptied first; use --in-place)" >&2; exit 2 ;; esac
 rm -rf "$OUT"
 mkdir -p "$OUT" "$WORK"
 PRODUCED=$OUT/.produced
@@ -73,7 +73,9 @@ NICE="nice -n 10"
 SRC=${LLAMA_CPP_SRC:-}
 if [ -z "$SRC" ]; then
   if [ ! -d "$WORK/llama_cpp_python-0.3.36" ]; then
-    python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation llama-cpp-python==0.3.36 -d "$WORK"
+    # (--no-build-isolation needs scikit-build-core installed to read the sdist's metadata; else pip fetches it)
+    python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation llama-cpp-python==0.3.36 -d "$WORK" \
+      || python3 -m pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$WORK"
     tar -xzf "$WORK/llama_cpp_python-0.3.36.tar.gz" -C "$WORK"
   fi
   SRC=$WORK/llama_cpp_python-0.3.36/vendor/llama.cpp
@@ -177,7 +179,7 @@ if want tokenizer; then
   $NICE "$TOOLS/golden" tokenize $V $D/tokenize/corpus.txt > "$(out $D/tokenize/deepseek-r1-qwen.jsonl)"
   for pre in deepseek-v3 deepseek-llm deepseek-coder; do
     variant=$WORK/deepseek-r1-qwen-vocab.pre-$pre.gguf
-    $PY "$SRC/gguf-py/gguf/scripts/gguf_new_metadata.py" --force --pre-tokenizer "$pre" $V "$variant" > /dev/null
+    $PY "$SRC/gguf-py/gguf/scripts/gguf_new_metadata.py" --force --pre-tokenizer "$pre" $V "$variant" > "$WORK/tokenizer.log" 2>&1
     $NICE "$TOOLS/golden" tokenize "$variant" $D/tokenize/corpus.txt > "$(out $D/tokenize/deepseek-r1-qwen-vocab.pre-$pre.jsonl)"
     rm -f "$variant"
   done
@@ -198,7 +200,7 @@ if want chat; then
   (cd "$CW" && "$TOOLS/chat_golden" deepseek deepseek2 deepseek3 chatml llama3 \
       @deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja @deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja \
       @deepseek-ai-DeepSeek-V3.1.jinja @llama-cpp-deepseek-r1.jinja @Qwen-Qwen2.5-7B-Instruct.jinja \
-      vocab/deepseek-r1-qwen.gguf) > "$dest"
+      vocab/deepseek-r1-qwen.gguf) > "$dest" 2> "$WORK/chat.log"
 fi
 
 # ---- grammar: JSON-schema grammars, sampler traces, trigger-regex answers, schema oracle
@@ -337,7 +339,7 @@ if want models; then
   quantize() { $NICE "$QUANTIZE" "$@" >> "$WORK/models.log" 2>&1; } # thread count 1: byte-reproducible
   for m in tiny-qwen2:f32,f16,bf16,q8_0,q4_0,q4_1,q5_0,q5_1,q2_k,q3_k_m,q4_k_m,q5_k_m,q6_k tiny-llama:f32,f16,q8_0,q4_0,q4_k_m,q6_k; do
     n=${m%%:*}
-    for t in ${m#*:}; do
+    for t in $(tr , ' ' <<< "${m#*:}"); do
       if [ $t = f32 ]; then cp "$M/$n-f32.gguf" "$(out $D/tiny/$n-f32.gguf)"; else quantize "$M/$n-f32.gguf" "$(out $D/tiny/$n-$t.gguf)" "${t^^}" 1; fi
     done
   done
