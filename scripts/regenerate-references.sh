@@ -11,7 +11,8 @@
 #   generate embeddings upstream-ops python; `models` (or --models) also rebuilds the tiny GGUF
 #   models themselves (numpy writers, llama-quantize, llama-gguf-split) and compares them.
 # --out DIR   where the regenerated files go, under their repository paths (default:
-#             $CARGO_TARGET_DIR/upstream/references, i.e. target/upstream/references; emptied first)
+#             $CARGO_TARGET_DIR/upstream/references, i.e. target/upstream/references; emptied first,
+#             so it must be empty, new or an earlier output)
 # --in-place  also copy every regenerated file that differs into the working tree (review with
 #             git diff); the comparison is always against the files as they are before the run.
 #
@@ -59,7 +60,11 @@ for s in "${STAGES[@]}"; do
   case " $ALL_STAGES models " in *" $s "*) ;; *) echo "unknown stage $s (known: $ALL_STAGES models)" >&2; exit 2 ;; esac
 done
 want() { case " ${STAGES[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-case "$ROOT/" in "$(realpath -m "$OUT")/"*) echo "--out must not hold the repository (it is emptied first; use --in-place)" >&2; exit 2 ;; esac
+OUT=$(realpath -m "$OUT")
+case "$ROOT/" in "${OUT%/}/"*) echo "--out must not hold the repository (it is emptied first; use --in-place)" >&2; exit 2 ;; esac
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ] && [ ! -f "$OUT/.produced" ]; then
+  echo "--out $OUT is not empty and not an earlier output of this script: not emptying it" >&2; exit 2
+fi
 rm -rf "$OUT"
 mkdir -p "$OUT" "$WORK"
 PRODUCED=$OUT/.produced
