@@ -7,9 +7,11 @@
 #
 #   scripts/regenerate-references.sh [--out DIR | --in-place] [--models] [STAGE...]
 #
-# STAGE (default: all but models): copies tables tokenizer chat grammar quant-ref logits moe
-#   generate embeddings upstream-ops python; `models` (or --models) also rebuilds the tiny GGUF
-#   models themselves (numpy writers, llama-quantize, llama-gguf-split) and compares them.
+# STAGE (default: all but models and pretok): copies tables tokenizer chat grammar quant-ref logits
+#   moe generate embeddings upstream-ops python; `models` (or --models) also rebuilds the tiny GGUF
+#   models themselves (numpy writers, llama-quantize, llama-gguf-split) and compares them;
+#   `pretok` writes OUT/pretok-fuzz, the data of the ignored differential pre-tokenizer test (random
+#   texts and upstream's unicode_regex_split of each; not a committed reference).
 # --out DIR   where the regenerated files go, under their repository paths (default:
 #             $CARGO_TARGET_DIR/upstream/references, i.e. target/upstream/references; emptied first,
 #             so it must be empty, new or an earlier output)
@@ -57,7 +59,7 @@ done
 [ ${#STAGES[@]} -gt 0 ] || read -r -a STAGES <<< "$ALL_STAGES"
 [ $MODELS = 0 ] || STAGES+=(models)
 for s in "${STAGES[@]}"; do
-  case " $ALL_STAGES models " in *" $s "*) ;; *) echo "unknown stage $s (known: $ALL_STAGES models)" >&2; exit 2 ;; esac
+  case " $ALL_STAGES models pretok " in *" $s "*) ;; *) echo "unknown stage $s (known: $ALL_STAGES models pretok)" >&2; exit 2 ;; esac
 done
 want() { case " ${STAGES[*]} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 OUT=$(realpath -m "$OUT")
@@ -133,6 +135,7 @@ build_c dump tests/data/upstream_ops/dump.c -lllama -lggml -lggml-base
 build_c gen_ref tests/data/quants/gen_ref.c -lggml-cpu -lggml-base -lggml
 build_cxx schema2gbnf tests/data/grammar/gen/schema2gbnf.cpp -lllama-common -lllama
 build_cxx json_schema_oracle server/tests/data/json_schema_oracle.cpp -lllama-common -lllama
+build_cxx pretok_split $G/pretok_split.cpp -lllama
 fresh regex_ref tests/data/grammar/gen/regex_ref.cpp || $NICE "${CXX:-c++}" -std=c++17 -O1 tests/data/grammar/gen/regex_ref.cpp -o "$TOOLS/regex_ref"
 # upstream's own tools, for the models stage: from the build, else compiled against its libraries
 tool() { # name: path of upstream's tool
@@ -331,6 +334,12 @@ if want python; then
   fi
   REFERENCE_UPSTREAM=$UPSTREAM LLAMA_CPP_LIB_PATH=$BIN $NICE "$VENV/bin/python" tests/python/test_llama_cpp_python.py \
     "$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" --write-embedding-reference "$(out $D/python/qwen05-embeddings-b11312.json)"
+fi
+
+# ---- pretok: texts and upstream's pre-tokenizer splits for tokenizer::pretok::differential
+if want pretok; then
+  say "pretok: $OUT/pretok-fuzz (then: DEEPSEEK_PRETOK_FUZZ_DIR=$OUT/pretok-fuzz cargo test --lib pretok_matches_upstream -- --ignored)"
+  $NICE $PY $G/pretok_fuzz.py "$SRC" "$TOOLS/pretok_split" "$OUT/pretok-fuzz" 2000 1
 fi
 
 # ---- models: the tiny models themselves (inputs of the references above), from scratch
