@@ -4,8 +4,9 @@
  * Every request must end exactly once, its events in order with none lost or duplicated, and
  * every greedy request's tokens must be what the same prompt gives run alone through plain
  * llama_decode: teacher-forced on the engine's tokens, each engine token is the reference's
- * argmax, or within DESIGN.md's quantized-weights tolerance of it (2% of the logits row's
- * range: batching changes the summation order of matrix products, as prefill vs decode does).
+ * argmax, or within the quantized-weights tolerance of it (2% of the logits row's range;
+ * tests/data/README.md, Tolerances: batching changes the summation order of matrix products, as
+ * prefill vs decode does).
  * A watchdog fails the run when no request makes progress for 10 s.
  * usage: engine_stress MODEL [CLIENTS=16] [PER_CLIENT=8] [MAX_PROMPT=600] [MAX_GEN=48] [THREADS=2] */
 #define _POSIX_C_SOURCE 200809L

@@ -1,5 +1,5 @@
 //! llama_chat_apply_template against llama.cpp b11312's own output
-//! (tests/data/chat/chat-templates.jsonl, made by the fixtures' tools/chat_golden.c): every line,
+//! (tests/data/chat/chat-templates.jsonl, made by tests/data/gen/chat_golden.c): every line,
 //! byte for byte, through the C API.
 
 mod common;

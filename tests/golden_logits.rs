@@ -1,5 +1,6 @@
 //! Golden logits: every tiny model of tests/data/tiny runs llama.cpp's scenarios A–D through the
-//! C API and must reproduce llama.cpp b11312's logits within DESIGN.md §5's tolerances.
+//! C API and must reproduce llama.cpp b11312's logits within the tolerances of
+//! tests/data/README.md (Tolerances).
 
 mod common;
 
@@ -7,7 +8,7 @@ use common::golden::{check_files, check_moe_files, run_scenarios, run_scenarios_
 use common::json::Json;
 use common::*;
 
-/// The dense models' tolerances (DESIGN.md §5).
+/// The dense models' tolerances (tests/data/README.md (Tolerances)).
 fn check(model: &str) {
     let float = model.ends_with("f32") || model.ends_with("f16") || model.ends_with("bf16");
     let tol = if float { Tolerance::Float } else { Tolerance::Quantized };

@@ -2,8 +2,8 @@
 //! `tests/data/quants` (copied from the shared fixtures' `quants/`: every weight in one type,
 //! `tiny-qwen2-pure-TYPE`, and llama-quantize's own recipes, which mix them with K-quants) run
 //! llama.cpp's scenarios A–D through the C API and must reproduce llama.cpp b11312's logits
-//! within DESIGN.md §5's quantized tolerances. The goldens were made on an AVX2-only machine with
-//! one thread (fixtures/quants/README.md).
+//! within the quantized tolerances of tests/data/README.md (Tolerances). The goldens were made on
+//! an AVX2-only machine with one thread (tests/data/README.md: generators, machines, regeneration).
 
 mod common;
 

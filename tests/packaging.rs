@@ -55,7 +55,7 @@ fn prefix() -> &'static Path {
 
 /// The real model and llama.cpp's answer for its first reference prompt: (model, prompt,
 /// expected "tokens: ..." line, expected next token), with the reference's margin checked to be
-/// decisive (≥ 1.0, DESIGN.md §5).
+/// decisive (≥ 1.0, tests/data/README.md (Tolerances)).
 fn reference() -> (PathBuf, String, String, i64) {
     let model = common::models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     assert!(model.exists(), "{} is missing: run scripts/fetch-models.sh qwen05", model.display());

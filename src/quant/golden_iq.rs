@@ -1,5 +1,5 @@
 //! Bit-exact checks of the IQ, ternary, FP4 and 1/2-bit formats against llama.cpp b11312's own
-//! ggml: `tests/data/quants/gen_ref.c` (build command in its header) links upstream's built
+//! ggml: `tests/data/quants/gen_ref.c` (build command in its header; scripts/regenerate-references.sh) links upstream's built
 //! `libggml-base.so` / `libggml-cpu.so` and writes `tests/data/quants/ref_vectors.txt`, the
 //! hashes of `to_float` (dequantize), of the `vec_dot_type`'s `from_float` and of `vec_dot`,
 //! on inputs from the same xorshift RNG as here. That libggml-cpu runs these types' AVX2 kernels

@@ -448,7 +448,7 @@ mod tests {
             (GgmlType::I64, 27, "i64", 1, 8),
             (GgmlType::F64, 28, "f64", 1, 8),
             (GgmlType::BF16, 30, "bf16", 1, 2),
-            // the README of fixtures/quants (upstream's type_traits)
+            // upstream's type_traits (ggml/src/ggml.c of b11312)
             (GgmlType::IQ2_XXS, 16, "iq2_xxs", 256, 66),
             (GgmlType::IQ2_XS, 17, "iq2_xs", 256, 74),
             (GgmlType::IQ3_XXS, 18, "iq3_xxs", 256, 98),

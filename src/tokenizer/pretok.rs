@@ -671,7 +671,9 @@ mod tests {
 mod differential {
     use super::*;
 
-    /// Compares with llama.cpp's `unicode_regex_split` on fuzz texts; see tools/pretok_fuzz.py.
+    /// Compares with llama.cpp's `unicode_regex_split` on fuzz texts (`fuzz.txt`: per text its byte
+    /// length and bytes; `fuzz.out`: per text and pre-tokenizer the word lengths in bytes), made by
+    /// tests/data/gen/pretok_fuzz.py (`scripts/regenerate-references.sh pretok`).
     #[test]
     #[ignore]
     fn pretok_matches_upstream() {

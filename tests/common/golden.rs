@@ -1,5 +1,6 @@
 //! The golden-logits harness of `tests/golden_logits.rs` and `tests/golden_quants.rs`: run
-//! llama.cpp's scenarios A–D through the C API and hold the rows to DESIGN.md §5's tolerances.
+//! llama.cpp's scenarios A–D through the C API and hold the rows to the tolerances of
+//! tests/data/README.md (Tolerances).
 
 use super::json::Json;
 use super::*;
@@ -346,7 +347,7 @@ pub fn root_flips(history: &[(usize, usize)], ours: &[Vec<RouteRecord>], up: &Up
     flips
 }
 
-/// The quantized tolerance for an MoE model, with the one excuse DESIGN.md allows: a row that
+/// The quantized tolerance for an MoE model, with the one excuse tests/data/README.md (Tolerances) allows: a row that
 /// misses it passes only if its history holds a root flip of an expert choice (see
 /// [`root_flips`]) and every root flip sits on a near-tie of llama.cpp's own router (`margin`
 /// ≤ `TIE`) reached by our router from scores that agree with upstream's (`deviation` ≤ `DEV`).

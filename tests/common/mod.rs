@@ -1,5 +1,5 @@
 //! Shared helpers for the integration tests: fixture paths, the C API driven from Rust, and
-//! the comparison metrics of DESIGN.md §5.
+//! the comparison metrics of tests/data/README.md (Tolerances).
 #![allow(dead_code)]
 
 pub mod golden;

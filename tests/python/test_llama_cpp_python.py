@@ -5,7 +5,8 @@ usage: python test_llama_cpp_python.py MODEL.gguf DEEPSEEK_CLI
        python test_llama_cpp_python.py MODEL.gguf --write-embedding-reference OUT.json
 Exits non-zero (assertion) on the first failure; prints one line per passed check.
 The second form, run with LLAMA_CPP_LIB_PATH at upstream llama.cpp b11312's build, wrote
-tests/data/python/qwen05-embeddings-b11312.json (upstream's per-token embeddings of EMBED_TEXT).
+tests/data/python/qwen05-embeddings-b11312.json (upstream's per-token embeddings of EMBED_TEXT);
+scripts/regenerate-references.sh runs it so.
 """
 import ctypes
 import json
@@ -21,7 +22,7 @@ PROMPT = "def fibonacci(n):"
 EMBED_TEXT = "def fibonacci(n):"
 N = 6
 PARAMS = dict(n_ctx=256, n_threads=2, n_batch=64, verbose=False)
-# DESIGN.md §5: quantized weights, every row's cosine similarity with the reference >= 0.998.
+# tests/data/README.md (Tolerances): quantized weights, every row's cosine similarity with the reference >= 0.998.
 EMBEDDING_MIN_COSINE = 0.998
 EMBEDDING_REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../data/python/qwen05-embeddings-b11312.json")
 
@@ -44,7 +45,9 @@ def embeddings_of(text):
 if sys.argv[2] == "--write-embedding-reference":
     tokens, rows = embeddings_of(EMBED_TEXT)
     with open(sys.argv[3], "w") as f:
-        json.dump({"producer": os.path.realpath(llama_cpp.llama_cpp._lib._name), "model": os.path.basename(MODEL),
+        # REFERENCE_UPSTREAM: the llama.cpp build scripts/regenerate-references.sh checked
+        upstream = {"upstream": os.environ["REFERENCE_UPSTREAM"]} if os.environ.get("REFERENCE_UPSTREAM") else {}
+        json.dump({"producer": os.path.realpath(llama_cpp.llama_cpp._lib._name), **upstream, "model": os.path.basename(MODEL),
                    "text": EMBED_TEXT, "tokens": tokens, "embeddings": [[float(f"{v:.6g}") for v in r] for r in rows]}, f)
     sys.exit(0)
 

@@ -1,5 +1,5 @@
-// gen_trace: llama.cpp b11312's MoE router scores on the golden scenarios (A-D of the shared
-// fixtures' tools/golden.c, same tokens and batches, read back from the golden JSON's token
+// gen_trace: llama.cpp b11312's MoE router scores on the golden scenarios (A-D of
+// tests/data/gen/golden.c, same tokens and batches, read back from the golden JSON's token
 // lists), captured with cb_eval: per decode call and MoE layer, the selection scores
 // ("ffn_moe_probs_biased", else "ffn_moe_probs": [n_tokens][n_expert] f32) and the chosen
 // experts ("ffn_moe_topk": [n_tokens][n_used] i32). tests/golden_logits.rs uses them to tell a

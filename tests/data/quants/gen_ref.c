@@ -4,7 +4,8 @@
 //   R=/work/ref/llama_cpp_python-0.3.36/vendor/llama.cpp/ggml B=/work/ref/build/bin
 //   gcc -std=gnu11 -O2 -I$R/include tests/data/quants/gen_ref.c -L$B -lggml-cpu -lggml-base -lggml -lm
 //       -Wl,-rpath,$B -o /tmp/gen_ref && /tmp/gen_ref > tests/data/quants/ref_vectors.txt
-//   /tmp/gen_ref tensors tests/data/quants/*.gguf > tests/data/quants/ref_tensors.txt
+//   (cd tests/data/quants && /tmp/gen_ref tensors tiny-qwen2-*.gguf) > tests/data/quants/ref_tensors.txt
+//   (scripts/regenerate-references.sh quant-ref runs both and compares)
 //
 // The `tensors` mode: every tensor of the fixtures whose type is one of these, dequantized by
 // upstream's `to_float` as one row: file, tensor, type, FNV-1a of the f32 bit patterns.
