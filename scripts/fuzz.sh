@@ -25,12 +25,14 @@ for t in "${targets[@]}"; do
   [ -x "$bin/$t" ] || { echo "fuzz target $t was not built ($bin/$t is missing)" >&2; exit 1; }
 done
 declare -A max_len=([gguf_model]=262144 [tokenizer]=65536 [chat_template]=16384 [api_sequence]=16384 [grammar]=8192)
-for t in "${targets[@]}"; do
+# One target: its regression inputs, then the run (or campaign) and its checks.
+one_target() {
+  local t=$1
   if [ -d "tests/data/regressions/$t" ]; then
     if ! "$bin/$t" -runs=0 "tests/data/regressions/$t"/* > "target/fuzz-regressions-$t.log" 2>&1; then
       cat "target/fuzz-regressions-$t.log" >&2
       echo "fuzz target $t fails on a committed regression input" >&2
-      exit 1
+      return 1
     fi
     echo "== $t: $(ls tests/data/regressions/$t | wc -l) regression inputs pass"
   fi
@@ -70,7 +72,7 @@ for t in "${targets[@]}"; do
     if [ "$rc" -ne 0 ] || [ "${runs:-0}" -lt "${FUZZ_MIN_RUNS:-200}" ]; then
       tail -60 "$log" >&2
       echo "fuzz target $t: exit status $rc after ${runs:-no} executions (at least ${FUZZ_MIN_RUNS:-200} expected)" >&2
-      exit 1
+      return 1
     fi
     echo "== $t: ${runs} executions"
   fi
@@ -78,6 +80,30 @@ for t in "${targets[@]}"; do
   if ls "target/fuzz-artifacts/$t"/* >/dev/null 2>&1; then
     tail -60 "$log" >&2
     echo "fuzz target $t found a failure: $(ls target/fuzz-artifacts/$t)" >&2
-    exit 1
+    return 1
   fi
+}
+
+# Targets run two at a time (each fuzzer is one thread; FUZZ_JOBS=1 for one at a time, as
+# campaigns do), each one's output printed when its pair is done.
+jobs_at_once=${FUZZ_JOBS:-2}
+[ "${FUZZ_CAMPAIGN:-0}" = 1 ] && jobs_at_once=1
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs_at_once)); do
+  batch=("${targets[@]:i:jobs_at_once}")
+  pids=()
+  for t in "${batch[@]}"; do
+    ( one_target "$t" ) > "target/fuzz-out-$t.txt" 2>&1 &
+    pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    rc=0
+    wait "${pids[$j]}" || rc=$?
+    cat "target/fuzz-out-${batch[$j]}.txt"
+    [ "$rc" -eq 0 ] || failed+=("${batch[$j]}")
+  done
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz targets failed: ${failed[*]}" >&2
+  exit 1
+fi

@@ -40,7 +40,7 @@ export LC_COLLATE=C  # glob order (ref_tensors.txt lists files in it)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$TARGET/upstream
 UPSTREAM="llama.cpp b11312 (commit 0c1e57098, vendored by llama-cpp-python 0.3.36)"
-ALL_STAGES="copies tables tokenizer chat grammar quant-ref logits moe generate embeddings upstream-ops python"
+ALL_STAGES="copies tables tokenizer chat grammar quant-ref logits moe kv-types generate embeddings upstream-ops python"
 
 OUT=$WORK/references
 IN_PLACE=0
@@ -125,6 +125,8 @@ build_cxx() { # name source [more sources, libs...]
 }
 say "compiling the generators into $TOOLS"
 build_c golden $G/golden.c -lllama
+# the same program whose contexts get the KV cache types of GOLDEN_TYPE_K/_V and flash attention
+build_c golden_kv $G/golden.c -lllama -include tests/data/kv_types/golden_kv.h
 build_c golden_dsv4 $G/golden_dsv4.c -lllama -lggml -lggml-base
 build_c chat_golden $G/chat_golden.c -lllama
 build_c pieces $G/pieces.c -lllama
@@ -278,6 +280,40 @@ print("\n".join([j("A_tokens"), j("B_tokens"), j("C_seq0_tokens"), j("C_seq1_tok
           $NICE "$TOOLS/golden" logits "$model" "${j%.json}" > /dev/null ;;
       esac
     fi
+  done
+fi
+
+# ---- kv-types: scenarios A-D with each KV cache type (tests/kv_types.rs), and greedy tokens of
+# the real models with quantized caches (llama-cpp-python and deepseek-server checks)
+if want kv-types; then
+  fetch_models smollm2 qwen05
+  while read -r model k v name; do
+    prefix=$D/kv_types/$(basename "$model" .gguf)-kv-$name
+    say "kv-types: $prefix"
+    j=$(out "$prefix.json"); out "$prefix.f32" > /dev/null
+    GOLDEN_TYPE_K=$k GOLDEN_TYPE_V=$v $NICE "$TOOLS/golden_kv" logits "$D/$model" "${j%.json}" > /dev/null
+  done < $D/kv_types/list.txt
+  say "kv-types: python/qwen05-kv-types-b11312.json, kv_types/smollm2-generate.jsonl"
+  for kv in "8 1" "2 2"; do
+    set -- $kv
+    GOLDEN_TYPE_K=$1 GOLDEN_TYPE_V=$2 $NICE "$TOOLS/golden_kv" generate "$MODELS_DIR/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" 12 "def fibonacci(n):" > "$WORK/kv-$1-$2.jsonl"
+  done
+  $PY - "$WORK/kv-8-1.jsonl" "$WORK/kv-2-2.jsonl" "$UPSTREAM" > "$(out $D/python/qwen05-kv-types-b11312.json)" <<'PYEOF'
+import json, sys
+out = {"producer": "llama.cpp b11312 (llama-cpp-python 0.3.36), tests/data/kv_types/golden_kv.h with golden.c generate, flash attention on",
+       "upstream": sys.argv[3], "model": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "prompt": "def fibonacci(n):"}
+for path, key in [(sys.argv[1], "type_k=8,type_v=1"), (sys.argv[2], "type_k=2,type_v=2")]:
+    g = json.loads(open(path).readline())
+    out[key] = [s["token"] for s in g["steps"]]
+    # each step's gap between upstream's two best logits (a near tie may go either way)
+    out[key + " gaps"] = [round(s["top5"][0][1] - s["top5"][1][1], 4) for s in g["steps"]]
+    out["prompt_tokens"] = g["prompt_tokens"]
+print(json.dumps(out))
+PYEOF
+  o=$(out $D/kv_types/smollm2-generate.jsonl)
+  for kv in "2 2" "1 1"; do
+    set -- $kv
+    GOLDEN_TYPE_K=$1 GOLDEN_TYPE_V=$2 $NICE "$TOOLS/golden_kv" generate "$MODELS_DIR/smollm2-135m-instruct-q4_1.gguf" 1 "The capital of France is" >> "$o"
   done
 fi
 

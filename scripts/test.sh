@@ -19,7 +19,26 @@ ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 # The tests run in the `ci` profile (Cargo.toml: release code without fat LTO, which would
 # re-optimize the library into each of ~40 test binaries).
 stage "tests (ci profile)"
-cargo test --profile ci -- --test-threads 2
+cargo test --profile ci --no-run -q
+# The two long single-test binaries run beside the others, each in its own process: the soak
+# measures only its own process's memory, registration only its own allocations, so neither is
+# disturbed by the tests running at the same time (they would be inside one process).
+long_tests=(soak registration)
+rm -f target/test-long.failed
+( for t in "${long_tests[@]}"; do
+    cargo test --profile ci --test "$t" > "target/test-$t.log" 2>&1 || { echo "$t" >> target/test-long.failed; }
+  done ) &
+long_pid=$!
+cargo test --profile ci -- --test-threads 2 --skip create_use_free_returns_everything --skip repeated_decodes_neither_grow_metadata_nor_allocate
+wait "$long_pid"
+for t in "${long_tests[@]}"; do
+  grep -E "^test |test result" "target/test-$t.log" || true
+done
+if [ -f target/test-long.failed ]; then
+  for t in $(cat target/test-long.failed); do cat "target/test-$t.log"; done
+  echo "failed: $(cat target/test-long.failed)" >&2
+  exit 1
+fi
 # The fidelity tests again with lower kernel levels forced (src/kernels/simd), so the AVX2 and
 # scalar paths stay right on a machine that would pick AVX-512. (The real models with scalar
 # kernels take minutes; they run at the AVX2 level.)

@@ -25,6 +25,7 @@ use clap::Parser;
 
 use deepseek::chat;
 use deepseek::engine::{Engine, EngineParams};
+use deepseek::kv::CacheType;
 use deepseek::model::Model;
 
 #[derive(Parser, Debug, Clone)]
@@ -32,7 +33,7 @@ use deepseek::model::Model;
     name = "deepseek-server",
     version,
     about = "An OpenAI-compatible HTTP server for GGUF models on the CPU (deepseek's serving engine).",
-    after_help = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (with --metrics), POST /tokenize, POST /detokenize.\nllama-server's two-letter flags are accepted: -np (--parallel), -ub (--ubatch-size), -to (--timeout)."
+    after_help = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (with --metrics), POST /tokenize, POST /detokenize.\nllama-server's two-letter flags are accepted: -np (--parallel), -ub (--ubatch-size), -to (--timeout), -ctk/-ctv (--cache-type-k/-v)."
 )]
 pub struct Args {
     /// A .gguf file, or a known name fetched on first use: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
@@ -98,6 +99,17 @@ pub struct Args {
     /// Read the model into memory instead of mapping it.
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
+    /// KV cache type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; also -ctk.
+    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
+    pub cache_type_k: CacheType,
+    /// KV cache type of the values (as --cache-type-k); also -ctv.
+    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
+    pub cache_type_v: CacheType,
+}
+
+/// A KV cache type by ggml's name, as llama-server's --cache-type-k/-v take it.
+fn cache_type(name: &str) -> Result<CacheType, String> {
+    CacheType::by_name(name).ok_or_else(|| format!("unsupported cache type '{name}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)"))
 }
 
 /// llama-server's multi-letter short flags, rewritten to their long names for clap.
@@ -106,6 +118,8 @@ fn rewrite_args(argv: impl Iterator<Item = String>) -> Vec<String> {
         "-np" => "--parallel".to_string(),
         "-ub" => "--ubatch-size".to_string(),
         "-to" => "--timeout".to_string(),
+        "-ctk" => "--cache-type-k".to_string(),
+        "-ctv" => "--cache-type-v".to_string(),
         _ => a,
     })
     .collect()
@@ -201,6 +215,8 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         queue_limit: a.queue_limit.max(1),
         max_step_slowdown: a.max_step_slowdown.max(0.0),
         prefill_chunk: a.prefill_chunk.max(1),
+        type_k: a.cache_type_k,
+        type_v: a.cache_type_v,
         ..EngineParams::default()
     };
     let engine = Arc::new(Engine::new(model.clone(), &params)?);

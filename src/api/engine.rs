@@ -251,6 +251,7 @@ fn params_from(p: &ds_engine_params) -> EngineParams {
         event_capacity: p.event_capacity,
         special: p.special,
         prefix_reuse: p.prefix_reuse,
+        ..EngineParams::default()
     }
 }
 

@@ -67,6 +67,9 @@ pub struct EngineParams {
     pub special: bool,
     /// Reuse the KV cells of a prompt's longest prefix held by any slot.
     pub prefix_reuse: bool,
+    /// The KV cache's key and value types (F16 by default; `kv::CacheType`).
+    pub type_k: crate::kv::CacheType,
+    pub type_v: crate::kv::CacheType,
 }
 
 impl Default for EngineParams {
@@ -83,6 +86,8 @@ impl Default for EngineParams {
             event_capacity: 256,
             special: false,
             prefix_reuse: true,
+            type_k: crate::kv::CacheType::F16,
+            type_v: crate::kv::CacheType::F16,
         }
     }
 }
@@ -415,6 +420,8 @@ impl Engine {
             n_seq_max: p.n_seq_max,
             n_threads: p.n_threads,
             n_threads_batch: p.n_threads,
+            type_k: p.type_k,
+            type_v: p.type_v,
             ..Default::default()
         };
         let ctx = crate::context::Context::new(model.clone(), &cp)?;

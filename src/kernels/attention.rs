@@ -30,8 +30,8 @@ const BLOCK: usize = 32;
 /// the dense models, whose logits meet the tolerances either way.
 ///
 /// `F32Cells` is ggml's f32 accumulator for values that are not F16 (a quantized or BF16 V
-/// cache): the same cell-by-cell steps as `F16` without the roundings. A tile asked for `F16`
-/// over such values uses it, as upstream does.
+/// cache): the same cell-by-cell steps as `F16` without the roundings. Every tile over such
+/// values uses it, as upstream does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Accumulator {
     F32,
@@ -165,7 +165,9 @@ impl TileScratch {
     /// As [`TileScratch::with_types`] with the kernels of `level` (which the CPU must support).
     pub(crate) fn at_level(level: Level, max_rows: usize, dk: usize, dv: usize, accumulator: Accumulator, k_type: GgmlType, v_type: GgmlType) -> Result<TileScratch, String> {
         let (dkp, dvp) = (dk.next_multiple_of(16), dv.next_multiple_of(16));
-        let accumulator = if accumulator == Accumulator::F16 && !is_f16_kind(v_type) { Accumulator::F32Cells } else { accumulator };
+        // values that are not F16: upstream's f32 accumulator, cell by cell, whatever the recipe
+        // asks for F16 values
+        let accumulator = if is_f16_kind(v_type) { accumulator } else { Accumulator::F32Cells };
         let key_dot = !is_f16_kind(k_type);
         let row = |t: GgmlType, n: usize| t.row_bytes(n).ok_or_else(|| format!("attention rows of {n} values cannot be {}", t.name()));
         let (q_dot_bytes, k_bytes) = if key_dot { (row(k_type.vec_dot_type(), dk)?, row(k_type, dk)?) } else { (0, 0) };

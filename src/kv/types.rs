@@ -58,6 +58,11 @@ impl CacheType {
         self.ggml().name()
     }
 
+    /// By ggml's name ("q8_0", "f16", ...; llama.cpp's `--cache-type-k` values).
+    pub fn by_name(name: &str) -> Option<CacheType> {
+        CacheType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// `ggml_is_quantized`: the block types (rotated, and needing flash attention for V).
     pub fn is_quantized(self) -> bool {
         !matches!(self, CacheType::F32 | CacheType::F16 | CacheType::BF16)

@@ -179,7 +179,12 @@ for type_k, type_v, flash_attn in [(8, 1, False), (2, 2, True)]:
         got.append(t)
         if len(got) == len(want):
             break
-    assert got == want, (type_k, type_v, got, want)
+    # up to upstream's first near tie (its two best logits within 0.1; this machine's and another's llama.cpp
+    # part there too), and at least 8 tokens
+    gaps = kv_ref[f"type_k={type_k},type_v={type_v} gaps"]
+    n = next((i for i, g in enumerate(gaps) if g < 0.1), len(want))
+    assert n >= 8, (type_k, type_v, gaps)
+    assert got[:n] == want[:n], (type_k, type_v, got, want, n)
     del kv
 try:
     llama_cpp.Llama(model_path=MODEL, type_k=8, type_v=8, **PARAMS)

@@ -377,6 +377,35 @@ def check_tokenize(srv):
     assert raw(srv, "POST", "/detokenize", json={"tokens": ids}).json()["content"] == "Hello world"
 
 
+def check_cache_types():
+    """-ctk/-ctv: a Q4_0 KV cache gives llama.cpp b11312's first-token logit gap with a Q4_0 cache,
+    F16 its F16 one (SmolLM2-135M, "The capital of France is": tests/data/kv_types/smollm2-generate.jsonl,
+    made by that directory's gen.sh; the two gaps are 1.25 apart); logprob differences are logit
+    differences. An unknown type is refused at start."""
+    ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tests/data/kv_types/smollm2-generate.jsonl")
+    q4_line, f16_line = [json.loads(l) for l in open(ref)]
+    gap_of = lambda g: g["steps"][0]["top5"][0][1] - g["steps"][0]["top5"][1][1]
+    want_q4, want_f16 = gap_of(q4_line), gap_of(f16_line)
+    ids = q4_line["prompt_tokens"]
+    for extra, want in [(("-ctk", "q4_0", "-ctv", "q4_0"), want_q4), ((), want_f16)]:
+        srv = Server("-np", "1", *extra)
+        try:
+            r = client(srv).completions.create(model="x", prompt=ids, max_tokens=1, temperature=0, logprobs=2)
+            top = r.choices[0].logprobs.top_logprobs[0]
+            (t1, l1), (t2, l2) = sorted(top.items(), key=lambda kv: -kv[1])
+            gap = l1 - l2
+            # our logits on this Q4_1 model are within ~0.1-0.2 of upstream's (tests/real_models.rs);
+            # the two cache types' gaps are 1.25 apart
+            assert abs(gap - want) < 0.25, (extra, top, gap, want)
+            print(f"  {' '.join(extra) or 'f16'}: first-token logit gap {gap:.4f} (llama.cpp {want:.4f})", flush=True)
+            assert srv.stop() == 0, srv.logs()
+        finally:
+            if srv.proc.poll() is None:
+                srv.proc.kill()
+    bad = subprocess.run([SERVER, "-m", MODEL, "-ctk", "q4_k"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unsupported cache type 'q4_k'" in bad.stderr, bad.stderr
+
+
 def check_metrics_off_and_shutdown():
     srv = Server()
     try:
@@ -408,6 +437,7 @@ def check_metrics_off_and_shutdown():
 
 def main():
     check_health_while_loading()
+    check_cache_types()
     check_metrics_off_and_shutdown()
     srv = Server("--api-key", KEY, "--metrics", "-np", "4", "-c", "4096")
     try:
