@@ -14,10 +14,14 @@ pub(crate) const BLOCK: usize = 16;
 /// two): H[i][j] = (−1)^popcount(i & j) / √n, the matrix upstream's `ggml_gen_hadamard` builds
 /// (llama-kv-cache.cpp:23). H is symmetric and H·H = I, so applying it twice gives x back (to
 /// rounding), and dot products of rotated vectors equal those of the originals: it only changes
-/// the basis the F16 cache rounds the keys in.
+/// the basis the F16 cache rounds the keys in. Computed as ggml-cpu computes the `mul_mat` that
+/// `llama_mul_mat_hadamard` marks (`ggml_compute_forward_fwht`, ops.cpp:12256): scaled by 1/√n
+/// first, then butterflies of span 1, 2, 4, … (sums and differences).
 pub fn hadamard(x: &mut [f32]) {
     let n = x.len();
     debug_assert!(n.is_power_of_two());
+    let s = 1.0 / (n as f32).sqrt();
+    x.iter_mut().for_each(|v| *v *= s);
     let mut h = 1;
     while h < n {
         for i in (0..n).step_by(2 * h) {
@@ -29,8 +33,6 @@ pub fn hadamard(x: &mut [f32]) {
         }
         h *= 2;
     }
-    let s = 1.0 / (n as f32).sqrt();
-    x.iter_mut().for_each(|v| *v *= s);
 }
 
 /// One thread's buffers: a block of keys widened to f32, and the candidate list of a top-k.

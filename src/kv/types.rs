@@ -4,6 +4,7 @@
 //! back (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`, ops.cpp:8843), and whether the
 //! rows are Hadamard-rotated first (`attn_rot_k` / `attn_rot_v`, llama-kv-cache.cpp:321).
 
+use crate::kernels::indexer::hadamard;
 use crate::quant::{self, f32_to_f16, GgmlType};
 
 /// A KV cache element type upstream's CPU flash attention reads (ggml's names).
@@ -139,27 +140,11 @@ pub fn value_rotation(ty: CacheType, head_dim: usize) -> usize {
 }
 
 /// In place: each consecutive `n` values of `x` times the orthonormal Sylvester–Hadamard matrix
-/// of order `n`, as ggml-cpu's `ggml_compute_forward_fwht` computes the `mul_mat` that
-/// `llama_mul_mat_hadamard` marks (ops.cpp:12256): scaled by 1/√n first, then butterflies of
-/// span 1, 2, 4, … (sums and differences, exact in any order of lanes). Self-inverse up to
+/// of order `n` (`kernels::indexer::hadamard`, ggml-cpu's fast transform). Self-inverse up to
 /// rounding.
 pub fn fwht(x: &mut [f32], n: usize) {
     debug_assert!(n.is_power_of_two() && x.len() % n == 0);
-    let scale = 1.0 / (n as f32).sqrt();
-    for row in x.chunks_exact_mut(n) {
-        row.iter_mut().for_each(|v| *v *= scale);
-        let mut len = 1;
-        while len < n {
-            for i in (0..n).step_by(2 * len) {
-                for j in i..i + len {
-                    let (u, v) = (row[j], row[j + len]);
-                    row[j] = u + v;
-                    row[j + len] = u - v;
-                }
-            }
-            len *= 2;
-        }
-    }
+    x.chunks_exact_mut(n).for_each(hadamard);
 }
 
 #[cfg(test)]
