@@ -1026,6 +1026,10 @@ int64_t ggml_time_us(void);
 
 void ggml_time_init(void);
 
+/**
+ * Upstream loads its dynamic backends (CPU variants, GPUs); here the CPU kernels are built in and
+ * chosen at run time, so there is nothing to load: said once.
+ */
 void ggml_backend_load_all(void);
 
 const char *llama_print_system_info(void);
@@ -1405,7 +1409,7 @@ size_t llama_state_seq_set_data(struct llama_context *ctx,
 
 size_t llama_state_seq_get_size_ext(struct llama_context *ctx,
                                     llama_seq_id seq_id,
-                                    llama_state_seq_flags _flags);
+                                    llama_state_seq_flags flags);
 
 /**
  * # Safety
@@ -1415,7 +1419,7 @@ size_t llama_state_seq_get_data_ext(struct llama_context *ctx,
                                     uint8_t *dst,
                                     size_t size,
                                     llama_seq_id seq_id,
-                                    llama_state_seq_flags _flags);
+                                    llama_state_seq_flags flags);
 
 /**
  * # Safety
@@ -1425,7 +1429,7 @@ size_t llama_state_seq_set_data_ext(struct llama_context *ctx,
                                     const uint8_t *src,
                                     size_t size,
                                     llama_seq_id dest_seq_id,
-                                    llama_state_seq_flags _flags);
+                                    llama_state_seq_flags flags);
 
 /**
  * # Safety

@@ -186,3 +186,39 @@ fn sequence_state_is_cell_independent_and_damage_is_refused() {
         }
     }
 }
+
+/// The `_ext` calls' flags: upstream's standard KV cache ignores them, and so do ours — the
+/// same bytes with and without PARTIAL_ONLY or ON_DEVICE (there is no device memory), which
+/// restore the sequence — and each flag is said once in the log, not silently dropped.
+#[test]
+fn state_seq_ext_flags_are_said_and_change_nothing() {
+    use deepseek::api::types::{LLAMA_STATE_SEQ_FLAGS_ON_DEVICE, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY};
+    let m = load_model(&data("tiny/tiny-qwen2-f32.gguf"));
+    let c = new_context(m, 256, 1, 2);
+    let mut p = prompt();
+    // SAFETY: p outlives the call.
+    assert_eq!(unsafe { llama_decode(c, llama_batch_get_one(p.as_mut_ptr(), p.len() as i32)) }, 0);
+    let plain = seq_state(c, 0);
+    for (flag, name) in [(LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY, "LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY"), (LLAMA_STATE_SEQ_FLAGS_ON_DEVICE, "LLAMA_STATE_SEQ_FLAGS_ON_DEVICE")] {
+        let (bytes, log) = common::log::logged(|| {
+            let n = llama_state_seq_get_size_ext(c, 0, flag);
+            let mut buf = vec![0u8; n];
+            // SAFETY: buf holds n bytes.
+            assert_eq!(unsafe { llama_state_seq_get_data_ext(c, buf.as_mut_ptr(), n, 0, flag) }, n);
+            buf
+        });
+        assert_eq!(bytes, plain, "{name} changed the state");
+        assert!(log.contains(name), "{name} not said: {log}");
+        let want = decode_one(c, 5);
+        assert!(deepseek::api::memory::llama_memory_seq_rm(llama_get_memory(c), 0, -1, -1));
+        // SAFETY: bytes holds a state of its length.
+        assert_eq!(unsafe { llama_state_seq_set_data_ext(c, bytes.as_ptr(), bytes.len(), 0, flag) }, bytes.len());
+        assert_eq!(decode_one(c, 5), want, "{name}: the restored sequence");
+        assert!(deepseek::api::memory::llama_memory_seq_rm(llama_get_memory(c), 0, 30, -1));
+    }
+    // SAFETY: freed once each.
+    unsafe {
+        llama_free(c);
+        llama_model_free(m);
+    }
+}

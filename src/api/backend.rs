@@ -63,8 +63,16 @@ pub extern "C" fn ggml_time_us() -> i64 {
 #[no_mangle]
 pub extern "C" fn ggml_time_init() {}
 
+/// Upstream loads its dynamic backends (CPU variants, GPUs); here the CPU kernels are built in and
+/// chosen at run time, so there is nothing to load: said once.
 #[no_mangle]
-pub extern "C" fn ggml_backend_load_all() {}
+pub extern "C" fn ggml_backend_load_all() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        crate::log_info!("ggml_backend_load_all: no backends to load: the CPU kernels are built into this library (level chosen at run time: {:?})", crate::kernels::simd::level());
+    }
+}
 
 #[no_mangle]
 pub extern "C" fn llama_print_system_info() -> *const c_char {

@@ -5,7 +5,7 @@ use std::ffi::c_char;
 
 use super::boundary::{as_ref, as_slice, as_str, guard};
 use super::handles::llama_context;
-use super::types::{llama_seq_id, llama_state_seq_flags, llama_token, LLAMA_SESSION_MAGIC, LLAMA_SESSION_VERSION, LLAMA_STATE_SEQ_MAGIC, LLAMA_STATE_SEQ_VERSION};
+use super::types::{llama_seq_id, llama_state_seq_flags, llama_token, LLAMA_SESSION_MAGIC, LLAMA_SESSION_VERSION, LLAMA_STATE_SEQ_FLAGS_ON_DEVICE, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY, LLAMA_STATE_SEQ_MAGIC, LLAMA_STATE_SEQ_VERSION};
 use crate::context::Context;
 use crate::state;
 
@@ -119,15 +119,36 @@ pub unsafe extern "C" fn llama_state_seq_set_data(ctx: *mut llama_context, src: 
     })
 }
 
+/// What the `_ext` calls do with their flags, said once per process and flag: upstream's
+/// standard KV cache ignores them too (`llama_kv_cache::state_write`: `GGML_UNUSED(flags)`), but
+/// its SWA, recurrent and deepseek4 caches and its device buffers honour them.
+fn note_flags(name: &str, flags: llama_state_seq_flags) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static PARTIAL: AtomicBool = AtomicBool::new(false);
+    static DEVICE: AtomicBool = AtomicBool::new(false);
+    if flags & LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY != 0 && !PARTIAL.swap(true, Ordering::Relaxed) {
+        crate::log_info!("{name}: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the caches here have no partial (SWA or recurrent) part to save alone; the whole sequence state is saved and restored, as upstream's standard KV cache does (said once)");
+    }
+    if flags & LLAMA_STATE_SEQ_FLAGS_ON_DEVICE != 0 && !DEVICE.swap(true, Ordering::Relaxed) {
+        crate::log_info!("{name}: LLAMA_STATE_SEQ_FLAGS_ON_DEVICE: there is no device memory here; the state is the same host bytes as without the flag (said once)");
+    }
+    let unknown = flags & !(LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY | LLAMA_STATE_SEQ_FLAGS_ON_DEVICE);
+    if unknown != 0 {
+        crate::log_warn!("{name}: unknown state flags 0x{unknown:x} ignored");
+    }
+}
+
 #[no_mangle]
-pub extern "C" fn llama_state_seq_get_size_ext(ctx: *mut llama_context, seq_id: llama_seq_id, _flags: llama_state_seq_flags) -> usize {
+pub extern "C" fn llama_state_seq_get_size_ext(ctx: *mut llama_context, seq_id: llama_seq_id, flags: llama_state_seq_flags) -> usize {
+    note_flags("llama_state_seq_get_size_ext", flags);
     llama_state_seq_get_size(ctx, seq_id)
 }
 
 /// # Safety
 /// As llama_state_seq_get_data.
 #[no_mangle]
-pub unsafe extern "C" fn llama_state_seq_get_data_ext(ctx: *mut llama_context, dst: *mut u8, size: usize, seq_id: llama_seq_id, _flags: llama_state_seq_flags) -> usize {
+pub unsafe extern "C" fn llama_state_seq_get_data_ext(ctx: *mut llama_context, dst: *mut u8, size: usize, seq_id: llama_seq_id, flags: llama_state_seq_flags) -> usize {
+    note_flags("llama_state_seq_get_data_ext", flags);
     // SAFETY: same contract.
     unsafe { llama_state_seq_get_data(ctx, dst, size, seq_id) }
 }
@@ -135,7 +156,8 @@ pub unsafe extern "C" fn llama_state_seq_get_data_ext(ctx: *mut llama_context, d
 /// # Safety
 /// As llama_state_seq_set_data.
 #[no_mangle]
-pub unsafe extern "C" fn llama_state_seq_set_data_ext(ctx: *mut llama_context, src: *const u8, size: usize, dest_seq_id: llama_seq_id, _flags: llama_state_seq_flags) -> usize {
+pub unsafe extern "C" fn llama_state_seq_set_data_ext(ctx: *mut llama_context, src: *const u8, size: usize, dest_seq_id: llama_seq_id, flags: llama_state_seq_flags) -> usize {
+    note_flags("llama_state_seq_set_data_ext", flags);
     // SAFETY: same contract.
     unsafe { llama_state_seq_set_data(ctx, src, size, dest_seq_id) }
 }
