@@ -192,3 +192,23 @@ fn quantized_keys_shift() {
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };
 }
+
+/// `ds_context_stats` counts the cache's real bytes: 2 layers × 256 cells × K and V rows of 128
+/// values in each type.
+#[test]
+fn stats_count_each_types_bytes() {
+    use deepseek::api::stats::ds_context_stats;
+    let m = load_model(&data("tiny/tiny-qwen2-f32.gguf"));
+    // bytes per 32 values
+    for (k, v, k32, v32) in [(F32, F32, 128, 128), (F16, F16, 64, 64), (BF16, Q8_0, 64, 34), (Q4_0, Q4_1, 18, 20), (Q5_0, IQ4_NL, 22, 18), (Q5_1, Q5_1, 24, 24)] {
+        let c = new_context_with(m, 256, 1, 2, &with_types(k, v));
+        let mut s = Default::default();
+        assert_eq!(ds_context_stats(c, &mut s), 0);
+        let want = 2 * (256 * 128 / 32 * (k32 + v32));
+        assert_eq!(s.kv_bytes, want, "type_k {k} type_v {v}");
+        // SAFETY: freed once.
+        unsafe { llama_free(c) };
+    }
+    // SAFETY: freed once.
+    unsafe { llama_model_free(m) };
+}
