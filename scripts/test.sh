@@ -44,12 +44,12 @@ fi
 # kernels take minutes; they run at the AVX2 level.)
 # On a machine without the AVX-512 level the run above already was the AVX2 run.
 if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then
-  DEEPSEEK_KERNELS=avx2 cargo test --profile ci --test golden_logits --test golden_quants --test engine --test real_models
+  DEEPSEEK_KERNELS=avx2 cargo test --profile ci --test golden_logits --test golden_quants --test engine --test real_models --test kv_types
 else
   echo "== no AVX-512 level here: the tests above ran at the AVX2 level"
 fi
 stage "scalar reruns"
-DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test golden_quants --test engine
+DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test golden_quants --test engine --test kv_types
 # deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
 # After the reruns above: its build resolves the shared dependencies' features without the root
 # crate's dev-dependencies, and a root test run after it was seen to rebuild the library.
