@@ -142,8 +142,10 @@ int main(int argc, char **argv) {
 
     /* Unsupported parameters fail with NULL, never silently. */
     struct llama_context_params bad = cp;
-    bad.type_k = GGML_TYPE_Q4_0;
-    CHECK(llama_init_from_model(m, bad) == NULL);
+    bad.type_k = GGML_TYPE_Q4_K; /* not a KV cache type (Q4_0 is: tests/kv_types.rs) */
+    ds_log_mark(); CHECK(llama_init_from_model(m, bad) == NULL && ds_log_has("type_k = 12 is not a KV cache type"));
+    bad = cp; bad.type_v = GGML_TYPE_Q8_0; bad.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    ds_log_mark(); CHECK(llama_init_from_model(m, bad) == NULL && ds_log_has("quantized V cache (q8_0) requires flash_attn to be enabled"));
     bad = cp; bad.n_seq_max = 100000;
     CHECK(llama_init_from_model(m, bad) == NULL);
     bad = cp; bad.n_batch = 0; bad.n_ubatch = 0;
