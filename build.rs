@@ -24,9 +24,10 @@ fn main() {
 /// src/api/ext_shim.cpp: the staging C++ functions whose arguments or values are C++ objects
 /// (a `std::map` returned by value, a `std::vector` of vectors), compiled by the C++ compiler
 /// against the system's libstdc++ headers so that it lays those objects out. Without exceptions
-/// or RTTI, and without linking libstdc++: the shim calls nothing out of line (the shared
-/// library is linked with --no-undefined, and tests/library_files.rs checks that it does not
-/// need libstdc++).
+/// or RTTI, and without linking libstdc++: the shim calls nothing out of line
+/// (tests/library_files.rs checks that the shared library neither needs libstdc++ nor leaves
+/// one of its symbols undefined). Not `--no-undefined`: sanitizer builds (fuzz/) link the
+/// cdylib with the sanitizers' symbols left to the executable.
 fn ext_shim(crate_dir: &std::path::Path) {
     println!("cargo:rerun-if-changed=include");
     cc::Build::new()
@@ -65,7 +66,5 @@ fn link_args() {
     let cxx: String = cxx_export_names().iter().map(|n| format!(" {n};")).collect();
     std::fs::write(&map, format!("{{\n  global: llama_*; ggml_*; ds_*;{cxx}\n  local: *;\n}};\n")).expect("write version script");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libdeepseek.so.0");
-    // every symbol the library uses is resolved when it is linked (e.g. nothing of libstdc++)
-    println!("cargo:rustc-cdylib-link-arg=-Wl,--no-undefined");
     println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={}", map.display());
 }

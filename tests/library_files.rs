@@ -70,8 +70,8 @@ fn is_cxx_runtime(sym: &str) -> bool {
 
 /// src/api/ext_shim.cpp is C++ compiled against libstdc++'s headers, but calls nothing out of
 /// line: the library needs no libstdc++ at run time, so C programs link it (and the static
-/// archive, tests/packaging.rs) without -lstdc++. build.rs links with --no-undefined, so every
-/// symbol it uses comes from a library it names.
+/// archive, tests/packaging.rs) without -lstdc++: it names no libstdc++ and leaves none of its
+/// symbols undefined.
 #[test]
 fn needs_no_cxx_runtime() {
     let so = lib("libdeepseek.so");

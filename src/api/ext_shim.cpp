@@ -8,7 +8,7 @@
 //
 // Compiled without exceptions or RTTI and calling nothing out of line: the library needs no
 // libstdc++ at run time (tests/library_files.rs checks that it neither needs libstdc++ nor
-// leaves a symbol undefined, and build.rs links with --no-undefined).
+// leaves one of its symbols undefined).
 //
 // build.rs adds every name on an "// export: " line of this file to the shared library's
 // version script; tests/library_files.rs checks the exported set, and c_tests/ext_api.cpp calls
