@@ -157,50 +157,88 @@ fn create_free_loop_under_memcheck() {
     valgrind(&exe, &[root().join("tests/data/deepseek2/tiny-deepseek2-lite-q4_k_m.gguf").to_str().unwrap(), "3"]);
 }
 
+/// A sample of the malformed-GGUF generator's variants from every fixture it starts from
+/// (tests/common/malformed.rs): of each, `PER_FIXTURE` spread evenly over its variants (most of
+/// which the loader refuses) and `LOADING_PER_FIXTURE` that load (from evenly spread starting
+/// points, the first variant the library loads here), so that the decode of defective models
+/// of every architecture runs under memcheck too. Through c_tests/load_each.c: each file loaded
+/// mapped and read into memory, decoded when it loads. The program's answer for each file and
+/// mode must be the library's in this process (the same reason when rejected), and the same
+/// again under memcheck, which must report no error and no leak.
 #[test]
 fn malformed_generator_sample_under_memcheck() {
-    let original = std::fs::read(root().join("tests/data/tiny/tiny-qwen2-q4_0.gguf")).unwrap();
+    use deepseek::api::types::llama_load_mode;
+    const PER_FIXTURE: usize = 10;
+    const LOADING_PER_FIXTURE: usize = 4;
     let dir = root().join("target/malformed-sample");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let step = common::malformed::variants(&original, |_, _| {}) / 50;
-    let (mut i, mut paths) = (0, Vec::new());
-    common::malformed::variants(&original, |_, bytes| {
-        if i % step == 0 {
-            let p = dir.join(format!("{i:04}.gguf"));
-            std::fs::write(&p, bytes).unwrap();
-            paths.push(p.to_str().unwrap().to_string());
-        }
-        i += 1;
-    });
-    assert!(paths.len() >= 50);
+    let loads = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path; the model is freed at once.
+        let (m, _) = common::log::logged(|| unsafe { llama_model_load_from_file(c.as_ptr(), llama_model_default_params()) });
+        // SAFETY: NULL or a model loaded above, freed once.
+        unsafe { llama_model_free(m) };
+        !m.is_null()
+    };
+    let mut paths = Vec::new();
+    for (rel, n) in common::malformed::FIXTURES {
+        let original = std::fs::read(root().join(rel)).unwrap();
+        let stem = Path::new(rel).file_stem().unwrap().to_str().unwrap().to_string();
+        let (step, load_step, mut i) = (n / PER_FIXTURE, n / LOADING_PER_FIXTURE, 0);
+        let mut loading = 0;
+        let made = common::malformed::variants(&original, |_, bytes| {
+            if i % step == 0 && i / step < PER_FIXTURE {
+                let p = dir.join(format!("{stem}-{i:04}.gguf"));
+                std::fs::write(&p, &bytes).unwrap();
+                paths.push(p.to_str().unwrap().to_string());
+            } else if loading < LOADING_PER_FIXTURE && i >= loading * load_step {
+                let p = dir.join(format!("{stem}-{i:04}-loads.gguf"));
+                std::fs::write(&p, &bytes).unwrap();
+                if loads(&p) {
+                    paths.push(p.to_str().unwrap().to_string());
+                    loading += 1;
+                } else {
+                    std::fs::remove_file(&p).unwrap();
+                }
+            }
+            i += 1;
+        });
+        assert_eq!(made, n, "{rel}: the generator's count changed (tests/common/malformed.rs FIXTURES)");
+        assert_eq!(loading, LOADING_PER_FIXTURE, "{rel}: too few variants load for the sample");
+    }
+    assert_eq!(paths.len(), (PER_FIXTURE + LOADING_PER_FIXTURE) * common::malformed::FIXTURES.len());
     let exe = build("load_each");
     let args: Vec<&str> = paths.iter().map(|s| s.as_str()).collect();
     let report = run(&exe, &args);
-    // The program's report says, for each file, what the library answers in this process:
-    // loaded or rejected, with the same reason.
+    // The program's report says, for each file and load mode, what the library answers in this
+    // process: loaded or rejected, with the same reason.
     let lines: Vec<&str> = report.lines().collect();
-    assert_eq!(lines.len(), paths.len() + 1, "one report line per file and a summary:\n{report}");
+    assert_eq!(lines.len(), 2 * paths.len() + 1, "one report line per file and mode, and a summary:\n{report}");
+    let modes = [("mmap", llama_load_mode::LLAMA_LOAD_MODE_MMAP), ("none", llama_load_mode::LLAMA_LOAD_MODE_NONE)];
     let (mut loaded, mut rejected) = (0, 0);
-    for (p, line) in paths.iter().zip(&lines) {
+    for (k, line) in lines[..2 * paths.len()].iter().enumerate() {
+        let (p, (mode_name, mode)) = (&paths[k / 2], modes[k % 2]);
         let c = std::ffi::CString::new(p.as_str()).unwrap();
+        let mut mp = llama_model_default_params();
+        mp.load_mode = mode;
         // SAFETY: a NUL-terminated path.
-        let (m, log) = common::log::logged(|| unsafe { llama_model_load_from_file(c.as_ptr(), llama_model_default_params()) });
-        let got = line.strip_prefix(&format!("{p}: ")).unwrap_or_else(|| panic!("report line for another file: {line}"));
+        let (m, log) = common::log::logged(|| unsafe { llama_model_load_from_file(c.as_ptr(), mp) });
+        let got = line.strip_prefix(&format!("{p} ({mode_name}): ")).unwrap_or_else(|| panic!("report line for another file or mode ({p}, {mode_name}): {line}"));
         if m.is_null() {
             let reason = log.lines().find(|l| l.starts_with("llama_model_load_from_file: ")).unwrap_or_else(|| panic!("{p}: rejected without a reason: {log:?}"));
-            assert_eq!(got, format!("rejected: {reason}"), "{p}");
+            assert_eq!(got, format!("rejected: {reason}"), "{p} ({mode_name})");
             rejected += 1;
         } else {
             // SAFETY: freed once.
             unsafe { llama_model_free(m) };
-            assert!(got.starts_with("loaded; "), "{p}: loads here, but the C program reports: {got}");
+            assert!(got.starts_with("loaded; "), "{p} ({mode_name}): loads here, but the C program reports: {got}");
             loaded += 1;
         }
     }
-    assert_eq!(lines[paths.len()], format!("load_each: {loaded} of {} files loaded", paths.len()));
-    assert!(rejected > 0, "the sample holds no defective file the loader refuses");
-    eprintln!("load_each: {loaded} loaded, {rejected} rejected, each with its reason");
+    assert_eq!(lines[2 * paths.len()], format!("load_each: {loaded} of {} loads succeeded", 2 * paths.len()));
+    assert!(rejected > 0 && loaded > 0, "the sample should hold variants the loader refuses and variants it loads: {rejected} rejected, {loaded} loaded");
+    eprintln!("load_each: {} files of {} fixtures, mapped and read: {loaded} loads succeeded, {rejected} rejected, each with its reason", paths.len(), common::malformed::FIXTURES.len());
     // Under memcheck (the system allocator), the same answers.
     assert_eq!(valgrind(&exe, &args), report, "the memcheck build answers differently");
 }

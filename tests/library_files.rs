@@ -53,3 +53,36 @@ fn only_the_c_api_is_exported() {
     assert!(is_api("_Z26llama_get_memory_breakdownPK13llama_context") && !is_api("_Z5llamaPKc") && !is_api("_ZN5llama_4workEv"));
     assert!(names.contains(&"_Z26llama_get_memory_breakdownPK13llama_context"));
 }
+
+/// A symbol libstdc++ (the C++ runtime) defines: any of its versions (GLIBCXX_*, CXXABI_*), or
+/// unversioned the std namespace, operator new/delete, the C++ ABI's `__cxa_*` and the
+/// personality routine (glibc's own `__cxa_atexit`/`__cxa_finalize`, versioned GLIBC_*, are not).
+fn is_cxx_runtime(sym: &str) -> bool {
+    let (name, version) = sym.split_once('@').unwrap_or((sym, ""));
+    if version.contains("GLIBCXX") || version.contains("CXXABI") {
+        return true;
+    }
+    if version.trim_start_matches('@').starts_with("GLIBC_") {
+        return false;
+    }
+    ["_ZSt", "_ZNSt", "_ZNKSt", "_Znw", "_Zna", "_ZdlPv", "_ZdaPv", "__cxa_", "__gxx_personality"].iter().any(|p| name.starts_with(p))
+}
+
+/// src/api/ext_shim.cpp is C++ compiled against libstdc++'s headers, but calls nothing out of
+/// line: the library needs no libstdc++ at run time, so C programs link it (and the static
+/// archive, tests/packaging.rs) without -lstdc++: it names no libstdc++ and leaves none of its
+/// symbols undefined.
+#[test]
+fn needs_no_cxx_runtime() {
+    let so = lib("libdeepseek.so");
+    let dynamic = tool(&["readelf", "-d"], &so);
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(!needed.is_empty() && !needed.iter().any(|l| l.contains("libstdc++")), "{needed:?}");
+    let undefined = tool(&["nm", "-D", "--undefined-only"], &so);
+    let cxx: Vec<&str> = undefined.lines().filter_map(|l| l.split_whitespace().last()).filter(|s| is_cxx_runtime(s)).collect();
+    assert!(cxx.is_empty(), "libdeepseek.so uses the C++ runtime: {cxx:?}");
+    // the checker itself must be able to fail
+    assert!(is_cxx_runtime("_Znwm@GLIBCXX_3.4") && is_cxx_runtime("__cxa_throw") && is_cxx_runtime("__gxx_personality_v0@CXXABI_1.3"));
+    assert!(is_cxx_runtime("_ZSt9terminatev") && is_cxx_runtime("_ZNSt8ios_base4InitC1Ev@GLIBCXX_3.4"));
+    assert!(!is_cxx_runtime("_Z26llama_get_memory_breakdownPK13llama_context") && !is_cxx_runtime("__cxa_finalize@GLIBC_2.2.5") && !is_cxx_runtime("memcpy@GLIBC_2.14"));
+}

@@ -6,7 +6,10 @@
 //! Devices and memory answer for a CPU-only library (no offload devices, an empty memory
 //! breakdown), model queries as upstream answers for a model without MTP/EAGLE/DFlash parts; the
 //! speculative-decoding hooks (NextN/MTP embeddings, layer inputs) are not supported and log
-//! like src/api/unsupported.rs.
+//! like src/api/unsupported.rs. The two functions whose arguments or values are C++ objects
+//! (`llama_get_memory_breakdown`, `llama_sampler_init_dry_testing`) are C++, in ext_shim.cpp
+//! (compiled by build.rs), which calls the `deepseek_ext_*` functions here: their pass through
+//! the boundary. Those are hidden from the shared library's exports (see ext_shim.cpp).
 
 #![allow(unused_variables)]
 
@@ -49,37 +52,19 @@ pub extern "C" fn llama_model_get_device_cxx(model: *const llama_model, i: i32) 
     std::ptr::null_mut()
 }
 
-/// An empty `std::map<ggml_backend_buffer_type_t, llama_memory_breakdown_data>` as libstdc++
-/// lays it out on x86-64 (`_Rb_tree_impl`: the empty comparator padded to 8 bytes, then the
-/// header node — colour, parent, leftmost, rightmost — and the node count). An empty tree's
-/// header has colour red (0), no parent, and points to itself as leftmost and rightmost.
-#[repr(C)]
-pub struct EmptyStdMap {
-    compare: u64,
-    color: i32,
-    parent: *mut c_void,
-    left: *mut c_void,
-    right: *mut c_void,
-    node_count: usize,
-}
-
-/// `llama_memory_breakdown llama_get_memory_breakdown(const llama_context *)`: the map is
-/// returned through the hidden pointer a C++ caller passes first (the Itanium ABI for a class
-/// with a non-trivial destructor), and that pointer is returned. The map is empty: no
-/// ggml buffer types back our memory, and callers (common_memory_breakdown_print, --fit) then
-/// report nothing for it.
-///
-/// # Safety
-/// `out` must be writable storage for the map, as a C++ caller provides.
+/// The Rust side of `llama_memory_breakdown llama_get_memory_breakdown(const llama_context *)`,
+/// which src/api/ext_shim.cpp exports under its C++ name: the compiler builds the `std::map` it
+/// returns (empty: no ggml buffer types back our memory). This is its pass through the
+/// boundary: a NULL context is logged (the map is still returned, empty). Not exported from the
+/// shared library (the shim's hidden reference hides it).
 /// cbindgen:ignore
-#[export_name = "_Z26llama_get_memory_breakdownPK13llama_context"]
-pub unsafe extern "C" fn llama_get_memory_breakdown_cxx(out: *mut EmptyStdMap, ctx: *const llama_context) -> *mut EmptyStdMap {
-    // SAFETY: `out` is the caller's uninitialised return slot of the map's size (48 bytes).
-    unsafe {
-        let header = std::ptr::addr_of_mut!((*out).color) as *mut c_void;
-        out.write(EmptyStdMap { compare: 0, color: 0, parent: std::ptr::null_mut(), left: header, right: header, node_count: 0 });
-    }
-    out
+#[no_mangle]
+pub extern "C" fn deepseek_ext_memory_breakdown(ctx: *const llama_context) -> bool {
+    guard("llama_get_memory_breakdown", || {
+        // SAFETY: a live context handle (NULL is caught).
+        unsafe { as_ref(ctx, "ctx") }?;
+        Ok(true)
+    })
 }
 
 /// `void llama_set_embeddings_nextn(llama_context *, bool value, bool masked)`: not supported.
@@ -155,39 +140,37 @@ pub extern "C" fn llama_model_dflash_selector_top_k_cxx(model: *const llama_mode
     0
 }
 
-/// libstdc++'s `std::vector<T>` on x86-64: begin, end, end of storage.
-#[repr(C)]
-pub struct StdVector<T> {
-    begin: *const T,
-    end: *const T,
-    cap: *const T,
-}
-
-impl<T> StdVector<T> {
-    /// # Safety
-    /// `self` must be a live vector of `T` as libstdc++ lays it out.
-    unsafe fn as_slice(&self) -> &[T] {
-        if self.begin.is_null() || self.end <= self.begin {
-            return &[];
-        }
-        // SAFETY: a live vector's [begin, end) holds its elements (caller).
-        unsafe { std::slice::from_raw_parts(self.begin, self.end.offset_from(self.begin) as usize) }
+/// What src/api/ext_shim.cpp defines for the Rust side.
+/// cbindgen:ignore
+mod shim {
+    use std::ffi::c_void;
+    extern "C" {
+        /// The `i`-th of the caller's breakers (`const std::vector<std::vector<llama_token>>
+        /// *`): its tokens, and their count in `*n`.
+        pub fn deepseek_ext_dry_breaker(breakers: *const c_void, i: usize, n: *mut usize) -> *const i32;
     }
 }
 
-/// `llama_sampler * llama_sampler_init_dry_testing(float, float, int32_t, int32_t, const
-/// std::vector<std::vector<llama_token>> &)` (src/llama-sampler.h): the DRY sampler with
-/// sequence breakers given as tokens (head token, then the rest), which upstream's
-/// test-sampling uses. Upstream's version writes into the sampler that `llama_sampler_init_dry`
-/// returned, which under LD_PRELOAD is ours: it must be ours too.
+/// The Rust side of `llama_sampler * llama_sampler_init_dry_testing(float, float, int32_t,
+/// int32_t, const std::vector<std::vector<llama_token>> &)` (src/llama-sampler.h), which
+/// src/api/ext_shim.cpp exports under its C++ name and forwards here with the vector of
+/// `n_breakers` breakers, whose elements only the shim reads (`deepseek_ext_dry_breaker`): the
+/// DRY sampler with sequence breakers given as tokens (head token, then the rest), which
+/// upstream's test-sampling uses. Upstream's version writes into the sampler that
+/// `llama_sampler_init_dry` returned, which under LD_PRELOAD is ours: it must be ours too.
+/// Not exported from the shared library (the shim's hidden reference hides it).
+///
+/// # Safety
+/// `breakers` must be the shim's live vector of `n_breakers` vectors (NULL is caught).
 /// cbindgen:ignore
-#[export_name = "_Z30llama_sampler_init_dry_testingffiiRKSt6vectorIS_IiSaIiEESaIS1_EE"]
-pub unsafe extern "C" fn llama_sampler_init_dry_testing_cxx(
+#[no_mangle]
+pub unsafe extern "C" fn deepseek_ext_dry_testing(
     dry_multiplier: f32,
     dry_base: f32,
     dry_allowed_length: i32,
     dry_penalty_last_n: i32,
-    seq_breakers: *const StdVector<StdVector<i32>>,
+    breakers: *const c_void,
+    n_breakers: usize,
 ) -> *mut super::types::llama_sampler {
     guard("llama_sampler_init_dry_testing", || {
         use crate::sampling::dry::Dry;
@@ -195,17 +178,18 @@ pub unsafe extern "C" fn llama_sampler_init_dry_testing_cxx(
         if !Dry::is_enabled(dry_multiplier, dry_base, last_n) {
             return Ok(super::sampling::noop(c"?dry"));
         }
-        // SAFETY: a live vector reference (NULL is caught).
-        let outer = unsafe { as_ref(seq_breakers, "seq_breakers") }?;
+        // SAFETY: only checked for NULL here; the shim reads it.
+        unsafe { as_ref(breakers, "seq_breakers") }?;
         let mut map: std::collections::HashMap<i32, Vec<Vec<i32>>> = std::collections::HashMap::new();
-        // SAFETY: the caller's vectors are live for the call.
-        let breakers = unsafe { outer.as_slice() };
-        if breakers.is_empty() {
+        if n_breakers == 0 {
             crate::log_warn!("empty DRY sequence breakers list in llama_sampler_init_dry_testing");
         }
-        for b in breakers {
-            // SAFETY: as above.
-            let toks = unsafe { b.as_slice() };
+        for i in 0..n_breakers {
+            let mut n = 0usize;
+            // SAFETY: i < the vector's size (the shim passed it); the shim writes `n`.
+            let data = unsafe { shim::deepseek_ext_dry_breaker(breakers, i, &mut n) };
+            // SAFETY: the shim's vector holds `n` tokens at `data` for the call (none: any pointer).
+            let toks = unsafe { super::boundary::as_slice(data, n, "seq_breakers[i]") }?;
             match toks.split_first() {
                 None => crate::log_warn!("skipping DRY empty sequence breaker"),
                 Some((&head, tail)) => map.entry(head).or_default().push(tail.to_vec()),
