@@ -23,6 +23,18 @@ pub(crate) use std::{
     thread,
 };
 
+/// Wakes `t` from `thread::park`. Under loom, first a yield to the other threads: loom's
+/// `unpark` hands the waker's whole history to `t` at once, parked or not (std promises that
+/// only to a `park` that then returns), and is no scheduling point; without the yield loom
+/// would never run a spinning thread between the store that publishes work and the `unpark`
+/// after it, and so would hide a publication that lacks Release/Acquire.
+#[inline(always)]
+pub(crate) fn unpark(t: &thread::Thread) {
+    #[cfg(loom)]
+    thread::yield_now();
+    t.unpark();
+}
+
 /// `std::cell::UnsafeCell` with loom's API: the pointer is handed to a closure, so under loom
 /// (`loom::cell::UnsafeCell`) each access is checked against the others — a read and a write
 /// that are not ordered by happens-before fail the model as a data race.
@@ -74,7 +86,10 @@ impl AccessCheck {
 #[cfg(loom)]
 impl Drop for AccessCheck {
     fn drop(&mut self) {
-        self.0.with_mut(|_| ());
+        // not while a failed model unwinds (loom's state is gone: a second panic would abort)
+        if !std::thread::panicking() {
+            self.0.with_mut(|_| ());
+        }
     }
 }
 

@@ -9,6 +9,10 @@
 use super::ThreadPool;
 use crate::sys::sync::UnsafeCell;
 
+// In each model the counters and the job closures are declared before the pool, so they outlive
+// its workers (the pool is dropped first, joining them): a worker that runs a closure late
+// touches live loom cells, and loom reports the race instead of the test reading freed memory.
+
 /// One counter per index (thread index or chunk), each a loom cell.
 struct Hits(Vec<UnsafeCell<u32>>);
 
@@ -35,20 +39,21 @@ impl Hits {
 /// A job on three thread indices (the caller and two workers): every index runs exactly once,
 /// with the job's thread count, and `run` returns only after all of them finished (the caller
 /// reads each index's counter: a worker still writing it is a race). Three threads make too
-/// many interleavings to explore them all (over 10 minutes); at most 4 preemptions per
-/// execution unless `LOOM_MAX_PREEMPTIONS` says otherwise (about 5 s; 5 preemptions about
-/// 35 s).
+/// many interleavings to explore them all (over 10 minutes); at most 3 preemptions per
+/// execution unless `LOOM_MAX_PREEMPTIONS` says otherwise (about 13 s on a shared 2-core
+/// machine; 4 preemptions about 80 s).
 #[test]
 fn run_runs_every_index_once_and_returns_after_all() {
     let mut model = loom::model::Builder::new();
-    model.preemption_bound = model.preemption_bound.or(Some(4));
+    model.preemption_bound = model.preemption_bound.or(Some(3));
     model.check(|| {
-        let pool = ThreadPool::new(3).unwrap();
         let hits = Hits::new(3);
-        pool.run(&|ith, nth| {
+        let job = |ith, nth| {
             assert_eq!(nth, 3);
             hits.hit(ith);
-        });
+        };
+        let pool = ThreadPool::new(3).unwrap();
+        pool.run(&job);
         assert_eq!(hits.counts(), [1, 1, 1]);
     });
 }
@@ -59,11 +64,12 @@ fn run_runs_every_index_once_and_returns_after_all() {
 #[test]
 fn consecutive_jobs_do_not_mix() {
     loom::model(|| {
-        let pool = ThreadPool::new(2).unwrap();
         let (a, b) = (Hits::new(2), Hits::new(2));
-        pool.run(&|ith, _| a.hit(ith));
+        let (job_a, job_b) = (|ith, _| a.hit(ith), |ith, _| b.hit(ith));
+        let pool = ThreadPool::new(2).unwrap();
+        pool.run(&job_a);
         assert_eq!(a.counts(), [1, 1]);
-        pool.run(&|ith, _| b.hit(ith));
+        pool.run(&job_b);
         assert_eq!(a.counts(), [1, 1], "a late worker ran the first job's closure again");
         assert_eq!(b.counts(), [1, 1]);
     });
@@ -75,12 +81,13 @@ fn consecutive_jobs_do_not_mix() {
 #[test]
 fn run_chunks_hands_out_every_chunk_once() {
     loom::model(|| {
-        let pool = ThreadPool::new(2).unwrap();
         let hits = Hits::new(3);
-        pool.run_chunks(3, &|ith, chunk| {
+        let job = |ith, chunk| {
             assert!(ith < 2);
             hits.hit(chunk);
-        });
+        };
+        let pool = ThreadPool::new(2).unwrap();
+        pool.run_chunks(3, &job);
         assert_eq!(hits.counts(), [1, 1, 1]);
     });
 }
@@ -91,9 +98,10 @@ fn run_chunks_hands_out_every_chunk_once() {
 #[test]
 fn run_on_workers_wakes_the_worker() {
     loom::model(|| {
-        let pool = ThreadPool::new(2).unwrap();
         let hits = Hits::new(2);
-        pool.run_on_workers(&|ith| hits.hit(ith));
+        let job = |ith| hits.hit(ith);
+        let pool = ThreadPool::new(2).unwrap();
+        pool.run_on_workers(&job);
         assert_eq!(hits.counts(), [0, 1]);
     });
 }

@@ -277,7 +277,7 @@ impl ThreadPool {
         }
         s.generation.store(gen, Ordering::Release);
         for (_, t) in &self.workers[..nth - 1] {
-            t.unpark();
+            sync::unpark(t);
         }
         gen
     }
@@ -338,7 +338,7 @@ impl Drop for ThreadPool {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         for (handle, t) in self.workers.drain(..) {
-            t.unpark();
+            sync::unpark(&t);
             let _ = handle.join();
         }
     }
