@@ -1,17 +1,9 @@
-//! The atomics and `Arc` the engine's lock-free parts are written with: std's in the library,
-//! loom's under `--cfg loom`, so the loom tests (`loom_tests.rs`) explore every interleaving
-//! of exactly the code the library runs. Also the futex wait/wake the blocking calls use
-//! (a kernel wait queue on an atomic word: nothing is locked in user space).
+//! The atomics and `Arc` the engine's lock-free parts are written with (`sys::sync`: std's in
+//! the library, loom's under `--cfg loom`, so the loom tests (`loom_tests.rs`) explore every
+//! interleaving of exactly the code the library runs). Also the futex wait/wake the blocking
+//! calls use (a kernel wait queue on an atomic word: nothing is locked in user space).
 
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-#[cfg(loom)]
-pub(crate) use loom::sync::Arc;
-
-#[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
+pub(crate) use crate::sys::sync::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Sleeps while `word` holds `expected`, at most `timeout`; returns early on `wake`, on a
 /// spurious wake-up or when the value has already changed. Never called under loom.

@@ -10,6 +10,9 @@ pub mod seqset;
 pub mod seqtable;
 pub mod types;
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 use std::sync::Arc;
 
 use crate::kernels::indexer::hadamard;

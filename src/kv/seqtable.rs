@@ -9,24 +9,34 @@
 //! exists changes nothing, so steady decoding publishes (and allocates) nothing. Each
 //! sequence's (pos_min, pos_max) pair is packed in one atomic word, so a reader sees both
 //! from the same moment.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! The atomics come from `sys::sync` (loom's under `--cfg loom`, crossbeam-epoch's under
+//! `--cfg crossbeam_loom`): `loom_tests.rs` model-checks publication against readers.
 
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 
 use super::seqset::{SeqSet, MAX_SEQ};
 use crate::sys::stats;
+use crate::sys::sync::{AccessCheck, AtomicU64, Ordering};
 
 /// One published version of the set of sequences that hold cells.
 struct Registration {
     seqs: SeqSet,
+    /// Under loom, every read of the snapshot must be ordered after its creation and before
+    /// its free; nothing in normal builds.
+    access: AccessCheck,
 }
 
 impl Registration {
     fn boxed(seqs: SeqSet) -> Owned<Registration> {
         stats::SEQ_SNAPSHOTS.add(1);
         stats::SEQ_SNAPSHOTS_PUBLISHED.add(1);
-        Owned::new(Registration { seqs })
+        Owned::new(Registration { seqs, access: AccessCheck::new() })
+    }
+
+    fn seqs(&self) -> &SeqSet {
+        self.access.read();
+        &self.seqs
     }
 }
 
@@ -76,7 +86,7 @@ impl SeqTable {
         let current = self.registered.load(Ordering::Acquire, &guard);
         // SAFETY: the pointer was loaded under `guard`, and snapshots are only reclaimed
         // through the epoch after they are replaced, so it is valid while `guard` lives.
-        if unsafe { current.as_ref() }.is_some_and(|r| r.seqs == seqs) {
+        if unsafe { current.as_ref() }.is_some_and(|r| *r.seqs() == seqs) {
             return;
         }
         let old = self.registered.swap(Registration::boxed(seqs), Ordering::AcqRel, &guard);
@@ -103,7 +113,7 @@ impl SeqTable {
         let guard = epoch::pin();
         let reg = self.registered.load(Ordering::Acquire, &guard);
         // SAFETY: loaded under `guard`; reclamation waits for the guard (see `register`).
-        let registered = unsafe { reg.as_ref() }.is_some_and(|r| r.seqs.contains(seq));
+        let registered = unsafe { reg.as_ref() }.is_some_and(|r| r.seqs().contains(seq));
         match self.ranges.get(seq) {
             Some(w) if registered => unpack(w.load(Ordering::Acquire)),
             _ => EMPTY_RANGE,
@@ -115,7 +125,7 @@ impl SeqTable {
         let guard = epoch::pin();
         let reg = self.registered.load(Ordering::Acquire, &guard);
         // SAFETY: as in `range`.
-        unsafe { reg.as_ref() }.map_or(0, |r| r.seqs.len())
+        unsafe { reg.as_ref() }.map_or(0, |r| r.seqs().len())
     }
 
     pub fn used_cells(&self) -> usize {

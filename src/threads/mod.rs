@@ -6,15 +6,24 @@
 //! `f(ith, nth)`; when the caller has finished `f(0, nth)` it claims the slots no worker has
 //! claimed yet and runs them itself. So a worker that the OS has not scheduled (the machine is
 //! shared) never stalls a job: every index still runs exactly once, on whichever thread got it.
+//!
+//! The atomics, threads, parking and the job's cell come from `sys::sync`: loom's under
+//! `--cfg loom`, where `loom_tests.rs` model-checks job publication, the slot claims, the done
+//! count and `run_chunks`' shares.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle, Thread};
+
+use crate::sys::sync::thread::{self, JoinHandle, Thread};
+use crate::sys::sync::{self, spin_loop, Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Spins before parking: long enough to cover the gap between two matmuls of one decode.
+#[cfg(not(loom))]
 const SPIN_ITERS: u32 = 20_000;
+/// Under loom: one spin (a yield to the other threads), then park; loom explores both a
+/// worker that sees the job while spinning and one that is woken from `park`.
+#[cfg(loom)]
+const SPIN_ITERS: u32 = 2;
 
 /// Spins of the caller waiting for workers to finish before it yields its CPU: a worker that
 /// has not finished a chunk within a few microseconds has most likely been preempted (the
@@ -26,7 +35,7 @@ type Job = *const (dyn Fn(usize, usize) + Sync);
 struct Shared {
     /// The current job; written by the owner before `generation` is bumped, read by workers
     /// after they claimed their slot.
-    job: UnsafeCell<Option<Job>>,
+    job: sync::UnsafeCell<Option<Job>>,
     generation: AtomicU64,
     /// Per thread index: `2 * generation` while open, `2 * generation + 1` once claimed.
     slots: Box<[AtomicU64]>,
@@ -108,7 +117,7 @@ impl ThreadPool {
     pub fn new(n_threads: usize) -> Result<ThreadPool, String> {
         let n_threads = n_threads.max(1);
         let shared = Arc::new(Shared {
-            job: UnsafeCell::new(None),
+            job: sync::UnsafeCell::new(None),
             generation: AtomicU64::new(0),
             slots: (0..n_threads).map(|_| AtomicU64::new(1)).collect(),
             job_nth: AtomicUsize::new(n_threads),
@@ -254,14 +263,13 @@ impl ThreadPool {
     fn publish(&self, f: &(dyn Fn(usize, usize) + Sync), nth: usize) -> u64 {
         let s = &*self.shared;
         let gen = s.generation.load(Ordering::Relaxed) + 1;
+        // SAFETY: only the pointer's lifetime is erased; it is only used until the workers that
+        // claimed a slot of this job report done (the callers of `publish` wait for that before
+        // returning).
+        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize, usize) + Sync), Job>(f) };
         // SAFETY: no worker reads `job` now (all slots of the previous job were claimed and the
-        // claimed ones reported done). The pointer's lifetime is erased; it is only used until
-        // the workers that claimed a slot of this job report done (the callers of `publish` wait
-        // for that before returning).
-        unsafe {
-            let job: Job = std::mem::transmute::<&(dyn Fn(usize, usize) + Sync), Job>(f);
-            *s.job.get() = Some(job);
-        }
+        // claimed ones reported done, which this thread read with Acquire).
+        s.job.with_mut(|j| unsafe { *j = Some(job) });
         s.job_nth.store(nth, Ordering::Relaxed);
         s.done.store(0, Ordering::Relaxed);
         for slot in &s.slots[1..nth] {
@@ -269,7 +277,7 @@ impl ThreadPool {
         }
         s.generation.store(gen, Ordering::Release);
         for (_, t) in &self.workers[..nth - 1] {
-            t.unpark();
+            sync::unpark(t);
         }
         gen
     }
@@ -280,7 +288,7 @@ impl ThreadPool {
         while self.shared.done.load(Ordering::Acquire) != n {
             spins += 1;
             if spins < WAIT_SPIN_ITERS {
-                std::hint::spin_loop();
+                spin_loop();
             } else {
                 thread::yield_now();
             }
@@ -299,7 +307,7 @@ fn worker_loop(s: &Shared, ith: usize) {
             }
             spins += 1;
             if spins < SPIN_ITERS {
-                std::hint::spin_loop();
+                spin_loop();
             } else {
                 thread::park();
             }
@@ -316,7 +324,7 @@ fn worker_loop(s: &Shared, ith: usize) {
         let nth = s.job_nth.load(Ordering::Relaxed);
         // SAFETY: the owner wrote `job` before the Release store of our slot that our claim
         // read with Acquire, and keeps the closure alive until we report done.
-        let job = unsafe { (*s.job.get()).expect("job published") };
+        let job = s.job.with(|j| unsafe { *j }).expect("job published");
         // SAFETY: see above.
         let f = unsafe { &*job };
         if catch_unwind(AssertUnwindSafe(|| f(ith, nth))).is_err() {
@@ -330,7 +338,7 @@ impl Drop for ThreadPool {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         for (handle, t) in self.workers.drain(..) {
-            t.unpark();
+            sync::unpark(&t);
             let _ = handle.join();
         }
     }
@@ -371,9 +379,15 @@ impl<T> SharedOut<T> {
     }
 }
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 #[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::thread;
 
     #[test]
     fn every_thread_runs_each_job_once() {
