@@ -55,7 +55,7 @@ impl Rng {
 /// so every batch is valid.
 /// `cut[lane]`: whether the lane's model can remove the tail of a sequence (deepseek4's cache
 /// removes whole sequences only: there the script removes from position 0).
-fn script(seed: u64, n_ops: usize, lanes: usize, n_vocab: &[usize], cut: &[bool]) -> Vec<Op> {
+fn script(seed: u64, n_ops: usize, max_prompt: usize, lanes: usize, n_vocab: &[usize], cut: &[bool]) -> Vec<Op> {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut next_pos = vec![[0i32; N_SEQ]; lanes];
     let mut ops = Vec::new();
@@ -65,7 +65,7 @@ fn script(seed: u64, n_ops: usize, lanes: usize, n_vocab: &[usize], cut: &[bool]
         match rng.below(10) {
             0..=2 => {
                 let seq = rng.below(N_SEQ);
-                let len = 1 + rng.below(300);
+                let len = 1 + rng.below(max_prompt);
                 if np[seq] + len as i32 > N_CTX_SEQ {
                     ops.push(Op::Rm { lane, seq: seq as i32, p0: -1, p1: -1 });
                     np[seq] = 0;
@@ -196,16 +196,23 @@ unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 fn check(rels: &[&str], n_ops: usize) {
-    let models: Vec<(Shared, usize)> = rels
+    let paths: Vec<std::path::PathBuf> = rels.iter().map(|r| data(r)).collect();
+    check_paths(&paths, n_ops, 300);
+}
+
+/// `check` on model files anywhere, with prompts of at most `max_prompt` tokens.
+fn check_paths(paths: &[std::path::PathBuf], n_ops: usize, max_prompt: usize) {
+    let rels: Vec<String> = paths.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let models: Vec<(Shared, usize)> = paths
         .iter()
         .map(|r| {
-            let m = load_model(&data(r));
+            let m = load_model(r);
             (Shared(m), llama_vocab_n_tokens(llama_model_get_vocab(m)) as usize)
         })
         .collect();
     let vocab: Vec<usize> = models.iter().map(|m| m.1).collect();
     let cut: Vec<bool> = rels.iter().map(|r| !r.contains("deepseek4")).collect();
-    let scripts: Vec<Vec<Op>> = (0..THREADS).map(|t| script(t as u64 + 1, n_ops, models.len(), &vocab, &cut)).collect();
+    let scripts: Vec<Vec<Op>> = (0..THREADS).map(|t| script(t as u64 + 1, n_ops, max_prompt, models.len(), &vocab, &cut)).collect();
     let threads_of = |t: usize| 1 + (t % 2) as i32;
     let epoch = Instant::now();
     let idle = AtomicU64::new(u64::MAX);
@@ -275,4 +282,12 @@ fn eight_threads_on_one_deepseek4_model_match_a_serial_run() {
 fn two_models_with_different_rope_interleaved_on_the_same_threads() {
     // qwen2: NEOX RoPE, base 1e6; llama: NORM RoPE, base 1e4; deepseek2-lite: YaRN-scaled.
     check(&["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf"], 60);
+}
+
+#[test]
+fn eight_threads_on_the_real_0_5b_model_match_a_serial_run() {
+    // Qwen2.5-Coder-0.5B: 896-wide rows and a 151,936-token output matrix, so every matmul is
+    // split into many chunks over each context's two threads (the tiny models' fit in one or
+    // two); briefly: prompts of at most 48 tokens
+    check_paths(&[models_dir().join("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")], 10, 48);
 }
