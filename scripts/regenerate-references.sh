@@ -334,6 +334,8 @@ if want embeddings; then
   $NICE "$TOOLS/embed" $D/tiny/tiny-qwen2-f32.gguf "$(out $D/embeddings/tiny-qwen2-f32.f32)"
   $NICE "$TOOLS/embed" $D/tiny/tiny-llama-q8_0.gguf "$(out $D/embeddings/tiny-llama-q8_0.f32)"
   $NICE "$TOOLS/embed" "$MODELS_DIR/smollm2-135m-instruct-q4_1.gguf" "$(out $D/embeddings/smollm2-135m-instruct-q4_1.f32)"
+  $NICE "$TOOLS/embed" $D/tiny/tiny-qwen2-f32.gguf "$(out $D/embeddings/tiny-qwen2-f32.rank.f32)" rank
+  $NICE "$TOOLS/embed" "$MODELS_DIR/smollm2-135m-instruct-q4_1.gguf" "$(out $D/embeddings/smollm2-135m-instruct-q4_1.rank.f32)" rank
 fi
 
 # ---- upstream-ops: one op's inputs and output from the first decode (dump.c), cut to the first rows

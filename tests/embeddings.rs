@@ -10,8 +10,8 @@ mod common;
 
 use common::*;
 use deepseek::api::context::*;
-use deepseek::api::misc::llama_get_causal_attn;
-use deepseek::api::model::{llama_model_free, llama_model_n_embd};
+use deepseek::api::misc::{llama_get_causal_attn, llama_model_cls_label};
+use deepseek::api::model::{llama_model_free, llama_model_n_cls_out, llama_model_n_embd};
 use deepseek::api::types::*;
 use deepseek::api::handles::{llama_context, llama_model};
 
@@ -121,6 +121,57 @@ fn pooled_embeddings_match_llama_cpp_real_model() {
     compare("smollm2-135m-instruct-q4_1", 0.997, 0.987, 0.12);
 }
 
+/// Pooling RANK on a model without a classification head, as b11312 computes it: the hidden
+/// state of each sequence's last token (causal attention) or first (non-causal), its first
+/// `n_cls_out` (1) values — against upstream's (embed.c's `rank` mode: each sequence alone; here
+/// all three in one batch, each sequence's own value), within `max_rel` of the size of that
+/// layer's vectors (the largest |value| of upstream's LAST-pooled vector of the sequence, the
+/// bound `compare` uses for whole vectors).
+fn compare_rank(rel: &str, max_rel: f32) {
+    use llama_pooling_type::*;
+    let m = load_model(&if rel.starts_with("tiny") { data(&format!("tiny/{rel}.gguf")) } else { models_dir().join(format!("{rel}.gguf")) });
+    let n_embd = llama_model_n_embd(m) as usize;
+    assert_eq!(llama_model_n_cls_out(m), 1);
+    let golden = read_f32s(&data(&format!("embeddings/{rel}.rank.f32")));
+    let vectors = read_f32s(&data(&format!("embeddings/{rel}.f32")));
+    assert_eq!(golden.len(), 6);
+    let mut worst = 0.0f32;
+    for (k, causal) in [true, false].into_iter().enumerate() {
+        let c = context(m, LLAMA_POOLING_TYPE_RANK, causal);
+        assert_eq!(decode_all(c), 0);
+        let ranks: Vec<f32> = (0..3).map(|s| vector(llama_get_embeddings_seq(c, s), 1)[0]).collect();
+        // SAFETY: freed once.
+        unsafe { llama_free(c) };
+        if causal {
+            // the same hidden state LAST pooling returns whole
+            let c = context(m, LLAMA_POOLING_TYPE_LAST, true);
+            assert_eq!(decode_all(c), 0);
+            for (s, &r) in ranks.iter().enumerate() {
+                assert_eq!(r.to_bits(), vector(llama_get_embeddings_seq(c, s as i32), n_embd)[0].to_bits(), "{rel}: RANK of sequence {s} is not its LAST vector's first value");
+            }
+            // SAFETY: freed once.
+            unsafe { llama_free(c) };
+        }
+        for (s, &r) in ranks.iter().enumerate() {
+            // upstream's LAST vectors: 24 NONE, then MEAN/CLS/LAST causal, MEAN/LAST non-causal
+            let last = (if causal { 30 } else { 36 }) + s;
+            let scale = vectors[last * n_embd..(last + 1) * n_embd].iter().fold(0.0f32, |a, x| a.max(x.abs()));
+            let g = golden[k * 3 + s];
+            worst = worst.max((r - g).abs() / scale);
+            assert!((r - g).abs() <= max_rel * scale, "{rel}: RANK (causal {causal}) of sequence {s}: {r}, upstream {g} (scale {scale})");
+        }
+    }
+    eprintln!("{rel}: RANK max |Δ|/max|x| {worst:.2e}");
+    // SAFETY: freed once.
+    unsafe { llama_model_free(m) };
+}
+
+#[test]
+fn rank_pooling_matches_llama_cpp() {
+    compare_rank("tiny-qwen2-f32", 2e-3);
+    compare_rank("smollm2-135m-instruct-q4_1", 0.12);
+}
+
 #[test]
 fn embeddings_api_behaves_as_upstream() {
     use llama_pooling_type::*;
@@ -187,11 +238,13 @@ fn embeddings_api_behaves_as_upstream() {
     // SAFETY: freed once.
     unsafe { llama_free(c) };
 
-    // RANK needs a classification head
-    let mut p = llama_context_default_params();
-    (p.embeddings, p.pooling_type) = (true, LLAMA_POOLING_TYPE_RANK);
-    let (c, log) = common::log::logged(|| llama_init_from_model(m, p));
-    assert!(c.is_null() && log.contains("classification head"), "{log}");
+    // RANK without a classification head: one value per sequence, no labels (as upstream)
+    assert_eq!(llama_model_n_cls_out(m), 1);
+    assert!(llama_model_cls_label(m, 0).is_null());
+    let c = context(m, LLAMA_POOLING_TYPE_RANK, true);
+    assert_eq!(llama_pooling_type(c) as i32, LLAMA_POOLING_TYPE_RANK as i32);
+    // SAFETY: freed once.
+    unsafe { llama_free(c) };
     // SAFETY: freed once.
     unsafe { llama_model_free(m) };
 

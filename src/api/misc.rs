@@ -206,13 +206,13 @@ pub extern "C" fn llama_model_n_layer_nextn(model: *const llama_model) -> i32 {
     })
 }
 
-/// Classifier labels: deepseek loads no classifier heads, so every index has none (NULL, as upstream).
+/// Classifier label `i` (`{arch}.classifier.output_labels`), NULL past the last (as upstream).
 #[no_mangle]
-pub extern "C" fn llama_model_cls_label(model: *const llama_model, _i: u32) -> *const c_char {
+pub extern "C" fn llama_model_cls_label(model: *const llama_model, i: u32) -> *const c_char {
     guard("llama_model_cls_label", || {
         // SAFETY: llama.h requires a live model handle (NULL is caught).
-        unsafe { as_ref(model, "model") }?;
-        Ok(ptr::null())
+        let m = unsafe { as_ref(model, "model") }?;
+        Ok(m.model.hp.cls_labels.get(i as usize).map_or(ptr::null(), |l| l.as_ptr()))
     })
 }
 

@@ -257,7 +257,7 @@ pub extern "C" fn llama_model_rope_freq_scale_train(model: *const llama_model) -
 }
 #[no_mangle]
 pub extern "C" fn llama_model_n_cls_out(model: *const llama_model) -> u32 {
-    with_model("llama_model_n_cls_out", model, |_| 0)
+    with_model("llama_model_n_cls_out", model, |m| m.model.hp.n_cls_out as u32)
 }
 #[no_mangle]
 pub extern "C" fn llama_model_rope_type(model: *const llama_model) -> llama_rope_type {

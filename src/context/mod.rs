@@ -97,7 +97,7 @@ pub struct Context {
     pub n_threads: i32,
     pub n_threads_batch: i32,
     pub embeddings: bool,
-    /// How embeddings are pooled per sequence (never RANK: refused at creation).
+    /// How embeddings are pooled per sequence.
     pub pooling: Pooling,
     /// Causal attention (false: every token of a sequence sees all of its cells; only where
     /// [`Model::supports_non_causal`]).
@@ -209,8 +209,8 @@ impl Context {
         if p.pooling.is_some_and(|q| q != hp.pooling) {
             crate::log_warn!("llama_init_from_model: model default pooling_type is [{}], but [{}] was specified", hp.pooling as i32, pooling as i32);
         }
-        if pooling == Pooling::Rank {
-            return Err("pooling_type RANK needs a reranker's classification head (cls / cls.output tensors); no architecture this library runs has one".into());
+        if pooling == Pooling::Rank && hp.n_cls_out > hp.n_embd {
+            return Err(format!("pooling_type RANK: the model declares {} classifier labels, more than its {} hidden values (it has no classification head)", hp.n_cls_out, hp.n_embd));
         }
         let causal_attn = p.causal_attn.unwrap_or(hp.causal_attn);
         if !causal_attn && !model.supports_non_causal() && !model.vocab_only {
@@ -410,7 +410,12 @@ impl Context {
     pub fn embeddings_seq(&self, seq: i32) -> Option<&[f32]> {
         let e = self.model.hp.n_embd;
         let s = usize::try_from(seq).ok()?;
-        (self.embeddings && self.pooling != Pooling::None && *self.embd_seq_set.get(s)?).then(|| &self.embd_seq[s * e..(s + 1) * e])
+        // RANK: n_cls_out values per sequence (upstream's `llama_get_embeddings_seq` contract),
+        // each sequence's own (upstream, for a model without a classification head, reads them
+        // at offset `n_cls_out * seq_idx` of the pooled [n_embd, n_seqs] tensor: from the first
+        // sequence's vector for all but the first of a micro-batch's sequences)
+        let n = if self.pooling == Pooling::Rank { self.model.hp.n_cls_out } else { e };
+        (self.embeddings && self.pooling != Pooling::None && *self.embd_seq_set.get(s)?).then(|| &self.embd_seq[s * e..s * e + n])
     }
 
     pub fn causal_attn(&self) -> bool {
@@ -634,8 +639,11 @@ impl Context {
                         }
                     }
                 }
-                Pooling::Cls | Pooling::Last => {
-                    let last = self.pooling == Pooling::Last;
+                Pooling::Cls | Pooling::Last | Pooling::Rank => {
+                    // RANK: upstream pools as LAST under causal attention, as CLS otherwise, and
+                    // (no architecture here has a classification head) keeps the pooled hidden
+                    // state as it is; `embeddings_seq` returns its first n_cls_out values
+                    let last = self.pooling == Pooling::Last || (self.pooling == Pooling::Rank && self.causal_attn);
                     let mut target: Option<(i32, usize)> = None;
                     let pooled = self.embd_seq_set[s].then_some(self.embd_seq_pos[s]);
                     for t in tokens.clone().filter(in_seq) {
@@ -650,7 +658,7 @@ impl Context {
                         self.embd_seq_pos[s] = p;
                     }
                 }
-                Pooling::None | Pooling::Rank => unreachable!("not pooled here"),
+                Pooling::None => unreachable!("not pooled here"),
             }
             self.embd_seq_set[s] = true;
         }

@@ -88,6 +88,11 @@ pub struct HParams {
     /// `{arch}.pooling_type`: how an embedding context pools its sequences by default (NONE
     /// when the file does not say).
     pub pooling: Pooling,
+    /// `{arch}.classifier.output_labels` (none when the file has no such key), and the number
+    /// of values a RANK-pooled sequence yields: the labels' count, 1 without labels (upstream's
+    /// `n_cls_out`).
+    pub cls_labels: Vec<std::ffi::CString>,
+    pub n_cls_out: usize,
     /// `{arch}.attention.causal` (default true).
     pub causal_attn: bool,
     pub n_vocab: usize,
@@ -280,9 +285,20 @@ impl HParams {
             None => Pooling::None,
             Some(v) => Pooling::from_raw(v as i32).ok_or_else(|| format!("unknown {} {v}", k("pooling_type")))?,
         };
+        let cls_labels: Vec<std::ffi::CString> = match f.get_array(&k("classifier.output_labels")) {
+            None => Vec::new(),
+            Some(crate::gguf::GgufArray::Str(v)) => v
+                .iter()
+                .map(|l| std::ffi::CString::new(l.as_str()).map_err(|_| format!("{} holds a label with a NUL byte", k("classifier.output_labels"))))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("{} is not an array of strings", k("classifier.output_labels"))),
+        };
+        let n_cls_out = cls_labels.len().max(1);
         Ok(HParams {
             arch,
             pooling,
+            cls_labels,
+            n_cls_out,
             causal_attn: f.get_bool(&k("attention.causal")).unwrap_or(true),
             n_vocab,
             n_ctx_train,
