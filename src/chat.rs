@@ -4,7 +4,7 @@
 //! byte for byte as upstream's `llm_chat_apply_template` (all 56 families; roles and contents are
 //! bytes, as upstream's C strings: nothing here requires UTF-8).
 
-/// A chat template family, as upstream names it (its `llm_chat_template`, in its order).
+/// A chat template family (upstream's `llm_chat_template`), as upstream names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Template {
     ChatMl,
