@@ -51,7 +51,7 @@ BUILD=${UPSTREAM_BUILD:-$WORK/build-suites}
 BIN=$BUILD/bin
 PROGRAMS=(test-c test-autorelease test-model-load-cancel test-thread-safety test-save-load-state
           test-state-restore-fragmented test-tokenizer-0 test-tokenizer-1-spm test-sampling
-          test-recurrent-state-rollback)
+          test-recurrent-state-rollback test-chat-template)
 need=()
 for t in "${PROGRAMS[@]}" llama-server; do [ -x "$BIN/$t" ] || need+=("$t"); done
 if [ ${#need[@]} -gt 0 ]; then
@@ -114,6 +114,10 @@ if [ "$WHAT" = programs ] || [ "$WHAT" = all ]; then
   done
   run test-tokenizer-1-spm:llama-spm test-tokenizer-1-spm "$V/ggml-vocab-llama-spm.gguf"
   run test-sampling test-sampling
+  # its llama_chat_builtin_templates and llama_chat_apply_template cases (the only llama_* calls
+  # it makes), then common's Jinja engine on the same templates (upstream's code, none of ours)
+  check_bindings test-chat-template "$BIN/test-chat-template"
+  run test-chat-template test-chat-template
 fi
 
 if [ "$WHAT" = server ] || [ "$WHAT" = all ]; then

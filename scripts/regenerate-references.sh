@@ -199,9 +199,11 @@ if want tokenizer; then
 fi
 
 # ---- chat: llama_chat_apply_template on two conversations (template names as they were given:
-# built-in names, @FILE relative to the templates folder, the R1 vocabulary's own template)
+# built-in names, @FILE relative to the templates folder, the R1 vocabulary's own template); and
+# on every built-in name, test-chat-template.cpp's template strings and each family's markers
+# (chat_cases.py passes the strings, NUL-separated)
 if want chat; then
-  say "chat: chat/chat-templates.jsonl"
+  say "chat: chat/chat-templates.jsonl, chat/builtin-templates.json"
   CW=$WORK/chat-work
   rm -rf "$CW" && mkdir -p "$CW"
   ln -s "$ROOT/$D/vocab" "$CW/vocab"
@@ -211,6 +213,9 @@ if want chat; then
       @deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja @deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja \
       @deepseek-ai-DeepSeek-V3.1.jinja @llama-cpp-deepseek-r1.jinja @Qwen-Qwen2.5-7B-Instruct.jinja \
       vocab/deepseek-r1-qwen.gguf) > "$dest" 2> "$WORK/chat.log"
+  mapfile -d '' -t cases < <($PY $G/chat_cases.py "$SRC/tests/test-chat-template.cpp")
+  [ ${#cases[@]} -gt 100 ] || { echo "chat_cases.py gave ${#cases[@]} strings" >&2; exit 1; }
+  "$TOOLS/chat_golden" --all "${cases[@]}" > "$(out $D/chat/builtin-templates.json)" 2>> "$WORK/chat.log"
 fi
 
 # ---- grammar: JSON-schema grammars, sampler traces, trigger-regex answers, schema oracle

@@ -1,6 +1,9 @@
-//! llama_chat_apply_template against llama.cpp b11312's own output
-//! (tests/data/chat/chat-templates.jsonl, made by tests/data/gen/chat_golden.c): every line,
-//! byte for byte, through the C API.
+//! llama_chat_apply_template against llama.cpp b11312's own output, byte for byte, through the
+//! C API: tests/data/chat/chat-templates.jsonl (tests/data/gen/chat_golden.c: the DeepSeek, Qwen
+//! and Llama templates on two conversations) and tests/data/chat/builtin-templates.json
+//! (`chat_golden --all`: every built-in name and upstream's list of them, the template strings of
+//! upstream's tests/test-chat-template.cpp and strings of each family's detection markers, on
+//! conversations that exercise system messages, trims, odd roles and non-UTF-8 bytes).
 
 mod common;
 
@@ -9,6 +12,7 @@ use std::ffi::{CStr, CString};
 use common::json::Json;
 use deepseek::api::chat::{llama_chat_apply_template, llama_chat_builtin_templates};
 use deepseek::api::types::llama_chat_message;
+use deepseek::chat;
 use deepseek::gguf::GgufFile;
 
 /// The two conversations of chat_golden.c.
@@ -33,6 +37,12 @@ fn template_text(name: &str) -> String {
 
 /// Runs llama_chat_apply_template with a buffer of `cap` bytes; returns (result, buffer).
 fn apply(tmpl: &str, conv: &[(&str, &str)], add_ass: bool, cap: usize) -> (i32, Vec<u8>) {
+    let conv: Vec<(&[u8], &[u8])> = conv.iter().map(|(r, c)| (r.as_bytes(), c.as_bytes())).collect();
+    apply_bytes(tmpl.as_bytes(), &conv, add_ass, cap)
+}
+
+/// `apply` for strings of any bytes (without NULs).
+fn apply_bytes(tmpl: &[u8], conv: &[(&[u8], &[u8])], add_ass: bool, cap: usize) -> (i32, Vec<u8>) {
     let owned: Vec<(CString, CString)> = conv.iter().map(|(r, c)| (CString::new(*r).unwrap(), CString::new(*c).unwrap())).collect();
     let msgs: Vec<llama_chat_message> = owned.iter().map(|(r, c)| llama_chat_message { role: r.as_ptr(), content: c.as_ptr() }).collect();
     let t = CString::new(tmpl).unwrap();
@@ -77,19 +87,100 @@ fn unknown_template_is_minus_one() {
     assert_eq!(apply("{% for m in messages %}{{ m.content }}{% endfor %}", &conversation(0), true, 256).0, -1);
 }
 
-#[test]
-fn builtin_list_names_templates_that_format() {
+/// llama_chat_builtin_templates' names, through the C API.
+fn builtin_names() -> Vec<String> {
     // SAFETY: NULL output with len 0 only asks for the count.
     let n = unsafe { llama_chat_builtin_templates(std::ptr::null_mut(), 0) };
-    assert!(n >= 5);
     let mut names = vec![std::ptr::null(); n as usize];
     // SAFETY: names has n writable slots.
     assert_eq!(unsafe { llama_chat_builtin_templates(names.as_mut_ptr(), names.len()) }, n);
-    let names: Vec<String> = names.iter().map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string()).collect();
-    for required in ["deepseek", "deepseek2", "deepseek3", "chatml", "llama3"] {
-        assert!(names.iter().any(|n| n == required), "{required} missing from {names:?}");
-    }
+    // SAFETY: the library's names are static NUL-terminated strings.
+    names.iter().map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn builtin_list_names_templates_that_format() {
+    let names = builtin_names();
     for name in &names {
         assert!(apply(name, &conversation(0), true, 4096).0 > 0, "{name} is listed but does not format");
     }
+    // a short `len` gets the first names and the whole count
+    let mut two = [std::ptr::null(); 2];
+    // SAFETY: two writable slots.
+    assert_eq!(unsafe { llama_chat_builtin_templates(two.as_mut_ptr(), 2) } as usize, names.len());
+    // SAFETY: static NUL-terminated strings.
+    assert_eq!(unsafe { CStr::from_ptr(two[1]) }.to_str().unwrap(), names[1]);
+}
+
+/// A fixture string: JSON text, or {"hex": ...} for bytes that are not UTF-8.
+fn bytes_of(j: &Json) -> Vec<u8> {
+    match j {
+        Json::Str(s) => s.as_bytes().to_vec(),
+        _ => {
+            let hex = j.get("hex").str();
+            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+        }
+    }
+}
+
+fn builtin_fixture() -> Json {
+    Json::parse(&std::fs::read_to_string(common::data("chat/builtin-templates.json")).unwrap())
+}
+
+#[test]
+fn builtin_list_is_upstreams() {
+    let fixture = builtin_fixture();
+    let upstream: Vec<&str> = fixture.get("builtin_names").arr().iter().map(Json::str).collect();
+    assert_eq!(builtin_names(), upstream);
+}
+
+#[test]
+fn every_builtin_and_template_string_matches_upstream() {
+    let fixture = builtin_fixture();
+    let convs: Vec<Vec<(Vec<u8>, Vec<u8>)>> = fixture.get("conversations").arr().iter().map(|c| c.arr().iter().map(|m| (bytes_of(&m.arr()[0]), bytes_of(&m.arr()[1]))).collect()).collect();
+    let (mut checked, mut failures) = (0, Vec::new());
+    for case in fixture.get("cases").arr() {
+        let name = case.get("name").str();
+        let tmpl = case.opt("template").map_or(name, Json::str);
+        for run in case.get("runs").arr() {
+            let r = run.arr();
+            let c = r[0].num() as usize;
+            let conv: Vec<(&[u8], &[u8])> = convs[c].iter().map(|(r, c)| (&r[..], &c[..])).collect();
+            let (without, with) = (r[1].num() as i32, r[2].num() as i32);
+            let mut expect_with = Vec::new();
+            for (add, expect_n) in [(false, without), (true, with)] {
+                let expect: Vec<u8> = match (expect_n >= 0, add) {
+                    (false, _) => Vec::new(),
+                    (true, false) => bytes_of(&r[3]),
+                    (true, true) => [expect_with.clone(), bytes_of(&r[4])].concat(),
+                };
+                let (n, buf) = apply_bytes(tmpl.as_bytes(), &conv, add, 1 << 16);
+                if n != expect_n || (n >= 0 && buf[..n as usize] != expect[..]) {
+                    failures.push(format!(
+                        "{name:?} conversation {c} add_ass {add}: {n} bytes {:?}, upstream {expect_n} bytes {:?}",
+                        String::from_utf8_lossy(&buf[..n.max(0) as usize]),
+                        String::from_utf8_lossy(&expect)
+                    ));
+                }
+                expect_with = expect;
+                checked += 1;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {checked} differ from upstream:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(checked, 54 * 8 * 2 + 71 * 2 + 36 * 4);
+}
+
+/// The fixture's strings reach every family (so the comparison above covers each branch of
+/// upstream's detection and formatting, dots1 included, which has no built-in name).
+#[test]
+fn fixture_covers_every_family() {
+    let fixture = builtin_fixture();
+    let mut families: Vec<String> = fixture.get("cases").arr().iter().filter_map(|c| chat::detect(c.opt("template").map_or(c.get("name").str(), Json::str))).map(|t| t.name().to_string()).collect();
+    families.sort();
+    families.dedup();
+    let mut all: Vec<String> = builtin_names();
+    all.push("dots1".into());
+    all.sort();
+    assert_eq!(families, all);
 }

@@ -324,9 +324,9 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     let f = Fields::parse(&v)?;
     let gp = f.gen(true)?;
     let msgs = params::messages(&f)?;
-    let list: Vec<chat::Message> = msgs.iter().map(|(role, content)| chat::Message { role, content }).collect();
+    let list: Vec<chat::Message> = msgs.iter().map(|(role, content)| chat::Message::new(role, content)).collect();
     let mut text = String::new();
-    chat::format(r.template, &list, true, &mut text).map_err(ApiError::invalid)?;
+    chat::format_str(r.template, &list, true, &mut text);
     let mut tokens = Vec::new();
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
     let mut plan = plan(&app, r, tokens, &gp)?;

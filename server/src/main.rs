@@ -179,8 +179,7 @@ fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool),
         },
     };
     let t = match chat::detect(&text) {
-        Some(t) if t.is_implemented() => t,
-        Some(t) => return Err(format!("{from} is the '{}' family, which this server cannot format yet; pass --chat-template with one of: {}", t.name(), chat::builtin_names().collect::<Vec<_>>().join(", "))),
+        Some(t) => t,
         None if args.chat_template.is_some() => return Err(format!("{from} is not a template this server recognizes; use one of: {}", chat::builtin_names().collect::<Vec<_>>().join(", "))),
         None => {
             eprintln!("deepseek-server: the model's chat template is not one this server recognizes; using chatml");

@@ -92,6 +92,18 @@ pub unsafe fn as_slice<'a, T>(p: *const T, len: usize, what: &str) -> Result<&'a
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
+/// The bytes of a NUL-terminated C string (without the NUL), whatever their encoding.
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+pub unsafe fn as_c_bytes<'a>(p: *const std::ffi::c_char, what: &str) -> Result<&'a [u8], String> {
+    if p.is_null() {
+        return Err(format!("{what} is NULL"));
+    }
+    // SAFETY: guaranteed by the caller.
+    Ok(unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes())
+}
+
 /// A UTF-8 string from a NUL-terminated C string.
 ///
 /// # Safety

@@ -174,7 +174,7 @@ fn run_prompt(a: &Args) -> Result<(), (i32, String)> {
 fn run_chat(a: &Args) -> Result<(), (i32, String)> {
     let (model, load_s) = load(a)?;
     let tmpl_text = model.file.get_str("tokenizer.chat_template").unwrap_or("chatml").to_string();
-    let family = chat::detect(&tmpl_text).filter(|t| t.is_implemented()).unwrap_or(chat::Template::ChatMl);
+    let family = chat::detect(&tmpl_text).unwrap_or(chat::Template::ChatMl);
     let mut s = Session::new(model, a).map_err(|e| (1, e))?;
     let color = std::io::stdout().is_terminal();
     install_sigint();
@@ -189,8 +189,8 @@ fn run_chat(a: &Args) -> Result<(), (i32, String)> {
             continue;
         }
         history.push(("user".into(), line));
-        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message { role: r, content: c }).collect();
-        chat::format(family, &msgs, true, &mut formatted).map_err(|e| (1, e))?;
+        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message::new(r, c)).collect();
+        chat::format_str(family, &msgs, true, &mut formatted);
         s.feed(&formatted[prev_len..]).map_err(|e| (1, e))?;
         let mut out = std::io::stdout().lock();
         let mut filter = ThinkFilter::new(a.hide_think, color);
@@ -215,8 +215,8 @@ fn run_chat(a: &Args) -> Result<(), (i32, String)> {
         history.push(("assistant".into(), think::strip_think(&answer).to_string()));
         // What the context holds now is the prompt plus the answer as generated; the next turn
         // continues from the history's formatted length (upstream's simple-chat approach).
-        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message { role: r, content: c }).collect();
-        chat::format(family, &msgs, false, &mut formatted).map_err(|e| (1, e))?;
+        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message::new(r, c)).collect();
+        chat::format_str(family, &msgs, false, &mut formatted);
         prev_len = formatted.len();
     }
     eprintln!();
