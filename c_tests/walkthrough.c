@@ -177,6 +177,26 @@ int main(int argc, char **argv) {
     CHECK(ds_log_count() == logged_before_sampled);
     struct llama_sampler *greedy = llama_sampler_init_greedy();
     CHECK(!llama_set_sampler(c, 0, greedy) && ds_log_count() == logged_before_sampled + 1);
+    /* Backend samplers in the context parameters (llama-server --backend-sampling): the context
+     * is created, each sampler with upstream's "cannot be offloaded" warning, and the caller
+     * samples from the logits; a sampler that is not a chain is refused, as upstream. */
+    struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    struct llama_sampler_seq_config cfg = {0, chain};
+    struct llama_context_params sp = cp;
+    sp.samplers = &cfg; sp.n_samplers = 1;
+    ds_log_mark();
+    struct llama_context *cs = llama_init_from_model(m, sp);
+    CHECK(cs != NULL && ds_log_has("cannot be offloaded to the backend"));
+    struct llama_batch one = llama_batch_init(1, 0, 1);
+    add(&one, 1, 0, 0, 1);
+    CHECK(llama_decode(cs, one) == 0 && llama_get_sampled_token_ith(cs, -1) == LLAMA_TOKEN_NULL);
+    CHECK(llama_sampler_sample(chain, cs, -1) == llama_sampler_sample(greedy, cs, -1));
+    llama_batch_free(one);
+    llama_free(cs);
+    cfg.sampler = greedy;
+    ds_log_mark(); CHECK(llama_init_from_model(m, sp) == NULL && ds_log_has("must be of type llama_sampler_chain"));
+    llama_sampler_free(chain);
     llama_sampler_free(greedy);
 
     /* Perf times are on ggml_time_us's clock, so callers can compute totals as upstream's do. */

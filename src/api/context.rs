@@ -93,8 +93,23 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
     if p.cb_eval.is_some() {
         return Err("cb_eval (a callback on the ggml graph's tensors) is not supported: this library does not build a ggml graph, so there are no tensors to pass it".into());
     }
+    // backend samplers: upstream offloads a chain's samplers into its ggml graph where it can and
+    // leaves the rest with the caller; this library has no device backend, so every sampler
+    // stays with the caller (as upstream does for a sampler it cannot offload): the context is
+    // created, `llama_get_sampled_*` report nothing sampled, and common's sampler runs the whole
+    // chain on the logits
     if p.n_samplers != 0 {
-        return Err("backend samplers (llama_context_params.samplers) are not supported".into());
+        if p.samplers.is_null() {
+            return Err(format!("samplers is NULL with n_samplers = {}", p.n_samplers));
+        }
+        // SAFETY: llama.h: `samplers` points to `n_samplers` configs (NULL checked above).
+        let configs = unsafe { std::slice::from_raw_parts(p.samplers, p.n_samplers) };
+        for c in configs {
+            if !super::sampler_iface::is_chain(c.sampler) {
+                return Err("the backend samplers must be of type llama_sampler_chain".into());
+            }
+            crate::log_warn!("llama_init_from_model: sampler for seq_id = {} cannot be offloaded to the backend (this library runs on the CPU only): the caller samples from the logits", c.seq_id);
+        }
     }
     Ok(ContextParams {
         n_ctx: p.n_ctx,

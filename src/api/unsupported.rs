@@ -1,7 +1,8 @@
 //! llama.h functions of features deepseek does not implement: LoRA/aLoRA adapters, control
 //! vectors, training (`llama_opt_*`), embedding input to the extended batch API
 //! (`llama_batch_ext_add_embd`, `_set_embd_*`; token input is in batch_ext.rs), backend-side
-//! sampling (`llama_set_sampler`; the `llama_get_sampled_*` queries answer "nothing sampled"),
+//! sampling (`llama_set_sampler` returns false as upstream's for a sampler it cannot offload;
+//! the `llama_get_sampled_*` queries answer "nothing sampled"),
 //! model quantization, split files, building or saving models other than from one GGUF path.
 //! Each returns its documented failure value and logs one line naming the function; the few
 //! calls that ask for nothing (clearing adapters, freeing NULL) succeed silently.
@@ -11,7 +12,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use super::boundary::{guard, unsupported, Fallback};
+use super::boundary::{guard, guard_or, unsupported, Fallback};
 use super::handles::{llama_context, llama_model};
 use super::types::*;
 
@@ -47,14 +48,21 @@ pub extern "C" fn llama_set_adapter_cvec(ctx: *mut llama_context, data: *const f
     unsupported("llama_set_adapter_cvec", "control vectors")
 }
 
-/// Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
-/// attaching one fails (false).
+/// Backend-side sampling: there is no device backend to offload a sampler to, so attaching one
+/// fails as upstream's does for a sampler it cannot offload (false, with its warning: the caller
+/// samples from the logits); removing one (smpl NULL) succeeds.
 #[no_mangle]
 pub extern "C" fn llama_set_sampler(ctx: *mut llama_context, seq_id: llama_seq_id, smpl: *mut llama_sampler) -> bool {
-    if smpl.is_null() && !ctx.is_null() {
-        return true;
-    }
-    unsupported("llama_set_sampler", "backend sampling")
+    guard_or("llama_set_sampler", false, || {
+        // SAFETY: llama.h requires a live context handle (NULL is caught).
+        unsafe { super::boundary::as_ref(ctx, "ctx") }?;
+        if !smpl.is_null() {
+            // SAFETY: a live sampler handle (llama.h); its name is a NUL-terminated string.
+            let name = unsafe { std::ffi::CStr::from_ptr(super::sampler_iface::name_of(smpl)) }.to_string_lossy().into_owned();
+            crate::log_warn!("llama_set_sampler: sampler '{name}' for seq_id = {seq_id}, cannot be offloaded to the backend (this library runs on the CPU only)");
+        }
+        Ok(smpl.is_null())
+    })
 }
 
 /// Always true, as upstream (a parameter filter for training, which is not supported).
