@@ -112,6 +112,30 @@ fn sequence_state_moves_between_contexts_and_sequences() {
         assert_eq!(&toks[..n_toks], &p[..]);
         assert_eq!(decode_one(a, 12), decode_one(c, 12), "{rel}: session file round trip");
         let _ = std::fs::remove_file(&path);
+
+        // Sequence files, as llama-server's slot restore reads them: first without a token buffer
+        // (b11312: the token count and the header's size, nothing restored), then for real, into
+        // the free sequence 0 of the two-sequence context.
+        let spath = std::env::temp_dir().join(format!("ds-seq-state-{}-{}.bin", std::process::id(), rel.replace('/', "_")));
+        let cspath = CString::new(spath.to_str().unwrap()).unwrap();
+        let mut count = 0usize;
+        // SAFETY: valid pointers and lengths (NULL tokens_out with capacity 0 is the query).
+        unsafe {
+            assert!(llama_state_seq_save_file(a, cspath.as_ptr(), 0, p.as_ptr(), p.len()) > 0);
+            let head = llama_state_seq_load_file(b, cspath.as_ptr(), 0, std::ptr::null_mut(), 0, &mut count);
+            assert!(head > 0 && count == p.len(), "{rel}: the query answered {head} bytes, {count} tokens");
+            assert_eq!(llama_memory_seq_pos_max(llama_get_memory(b), 0), -1, "{rel}: the query restored something");
+            assert_eq!(llama_state_seq_load_file(b, cspath.as_ptr(), 0, toks.as_mut_ptr(), 3, &mut count), 0, "{rel}: capacity 3");
+            let read = llama_state_seq_load_file(b, cspath.as_ptr(), 0, toks.as_mut_ptr(), toks.len(), &mut count);
+            assert_eq!(read as u64, std::fs::metadata(&spath).unwrap().len(), "{rel}: bytes read");
+        }
+        assert_eq!(&toks[..count], &p[..]);
+        let mut batch = Batch::new(1, 2);
+        batch.add(13, 32, 0, true);
+        // SAFETY: a valid batch.
+        assert_eq!(unsafe { llama_decode(b, batch.0) }, 0);
+        assert_eq!(decode_one(a, 13), logits_row(b, 0, 480), "{rel}: sequence file round trip into seq 0");
+        let _ = std::fs::remove_file(&spath);
         // SAFETY: handles from this test, freed once.
         unsafe {
             llama_free(a);

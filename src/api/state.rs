@@ -265,8 +265,10 @@ pub unsafe extern "C" fn llama_state_seq_load_file(ctx: *mut llama_context, file
         if let Some(n) = unsafe { n_token_count_out.as_mut() } {
             *n = tokens.len();
         }
+        // upstream b11312's query: without a token buffer it reports the count and the bytes
+        // read so far (the header), and restores nothing (llama-server asks first, then loads)
         if tokens_out.is_null() {
-            return Ok(0);
+            return Ok(16);
         }
         if tokens.len() > n_token_capacity {
             return Err(format!("token count in sequence state file exceeded capacity! {} > {n_token_capacity}", tokens.len()));
