@@ -1119,7 +1119,8 @@ int32_t llama_process(struct llama_context *ctx,
 /**
  * Formats `n_msg` messages with template `tmpl` (a built-in name or a Jinja template recognized
  * by its markers; NULL means chatml). Returns the formatted length (copied into `buf` as far as
- * `length` allows, like strncpy), or -1 when the template is unknown or not supported.
+ * `length` allows, like strncpy), or -1 when the template is not one upstream recognizes.
+ * Roles, contents and the template are bytes, as upstream's (no UTF-8 required).
  *
  * # Safety
  * `chat` must hold `n_msg` messages with NUL-terminated role and content; `buf` must be
@@ -1822,10 +1823,9 @@ enum llama_ftype llama_model_ftype(const struct llama_model *model);
 int32_t llama_model_n_layer_nextn(const struct llama_model *model);
 
 /**
- * Classifier labels: deepseek loads no classifier heads, so every index has none (NULL, as upstream).
+ * Classifier label `i` (`{arch}.classifier.output_labels`), NULL past the last (as upstream).
  */
-const char *llama_model_cls_label(const struct llama_model *model,
-                                  uint32_t _i);
+const char *llama_model_cls_label(const struct llama_model *model, uint32_t i);
 
 /**
  * Decoder-only models have no decoder start token: -1 (LLAMA_TOKEN_NULL), as upstream.
@@ -1938,8 +1938,9 @@ int32_t llama_set_adapter_cvec(struct llama_context *ctx,
                                int32_t il_end);
 
 /**
- * Backend-side samplers are not supported: removing one (smpl NULL) succeeds (true),
- * attaching one fails (false).
+ * Backend-side sampling: there is no device backend to offload a sampler to, so attaching one
+ * fails as upstream's does for a sampler it cannot offload (false, with its warning: the caller
+ * samples from the logits); removing one (smpl NULL) succeeds.
  */
 bool llama_set_sampler(struct llama_context *ctx, llama_seq_id seq_id, struct llama_sampler *smpl);
 
