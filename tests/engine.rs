@@ -37,7 +37,7 @@ fn decode(ctx: &mut Context, toks: &[i32], pos: Option<&[i32]>) {
     ctx.decode(&BatchInput { tokens: toks, pos, seq_ids: None, logits: None }, None).unwrap();
 }
 
-const MODELS: [&str; 4] = ["tiny/tiny-qwen2-f32.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek3-f32.gguf", "deepseek-family/tiny-deepseek32-f32.gguf"];
+const MODELS: [&str; 5] = ["tiny/tiny-qwen2-f32.gguf", "tiny/tiny-llama-q8_0.gguf", "deepseek2/tiny-deepseek3-f32.gguf", "deepseek-family/tiny-deepseek32-f32.gguf", "deepseek-family/tiny-deepseek2-legacy-f32.gguf"];
 
 #[test]
 fn results_do_not_depend_on_the_thread_count() {

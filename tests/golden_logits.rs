@@ -18,7 +18,7 @@ fn check(model: &str) {
 /// The quantized MoE fixtures that meet the dense models' tolerance (with near-tie excuses);
 /// the others are still held loosely (issue 19: see `check_moe_files`). The Q4_K_M files meet
 /// it since Q4_K follows llama.cpp's repacked GEMM/GEMV order (`quant::Repacked`).
-const STRICT: [&str; 8] = [
+const STRICT: [&str; 10] = [
     "tiny-deepseek3-q8_0",
     "tiny-deepseek-moe-q8_0",
     "tiny-deepseek-moe-q4_k_m",
@@ -27,6 +27,8 @@ const STRICT: [&str; 8] = [
     "tiny-deepseek3-q4_k_m",
     "tiny-deepseek2-lite-q4_k_m",
     "tiny-deepseek32-q4_k_m",
+    "tiny-deepseek2-legacy-q8_0",
+    "tiny-deepseek2-legacy-q4_k_m",
 ];
 
 /// An MoE model of `dir`: F32 strictly; quantized with the dense models' tolerance, a row
@@ -103,8 +105,9 @@ golden_family! {
     deepseek_moe_q4_k_m => "tiny-deepseek-moe-q4_k_m",
 }
 
-// deepseek2 in the legacy layout (one attn_kv_b per block, converted before absorption): split
-// into attn_k_b / attn_v_b at load and run as MLA, against upstream's non-absorbed logits.
+// deepseek2 in the legacy layout (one attn_kv_b per block, converted before absorption): run
+// as upstream runs it (per-head K/V decompressed from the latent and cached), strictly
+// (tests/legacy_mla.rs: the absorbed form on request).
 golden_family! {
     deepseek2_legacy_f32 => "tiny-deepseek2-legacy-f32",
     deepseek2_legacy_q8_0 => "tiny-deepseek2-legacy-q8_0",

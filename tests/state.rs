@@ -14,7 +14,7 @@ use deepseek::api::memory::llama_memory_seq_pos_max;
 use deepseek::api::model::llama_model_free;
 use deepseek::api::state::*;
 
-const MODELS: [&str; 5] = ["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q4_k_m.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf", "deepseek-family/tiny-deepseek32-q8_0.gguf", "deepseek-family/tiny-deepseek4-q8_0.gguf"];
+const MODELS: [&str; 6] = ["tiny/tiny-qwen2-q8_0.gguf", "tiny/tiny-llama-q4_k_m.gguf", "deepseek2/tiny-deepseek2-lite-q8_0.gguf", "deepseek-family/tiny-deepseek2-legacy-q8_0.gguf", "deepseek-family/tiny-deepseek32-q8_0.gguf", "deepseek-family/tiny-deepseek4-q8_0.gguf"];
 
 fn prompt() -> Vec<i32> {
     (0..30).map(|i| (i * 53 + 7) % 470).collect()

@@ -264,6 +264,8 @@ impl Context {
             n_layer: hp.n_layer,
             n_head_kv,
             head_dim,
+            // MLA: no V buffer; its row size still sizes the (empty) V type check
+            head_dim_v: if hp.kv_with_v() { hp.head_dim_v } else { head_dim },
             n_stream,
             n_cells: n_ctx_seq as usize,
             n_seq_max: p.n_seq_max as usize,

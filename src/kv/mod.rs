@@ -40,7 +40,11 @@ impl Cell {
 pub struct KvShape {
     pub n_layer: usize,
     pub n_head_kv: usize,
+    /// Values per head of a key.
     pub head_dim: usize,
+    /// Values per head of a value (with `with_v`; a legacy deepseek2 file run expanded has
+    /// values shorter than its keys).
+    pub head_dim_v: usize,
     pub n_stream: usize,
     pub n_cells: usize,
     pub n_seq_max: usize,
@@ -65,11 +69,12 @@ pub struct KvCache {
     /// deepseek4's compressed caches (`shape.dsv4`).
     pub dsv4: Option<dsv4::Dsv4Cache>,
     kv_dim: usize,
-    /// Bytes of a cell's key row and value row (kv_dim values of k_type / v_type).
+    /// Bytes of a cell's key row (kv_dim values of k_type) and value row (n_head_kv ·
+    /// head_dim_v values of v_type).
     k_row_bytes: usize,
     v_row_bytes: usize,
     cells: Vec<Cell>,
-    /// Per layer: n_stream * n_cells rows of kv_dim values (k_type, v_type).
+    /// Per layer: n_stream * n_cells key rows and value rows.
     k: Vec<Pages<u8>>,
     v: Vec<Pages<u8>>,
     /// Where the next slot search in each stream starts.
@@ -88,13 +93,13 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(shape: KvShape, rope: RopeParams, rope_freq_factors: Option<Vec<f32>>) -> Result<KvCache, String> {
-        let kv_dim = shape.n_head_kv * shape.head_dim;
-        for t in [shape.k_type, shape.v_type] {
-            if shape.head_dim % t.block_len() != 0 {
-                return Err(format!("KV cache type {} has blocks of {} values, which do not divide the heads of {}", t.name(), t.block_len(), shape.head_dim));
+        for (t, d) in [(shape.k_type, shape.head_dim), (shape.v_type, shape.head_dim_v)] {
+            if d % t.block_len() != 0 {
+                return Err(format!("KV cache type {} has blocks of {} values, which do not divide the heads of {d}", t.name(), t.block_len()));
             }
         }
-        let (k_row_bytes, v_row_bytes) = (shape.k_type.row_bytes(kv_dim), shape.v_type.row_bytes(kv_dim));
+        let kv_dim = shape.n_head_kv * shape.head_dim;
+        let (k_row_bytes, v_row_bytes) = (shape.k_type.row_bytes(kv_dim), shape.v_type.row_bytes(shape.n_head_kv * shape.head_dim_v));
         let total_cells = shape.n_stream.checked_mul(shape.n_cells).ok_or("KV cache size overflows")?;
         let k_layer = total_cells.checked_mul(k_row_bytes).ok_or("KV cache size overflows")?;
         let v_layer = total_cells.checked_mul(v_row_bytes).ok_or("KV cache size overflows")?;

@@ -53,10 +53,10 @@ impl MhaWeights {
 }
 
 pub struct MhaScratch {
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
+    pub(super) q: Vec<f32>,
+    pub(super) k: Vec<f32>,
+    pub(super) v: Vec<f32>,
+    pub(super) att: Vec<f32>,
     /// Per thread, the attention tile's buffers.
     tiles: Vec<TileScratch>,
     /// First token of each attention tile (and the end).
@@ -119,6 +119,17 @@ pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &m
         for head in s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()].chunks_exact_mut(hd_k) {
             rope::apply(rope.mode, hp.n_rot, cache, head);
         }
+    }
+    store_and_attend(hp, kv, il, ub, s, pool, n, 1.0 / (hd_k as f32).sqrt());
+    project(model, pool, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
+}
+
+/// The cache's part of multi-head attention over the roped queries, keys and values in `s`
+/// (`n` tokens): each token's key and value stored in its cell, every query head's attention
+/// (scores scaled by `scale`) into `s.att`.
+#[allow(clippy::too_many_arguments)]
+pub fn store_and_attend(hp: &HParams, kv: &mut KvCache, il: usize, ub: &UBatch<'_>, s: &mut MhaScratch, pool: &ThreadPool, n: usize, scale: f32) {
+    for t in 0..n {
         // a quantized cache: queries and keys rotated alike (their dot products unchanged),
         // values rotated and the output rotated back (llama-graph.cpp `build_attn`)
         if s.k_rot > 0 {
@@ -131,20 +142,18 @@ pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &m
         kv.store(il, ub.cells[t], &s.k[t * hp.kv_dim_k()..(t + 1) * hp.kv_dim_k()], &s.v[t * hp.kv_dim_v()..(t + 1) * hp.kv_dim_v()]);
     }
 
-    attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.tiles, &mut s.tile_starts, pool, n);
+    attention(hp, kv, il, ub, &s.q, &mut s.att, &mut s.tiles, &mut s.tile_starts, pool, n, scale);
     if s.v_rot > 0 {
         fwht(&mut s.att[..n * hp.n_head * hp.head_dim_v], s.v_rot);
     }
-    project(model, pool, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
 }
 
 /// Attention of every token's query heads, one work item per (tile of consecutive tokens of a
 /// sequence, K/V head): the item's query rows read each cached row once.
 #[allow(clippy::too_many_arguments)]
-fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], tiles: &mut [TileScratch], starts: &mut [usize], pool: &ThreadPool, n: usize) {
+fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], att: &mut [f32], tiles: &mut [TileScratch], starts: &mut [usize], pool: &ThreadPool, n: usize, scale: f32) {
     let (hd_k, hd_v) = (hp.head_dim_k, hp.head_dim_v);
     let group = hp.n_head / hp.n_head_kv;
-    let scale = 1.0 / (hd_k as f32).sqrt();
     // a head's bytes of key and of value
     let (kb, vb) = (kv.shape.k_type.row_bytes(hd_k), kv.shape.v_type.row_bytes(hd_v));
     let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);

@@ -7,6 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::attn_mha::{self, MhaScratch};
 use super::hparams::{IndexerParams, MlaParams};
 use super::indexer::{self, IndexerScratch, IndexerWeights};
 use super::proj::{project, project_all, project_heads};
@@ -27,14 +28,26 @@ pub enum Query {
     LowRank { a: Mat, norm: Vec<f32>, b: Mat },
 }
 
+/// How the latent becomes per-head keys and values.
+pub enum Decompress {
+    /// The absorbed layout (`attn_k_b`, `attn_v_b`).
+    Absorbed {
+        /// Per head: kv_lora_rank rows × qk_nope (absorbs W_UK into the query).
+        k_b: Stack,
+        /// Per head: v_head rows × kv_lora_rank (decompresses the attention output).
+        v_b: Stack,
+    },
+    /// A legacy file run as upstream runs it (`MlaParams::expanded`): `attn_kv_b`,
+    /// n_head·(qk_nope + v_head) rows × kv_lora_rank, decompresses each token's latent into its
+    /// keys' nope part and its values, which are cached per head.
+    Expanded { kv_b: Mat },
+}
+
 pub struct MlaWeights {
     pub q: Query,
     pub kv_a: Mat,
     pub kv_a_norm: Vec<f32>,
-    /// Per head: kv_lora_rank rows × qk_nope (absorbs W_UK into the query).
-    pub k_b: Stack,
-    /// Per head: v_head rows × kv_lora_rank (decompresses the attention output).
-    pub v_b: Stack,
+    pub decompress: Decompress,
     pub wo: Mat,
 }
 
@@ -58,8 +71,11 @@ impl MlaWeights {
             q,
             kv_a: mat(f, &n("attn_kv_a_mqa.weight"), e, c + r)?,
             kv_a_norm: vector(f, &n("attn_kv_a_norm.weight"), c)?,
-            k_b: stack(f, &n("attn_k_b.weight"), m.qk_nope, c, h)?,
-            v_b: stack(f, &n("attn_v_b.weight"), c, m.v_head, h)?,
+            decompress: if m.expanded {
+                Decompress::Expanded { kv_b: mat(f, &n("attn_kv_b.weight"), c, h * (m.qk_nope + m.v_head))? }
+            } else {
+                Decompress::Absorbed { k_b: stack(f, &n("attn_k_b.weight"), m.qk_nope, c, h)?, v_b: stack(f, &n("attn_v_b.weight"), c, m.v_head, h)? }
+            },
             wo: mat(f, &n("attn_output.weight"), h * m.v_head, e)?,
         })
     }
@@ -69,13 +85,19 @@ impl MlaWeights {
             Query::Direct(q) => vec![q],
             Query::LowRank { a, b, .. } => vec![a, b],
         };
-        v.extend([&self.kv_a, &self.k_b.first, &self.v_b.first, &self.wo]);
+        match &self.decompress {
+            Decompress::Absorbed { k_b, v_b } => v.extend([&self.kv_a, &k_b.first, &v_b.first, &self.wo]),
+            Decompress::Expanded { kv_b } => v.extend([&self.kv_a, kv_b, &self.wo]),
+        }
         v
     }
 
     /// Activation bytes of decode's per-head batches (every head's row at once).
     pub fn decode_act_bytes(&self, hp: &HParams, m: &MlaParams) -> usize {
-        (hp.n_head * activation_bytes(self.k_b.first.ty, m.qk_nope, 1)).max(hp.n_head * activation_bytes(self.v_b.first.ty, m.kv_lora_rank, 1))
+        match &self.decompress {
+            Decompress::Absorbed { k_b, v_b } => (hp.n_head * activation_bytes(k_b.first.ty, m.qk_nope, 1)).max(hp.n_head * activation_bytes(v_b.first.ty, m.kv_lora_rank, 1)),
+            Decompress::Expanded { .. } => 0,
+        }
     }
 }
 
@@ -83,8 +105,9 @@ impl MlaWeights {
 /// {kv_lora_rank, n_head·(qk_nope + v_head)}: per head qk_nope rows of W_UK, then v_head rows
 /// of W_UV, each of kv_lora_rank columns (HF's `kv_b_proj`). Upstream b11312 runs them as plain
 /// multi-head attention over heads decompressed from the latent (its non-MLA branch, caching
-/// n_head·(qk_head + v_head) values per token). As ik_llama.cpp does, the loader splits the
-/// matrix into the absorbed layout instead — `attn_k_b` {qk_nope, kv_lora_rank, n_head}: W_UK
+/// n_head·(qk_head + v_head) values per token), as `forward_expanded` does by default. With
+/// `DEEPSEEK_LEGACY_MLA=absorb`, as ik_llama.cpp does, the loader splits the matrix into the
+/// absorbed layout instead — `attn_k_b` {qk_nope, kv_lora_rank, n_head}: W_UK
 /// per head transposed, dequantized exactly and stored as F16 (the precision upstream's
 /// decompressed keys are cached in); `attn_v_b` {kv_lora_rank, v_head, n_head}: W_UV's rows
 /// copied as they are — so legacy files run this block with its cache of kv_lora_rank + rope
@@ -135,6 +158,10 @@ pub struct MlaScratch {
     tiles: Vec<TileScratch>,
     /// First token of each attention tile (and the end).
     tile_starts: Vec<usize>,
+    /// A legacy file run expanded: each token's decompressed [k_nope | v] per head, and the
+    /// multi-head attention's buffers.
+    kvb: Vec<f32>,
+    mha: Option<MhaScratch>,
 }
 
 impl MlaScratch {
@@ -142,6 +169,25 @@ impl MlaScratch {
     pub fn new(hp: &HParams, m: &MlaParams, n_ubatch: usize, n_threads: usize, types: (GgmlType, GgmlType)) -> Result<MlaScratch, String> {
         let (n, h, c, r) = (n_ubatch, hp.n_head, m.kv_lora_rank, hp.n_rot);
         let row = hp.kv_cache_heads().1;
+        if m.expanded {
+            // the normed latents in o_lat; nothing of the absorbed path
+            return Ok(MlaScratch {
+                qa: try_zeroed(n * m.q_lora_rank, "scratch")?,
+                qa_normed: try_zeroed(n * m.q_lora_rank, "scratch")?,
+                q: try_zeroed(n * h * m.qk_head, "scratch")?,
+                kv: try_zeroed(n * (c + r), "scratch")?,
+                krow: Vec::new(),
+                head_in: Vec::new(),
+                head_out: Vec::new(),
+                q_full: Vec::new(),
+                o_lat: try_zeroed(n * c, "scratch")?,
+                o: Vec::new(),
+                tiles: Vec::new(),
+                tile_starts: Vec::new(),
+                kvb: try_zeroed(n * h * (m.qk_nope + m.v_head), "scratch")?,
+                mha: Some(MhaScratch::new(hp, n, n_threads, Accumulator::F16, types)?),
+            });
+        }
         let heads_in = n.max(h) * c.max(m.qk_nope);
         let heads_out = n.max(h) * c.max(m.v_head);
         Ok(MlaScratch {
@@ -157,12 +203,14 @@ impl MlaScratch {
             o: try_zeroed(n * h * m.v_head, "scratch")?,
             tiles: (0..n_threads.max(1)).map(|_| TileScratch::with_types(TILE_ROWS.max(h), c + r, c, Accumulator::F16, types.0, types.1)).collect::<Result<_, _>>()?,
             tile_starts: try_zeroed(n + 1, "scratch")?,
+            kvb: Vec::new(),
+            mha: None,
         })
     }
 
     pub fn bytes(&self) -> usize {
-        let floats = [&self.qa, &self.qa_normed, &self.q, &self.kv, &self.krow, &self.head_in, &self.head_out, &self.q_full, &self.o_lat, &self.o];
-        4 * floats.iter().map(|v| v.capacity()).sum::<usize>()
+        let floats = [&self.qa, &self.qa_normed, &self.q, &self.kv, &self.krow, &self.head_in, &self.head_out, &self.q_full, &self.o_lat, &self.o, &self.kvb];
+        4 * floats.iter().map(|v| v.capacity()).sum::<usize>() + self.mha.as_ref().map_or(0, |x| x.bytes())
     }
 }
 
@@ -232,6 +280,10 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
             }
         }
     }
+    let (k_b, v_b) = match &layer.decompress {
+        Decompress::Absorbed { k_b, v_b } => (k_b, v_b),
+        Decompress::Expanded { kv_b } => return forward_expanded(model, m, layer, kv_b, il, ub, kv, cs, s, pool, rope),
+    };
     for t in 0..n {
         let row = &s.kv[t * (c + r)..(t + 1) * (c + r)];
         rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.krow[..c]);
@@ -257,7 +309,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         for head in 0..h {
             s.head_in[head * nope..(head + 1) * nope].copy_from_slice(&s.q[head * qk..head * qk + nope]);
         }
-        project_heads(model, pool, &mut cs.act, &layer.k_b, &s.head_in, &mut s.head_out);
+        project_heads(model, pool, &mut cs.act, k_b, &s.head_in, &mut s.head_out);
         for head in 0..h {
             s.q_full[head * (c + r)..head * (c + r) + c].copy_from_slice(&s.head_out[head * c..(head + 1) * c]);
         }
@@ -267,7 +319,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
             let src = (t * h + head) * qk;
             s.head_in[t * nope..(t + 1) * nope].copy_from_slice(&s.q[src..src + nope]);
         }
-        let wk = layer.k_b.get(head);
+        let wk = k_b.get(head);
         project(model, pool, &mut cs.act, &wk, &s.head_in, n, &mut s.head_out);
         for t in 0..n {
             let dst = (t * h + head) * (c + r);
@@ -333,14 +385,14 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     // Decompress with W_UV per head, then the output projection.
     let v = m.v_head;
     if n == 1 {
-        project_heads(model, pool, &mut cs.act, &layer.v_b, &s.o_lat, &mut s.o);
+        project_heads(model, pool, &mut cs.act, v_b, &s.o_lat, &mut s.o);
     }
     for head in (0..h).filter(|_| n > 1) {
         for t in 0..n {
             let src = (t * h + head) * c;
             s.head_in[t * c..(t + 1) * c].copy_from_slice(&s.o_lat[src..src + c]);
         }
-        let wv = layer.v_b.get(head);
+        let wv = v_b.get(head);
         project(model, pool, &mut cs.act, &wv, &s.head_in, n, &mut s.head_out);
         for t in 0..n {
             s.o[(t * h + head) * v..(t * h + head + 1) * v].copy_from_slice(&s.head_out[t * v..(t + 1) * v]);
@@ -349,3 +401,41 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     project(model, pool, &mut cs.act, &layer.wo, &s.o, n, &mut cs.proj);
 }
 
+
+/// A legacy file's attention as upstream b11312 runs it (`deepseek2.cpp`, its non-MLA branch),
+/// after the query and compressed-KV projections of `forward`: the normed latent of each token
+/// decompressed by `attn_kv_b` into every head's key (nope part) and value, the shared rope key
+/// appended to each head's key, the query roped on its trailing dims, then multi-head attention
+/// over the cached per-head K/V with MLA's `kq_scale`, then `attn_output`.
+#[allow(clippy::too_many_arguments)]
+fn forward_expanded(model: &Model, m: &MlaParams, layer: &MlaWeights, kv_b: &Mat, il: usize, ub: &UBatch<'_>, kv: &mut KvCache, cs: &mut Common, s: &mut MlaScratch, pool: &ThreadPool, rope: &RopeParams) {
+    let hp = &model.hp;
+    let n = ub.tokens.len();
+    let (h, c, r, nope, qk, v) = (hp.n_head, m.kv_lora_rank, hp.n_rot, m.qk_nope, m.qk_head, m.v_head);
+    let scale = kq_scale(rope, hp.rope_yarn_log_mul, qk);
+    for t in 0..n {
+        let row = &mut s.kv[t * (c + r)..(t + 1) * (c + r)];
+        rms_norm(&row[..c], &layer.kv_a_norm, hp.rms_eps, &mut s.o_lat[t * c..(t + 1) * c]);
+        let cache = &cs.rope_cache[t * r.max(2)..(t + 1) * r.max(2)];
+        rope::apply(rope.mode, r, cache, &mut row[c..]);
+        for head in 0..h {
+            rope::apply(rope.mode, r, cache, &mut s.q[(t * h + head) * qk + nope..(t * h + head + 1) * qk]);
+        }
+    }
+    project(model, pool, &mut cs.act, kv_b, &s.o_lat[..n * c], n, &mut s.kvb);
+    let mha = s.mha.as_mut().expect("a legacy file's expanded scratch");
+    let w = nope + v;
+    mha.q[..n * h * qk].copy_from_slice(&s.q[..n * h * qk]);
+    for t in 0..n {
+        let k_pe = &s.kv[t * (c + r) + c..(t + 1) * (c + r)];
+        for head in 0..h {
+            let src = &s.kvb[(t * h + head) * w..(t * h + head + 1) * w];
+            let k = &mut mha.k[(t * h + head) * qk..(t * h + head + 1) * qk];
+            k[..nope].copy_from_slice(&src[..nope]);
+            k[nope..].copy_from_slice(k_pe);
+            mha.v[(t * h + head) * v..(t * h + head + 1) * v].copy_from_slice(&src[nope..]);
+        }
+    }
+    attn_mha::store_and_attend(hp, kv, il, ub, mha, pool, n, scale);
+    project(model, pool, &mut cs.act, &layer.wo, &mha.att, n, &mut cs.proj);
+}

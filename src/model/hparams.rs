@@ -184,9 +184,14 @@ pub struct MlaParams {
     /// Per-head value size (value_length_mla).
     pub v_head: usize,
     /// The file has the legacy layout (one `attn_kv_b` per block, no `key_length_mla` /
-    /// `value_length_mla`: converted before absorption); the loader splits `attn_kv_b` into
-    /// `attn_k_b` / `attn_v_b` (`attn_mla::absorb_legacy`) and runs it as MLA.
+    /// `value_length_mla`: converted before absorption).
     pub legacy: bool,
+    /// A legacy file run as upstream b11312 runs it (its non-MLA branch): per-head keys and
+    /// values decompressed by `attn_kv_b` from the latent and cached as multi-head K/V
+    /// (`head_count_kv` heads of `key_length` / `value_length`). False for a legacy file whose
+    /// `attn_kv_b` the loader split into `attn_k_b` / `attn_v_b` (`attn_mla::absorb_legacy`,
+    /// `DEEPSEEK_LEGACY_MLA=absorb`), which then runs as MLA with its small cache.
+    pub expanded: bool,
 }
 
 /// The routed experts' hyper-parameters (deepseek, deepseek2).
@@ -347,13 +352,14 @@ impl HParams {
         self.n_head_kv * self.head_dim_v
     }
     /// The KV cache's heads and row size per head: MLA caches one row of the latent and the
-    /// rope key per token (also for legacy files, whose `head_count_kv` and `key_length` describe
-    /// the per-head K/V upstream caches instead).
+    /// rope key per token (also for legacy files run absorbed); a legacy file run as upstream
+    /// does (`MlaParams::expanded`) caches `head_count_kv` heads of `key_length` like a plain
+    /// multi-head model.
     /// deepseek32's rows also carry the token's indexer key after the rope key part.
     pub fn kv_cache_heads(&self) -> (usize, usize) {
         match &self.mla {
-            Some(m) => (1, m.kv_lora_rank + self.n_rot + self.indexer.as_ref().map_or(0, |x| x.head_size)),
-            None => (self.n_head_kv, self.head_dim_k),
+            Some(m) if !m.expanded => (1, m.kv_lora_rank + self.n_rot + self.indexer.as_ref().map_or(0, |x| x.head_size)),
+            _ => (self.n_head_kv, self.head_dim_k),
         }
     }
     /// Where a cached row's indexer key starts, and its size (deepseek32).
@@ -363,12 +369,13 @@ impl HParams {
     }
     /// Whether the KV cache holds V rows (MLA's values are its cached latent).
     pub fn kv_with_v(&self) -> bool {
-        self.mla.is_none() && self.dsv4.is_none()
+        self.mla.as_ref().is_none_or(|m| m.expanded) && self.dsv4.is_none()
     }
-    /// Where the roped part of a cached K row starts (MLA: after the latent; deepseek4: its last
-    /// n_rot dims).
+    /// Where the roped part of a cached K row starts (MLA: after the latent; a legacy file run
+    /// expanded: after each head's qk_nope dims; deepseek4: its last n_rot dims).
     pub fn kv_rope_offset(&self) -> usize {
         match (&self.mla, &self.dsv4) {
+            (Some(m), _) if m.expanded => m.qk_nope,
             (Some(m), _) => m.kv_lora_rank,
             (None, Some(_)) => self.head_dim_k - self.n_rot,
             (None, None) => 0,
@@ -429,7 +436,7 @@ impl MlaParams {
         if !legacy && (key_length != kv_lora_rank + n_rot || value_length != kv_lora_rank) {
             return Err(format!("key_length {key_length} / value_length {value_length} must be kv_lora_rank + rope dims / kv_lora_rank ({kv_lora_rank}, {n_rot})"));
         }
-        Ok(MlaParams { q_lora_rank, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head, legacy })
+        Ok(MlaParams { q_lora_rank, kv_lora_rank, qk_nope: qk_head - n_rot, qk_head, v_head, legacy, expanded: false })
     }
 }
 

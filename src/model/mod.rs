@@ -233,8 +233,22 @@ impl Model {
         // Counted as the file has them (before any derived tensor).
         let n_params = file.tensors().iter().map(|t| t.n_elements() as u64).sum();
         let size_bytes = file.tensors().iter().map(|t| t.n_bytes as u64).sum();
-        if hp.mla.as_ref().is_some_and(|m| m.legacy) {
-            attn_mla::absorb_legacy(&mut file, &hp)?;
+        // A legacy deepseek2 file runs as upstream b11312 runs it (llama.cpp's numerics, its
+        // cache size), or absorbed into MLA's layout with a cache of kv_lora_rank + rope dims
+        // per token (for V3/R1 576 values against 40,960) when DEEPSEEK_LEGACY_MLA=absorb.
+        if let Some(c) = hp.mla.as_ref().filter(|m| m.legacy).map(|m| m.kv_lora_rank) {
+            let absorb = std::env::var("DEEPSEEK_LEGACY_MLA").is_ok_and(|v| v.eq_ignore_ascii_case("absorb"));
+            let expanded = hp.n_head * (hp.head_dim_k + hp.head_dim_v);
+            if absorb {
+                attn_mla::absorb_legacy(&mut file, &hp)?;
+                crate::log_info!("llama_model_load: legacy deepseek2 layout (attn_kv_b): split into attn_k_b / attn_v_b and run as MLA (DEEPSEEK_LEGACY_MLA=absorb): {} cached values per token and layer instead of {expanded}", c + hp.n_rot);
+            } else {
+                if hp.n_head_kv != hp.n_head {
+                    return Err(format!("legacy deepseek2 layout: head_count_kv = {} must equal head_count = {} (the keys and values are decompressed per query head)", hp.n_head_kv, hp.n_head));
+                }
+                hp.mla.as_mut().expect("legacy MLA").expanded = true;
+                crate::log_info!("llama_model_load: legacy deepseek2 layout (attn_kv_b): run as llama.cpp runs it, keys and values decompressed per head and cached ({expanded} values per token and layer; DEEPSEEK_LEGACY_MLA=absorb caches {})", c + hp.n_rot);
+            }
         }
         let weights = Weights::from_file(&file, &hp)?;
         let layers = match hp.arch {
