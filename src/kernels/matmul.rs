@@ -45,6 +45,8 @@ impl WeightMatrix<'_> {
     fn dot_ref(&self, r: usize, act: &[u8], t: usize, n: usize) -> f32 {
         match self.repacked {
             quant::Repacked::No => quant::vec_dot(self.ty, self.cols, self.row(r), act),
+            rp @ quant::Repacked::Sgemm if t < rp.gemm_rows(n) => quant::vec_dot_sgemm(self.ty, self.cols, self.row(r), act),
+            quant::Repacked::Sgemm => quant::vec_dot(self.ty, self.cols, self.row(r), act),
             rp => quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act, t < rp.gemm_rows(n)),
         }
     }
@@ -230,10 +232,14 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         assert!(p.act.len() >= arb * n_rows && p.out.len() >= w.rows * n_rows && w.data.len() >= rb * w.rows);
         let nb = w.cols / w.ty.block_len();
         let rp = w.repacked;
-        let repacked = rp != quant::Repacked::No;
+        let repacked = rp.is_repacked();
         let single = if repacked { simd::dot_fns_repacked(w.ty, false) } else { simd::dot_fns(w.ty) };
         let gemm_rows = rp.gemm_rows(n_rows);
-        let single_gemm = if gemm_rows > 0 { simd::dot_fns_repacked(w.ty, true) } else { None };
+        let single_gemm = match (gemm_rows, rp) {
+            (0, _) => None,
+            (_, quant::Repacked::Sgemm) => simd::dot_fns_sgemm(w.ty),
+            _ => simd::dot_fns_repacked(w.ty, true),
+        };
         let (mut gemv, mut batched, mut panels) = (None, None, None);
         let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
         // the activation preparation this product needs, if any: (function, bytes per row)
@@ -244,15 +250,20 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         } else {
             // a repacked matrix's panels sum in upstream's GEMM order: its GEMM rows only
             let panel_rows = if repacked { gemm_rows } else { n_rows };
-            // (an expert stack upstream multiplies with its GEMV only: no panel sums so)
+            // (an expert stack upstream multiplies with its GEMV only: no panel sums so; nor
+            // in tinyBLAS's order)
             let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
-            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only);
+            let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference;
+            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm);
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
             } else {
                 batched = match rp {
                     quant::Repacked::No => simd::batch_fns(w.ty),
+                    // every row in tinyBLAS's order (`single_gemm`)
+                    quant::Repacked::Sgemm if w.order == simd::SumOrder::Reference => None,
+                    quant::Repacked::Sgemm => simd::batch_fns(w.ty),
                     // every row in the GEMV's order
                     quant::Repacked::MulMatId => simd::batch_fns_repacked(w.ty),
                     quant::Repacked::MulMat => None,
@@ -355,7 +366,8 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
 #[allow(clippy::too_many_arguments)]
 fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
     let (n_rows, nb, rb, arb) = (plan.n_rows, plan.nb, plan.rb, plan.arb);
-    let repacked = w.repacked == quant::Repacked::MulMat;
+    // a repacked matrix's GEMM rows, or every row of a tinyBLAS product, in their own order
+    let repacked = matches!(w.repacked, quant::Repacked::MulMat | quant::Repacked::Sgemm) && !(w.repacked == quant::Repacked::Sgemm && w.order == simd::SumOrder::Fast);
     // the activation rows the panels take: all, or a repacked matrix's GEMM rows
     let panel_rows = if repacked { plan.gemm_rows } else { n_rows };
     let mut r_rest = rows.start;
@@ -538,7 +550,7 @@ mod tests {
             seed ^= seed << 17;
             ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
-        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256), (GgmlType::Q5K, 256)] {
+        for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256), (GgmlType::Q5K, 256), (GgmlType::IQ4_NL, 96)] {
             for rows in [1, 3, 37, 40, 300] {
                 for n in [1, 2, 5, 9, 17] {
                     let rb = ty.row_bytes(cols).unwrap();
@@ -551,8 +563,8 @@ mod tests {
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
                     quantize_activations(&pool, ty, &x, cols, n, &mut act);
                   use quant::Repacked;
-                  for (order, repacked) in [(simd::SumOrder::Reference, Repacked::No), (simd::SumOrder::Fast, Repacked::No), (simd::SumOrder::Reference, Repacked::MulMat), (simd::SumOrder::Fast, Repacked::MulMat), (simd::SumOrder::Reference, Repacked::MulMatId)] {
-                    if repacked != Repacked::No && !quant::repacked_order(ty, rows) {
+                  for (order, repacked) in [(simd::SumOrder::Reference, Repacked::No), (simd::SumOrder::Fast, Repacked::No), (simd::SumOrder::Reference, Repacked::MulMat), (simd::SumOrder::Fast, Repacked::MulMat), (simd::SumOrder::Reference, Repacked::MulMatId), (simd::SumOrder::Reference, Repacked::Sgemm)] {
+                    if repacked.is_repacked() && !quant::repacked_order(ty, rows) || repacked == Repacked::Sgemm && !quant::sgemm_order(ty) {
                         continue;
                     }
                     let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked };
@@ -567,12 +579,13 @@ mod tests {
                         for r in 0..rows {
                             let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb], t, n);
                             let got = out[t * rows + r];
-                            let rp = repacked != Repacked::No;
-                            let exact_panel = order == simd::SumOrder::Reference && simd::panel_is_exact(simd::level(), ty, rp);
+                            let rp = repacked.is_repacked();
+                            // tinyBLAS's order has no panels: every row by its per-row kernels
+                            let exact_panel = order == simd::SumOrder::Reference && (simd::panel_is_exact(simd::level(), ty, rp) || repacked == Repacked::Sgemm);
                             let panel_rows = if rp { repacked.gemm_rows(n) } else { n };
                             if exact_panel || t >= panel_rows || simd::panel_fns(ty, order, rp).is_none_or(|g| panel_rows < g.min_act_rows) {
                                 // the reference's order, decode and the per-row kernels: bit for bit
-                                assert_eq!(got.to_bits(), want.to_bits(), "{} rows {rows} n {n} ({t}, {r})", ty.name());
+                                assert_eq!(got.to_bits(), want.to_bits(), "{} {order:?} {repacked:?} rows {rows} n {n} ({t}, {r})", ty.name());
                             } else {
                                 let (mut wf, mut af) = (vec![0f32; cols], vec![0f32; cols]);
                                 quant::dequantize_row(ty, w.row(r), &mut wf);

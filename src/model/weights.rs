@@ -108,7 +108,7 @@ fn stack_of(f: &GgufFile, name: &str, cols: usize, rows: usize, count: usize, ex
     }
     let n_bytes = t.n_bytes / count;
     // per-head stacks are 3-D tensors of ggml_mul_mat, which upstream does not repack
-    let repacked = if experts { quant::Repacked::of(t.ty, rows, true) } else { quant::Repacked::No };
+    let repacked = if experts { quant::Repacked::of(t.ty, rows, true) } else { quant::Repacked::of_heads(t.ty) };
     Ok(Stack { first: Mat { ty: t.ty, rows, cols, shard: t.shard, offset: t.file_offset, n_bytes, repacked }, count })
 }
 

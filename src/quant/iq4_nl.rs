@@ -84,4 +84,11 @@ pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
     legacy::vec_dot_q8_0_pairs::<BYTES>(w, a, quants, |b| f16_at(b, 0))
 }
 
+/// llamafile's tinyBLAS order (`tinyBLAS_Q0_AVX<block_iq4_nl, block_q8_0>`, which upstream
+/// uses for products of two or more activation rows): one 8-lane accumulator, one FMA per
+/// block with `d_w · d_a`, `hsum` at the end — Q4_0's `vec_dot` order over IQ4_NL's values.
+pub(crate) fn vec_dot_sgemm(w: &[u8], a: &[u8]) -> f32 {
+    legacy::vec_dot_q8_0::<BYTES>(w, a, quants)
+}
+
 block_format!("IQ4_NL as a [`BlockFormat`](super::BlockFormat).", Format, "iq4_nl", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), None, Some(vec_dot));

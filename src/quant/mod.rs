@@ -316,6 +316,11 @@ pub enum Repacked {
     MulMat,
     /// A repacked expert stack of `ggml_mul_mat_id`: its GEMV for every row.
     MulMatId,
+    /// Not repacked, multiplied by `ggml_mul_mat` and of a type whose llamafile tinyBLAS order
+    /// differs from `vec_dot`'s ([`sgemm_order`]): upstream's `ggml_compute_forward_mul_mat`
+    /// hands a product of two or more activation rows to tinyBLAS (`llamafile_sgemm`, which
+    /// declines one row), a single row to `vec_dot`.
+    Sgemm,
 }
 
 impl Repacked {
@@ -323,18 +328,54 @@ impl Repacked {
     /// `ggml_mul_mat_id`.
     pub fn of(ty: GgmlType, rows: usize, experts: bool) -> Repacked {
         match (repacked_order(ty, rows), experts) {
+            (false, false) if sgemm_order(ty) => Repacked::Sgemm,
             (false, _) => Repacked::No,
             (true, false) => Repacked::MulMat,
             (true, true) => Repacked::MulMatId,
         }
     }
 
-    /// How many of `n` activation rows of one product upstream multiplies with its GEMM.
+    /// For a 3-D stack of `ggml_mul_mat` (per-head matrices), which upstream never repacks.
+    pub fn of_heads(ty: GgmlType) -> Repacked {
+        if sgemm_order(ty) {
+            Repacked::Sgemm
+        } else {
+            Repacked::No
+        }
+    }
+
+    /// How many of `n` activation rows of one product upstream multiplies with its GEMM (for
+    /// `Sgemm`, tinyBLAS).
     pub fn gemm_rows(self, n: usize) -> usize {
         match self {
             Repacked::MulMat => n - n % 4,
-            Repacked::No | Repacked::MulMatId => 0,
+            Repacked::Sgemm if n >= 2 => n,
+            Repacked::No | Repacked::MulMatId | Repacked::Sgemm => 0,
         }
+    }
+
+    /// Whether upstream repacked the matrix at load.
+    pub fn is_repacked(self) -> bool {
+        matches!(self, Repacked::MulMat | Repacked::MulMatId)
+    }
+}
+
+/// Whether llama.cpp b11312's x86 tinyBLAS (`llamafile/sgemm.cpp`, `tinyBLAS_Q0_AVX`: one 8-lane
+/// accumulator, one FMA per block with `d_w · d_a`, `hsum` at the end) sums a type's products in
+/// another order than its `vec_dot`. Q4_0, Q5_0 and Q8_0 sum alike in both; IQ4_NL's `vec_dot`
+/// takes the blocks in pairs into two accumulators (and an odd last block in scalar): its
+/// several-row products follow [`vec_dot_sgemm`].
+pub fn sgemm_order(ty: GgmlType) -> bool {
+    ty == GgmlType::IQ4_NL
+}
+
+/// [`vec_dot`] in the order of llama.cpp's tinyBLAS, for the types of [`sgemm_order`].
+pub fn vec_dot_sgemm(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    expect_row_bytes(ty, n, w.len(), "vec_dot_sgemm (weights)");
+    expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot_sgemm (activations)");
+    match ty {
+        GgmlType::IQ4_NL => iq4_nl::vec_dot_sgemm(w, a),
+        _ => panic!("vec_dot_sgemm: {} sums as vec_dot in tinyBLAS", ty.name()),
     }
 }
 

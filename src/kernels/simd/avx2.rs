@@ -1424,6 +1424,17 @@ pub unsafe fn dot_iq4_nl<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
     unsafe { dot_nl_pairs::<R, IQ4_NL_B, true>(nb, w, a, a_stride, out, out_stride, &KVALUES_IQ4NL, 2, |b| f16_at(b)) }
 }
 
+/// IQ4_NL in llamafile tinyBLAS's order (`quant::vec_dot_sgemm`): Q4_0's single accumulator
+/// over IQ4_NL's codebook values.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_nl_sgemm<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract. Layout: d | qs[16].
+    unsafe {
+        let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+        dot_signed_q8_0::<R, IQ4_NL_B>(nb, w, a, a_stride, out, out_stride, |b| _mm256_shuffle_epi8(table, bytes_from_nibbles_32(b.add(2))))
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_mxfp4<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: e | qs[16].

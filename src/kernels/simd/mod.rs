@@ -239,6 +239,30 @@ pub fn dot_fns_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     }
 }
 
+/// The SIMD dot kernels for a several-row product of a matrix of type `ty` that upstream hands
+/// to llamafile's tinyBLAS in another order than `vec_dot`'s (`quant::Repacked::Sgemm`).
+pub fn dot_fns_sgemm(ty: GgmlType) -> Option<&'static DotFns> {
+    dot_fns_sgemm_at(level(), ty)
+}
+
+/// The per-row kernels in llamafile tinyBLAS's order (`quant::vec_dot_sgemm`) for the types of
+/// `quant::sgemm_order`, at a given level (the AVX2 kernels serve the AVX-512 level too).
+pub fn dot_fns_sgemm_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 | Level::Avx512 => {
+            static IQ4_NL: DotFns = table!(avx2, dot_iq4_nl_sgemm);
+            match ty {
+                GgmlType::IQ4_NL => Some(&IQ4_NL),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 | Level::Avx512 => None,
+    }
+}
+
 /// The SIMD dot kernels for a weight matrix of type `ty` that llama.cpp repacks
 /// (`quant::repacked_order`), in the order of its repacked GEMM (`gemm`) or GEMV
 /// (`quant::vec_dot_repacked`), or None when only the scalar reference handles it. The GEMM

@@ -142,6 +142,8 @@ enum Order {
     VecDot,
     Gemv,
     Gemm,
+    /// llamafile tinyBLAS's (`quant::vec_dot_sgemm`).
+    Sgemm,
 }
 
 /// The reference's dot product of a weight row with an activation row in `order`.
@@ -150,6 +152,7 @@ fn dot_ref(ty: GgmlType, cols: usize, w: &[u8], a: &[u8], order: Order) -> f32 {
         Order::VecDot => quant::vec_dot(ty, cols, w, a),
         Order::Gemv => quant::vec_dot_repacked(ty, cols, w, a, false),
         Order::Gemm => quant::vec_dot_repacked(ty, cols, w, a, true),
+        Order::Sgemm => quant::vec_dot_sgemm(ty, cols, w, a),
     }
 }
 
@@ -158,6 +161,7 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], order: Order
         Order::VecDot => dot_fns_at(level, ty),
         Order::Gemv => dot_fns_repacked_at(level, ty, false),
         Order::Gemm => dot_fns_repacked_at(level, ty, true),
+        Order::Sgemm => dot_fns_sgemm_at(level, ty),
     }
     .expect("kernel");
     let vt = ty.vec_dot_type();
@@ -545,6 +549,26 @@ fn iq4_xs() {
 #[test]
 fn iq4_nl() {
     check_type(GgmlType::IQ4_NL, &[32, 96, 224, 896]);
+}
+/// IQ4_NL in llamafile tinyBLAS's order (upstream's products of several activation rows with
+/// a matrix it does not repack), at every level; and that order is not `vec_dot`'s (an odd
+/// block count puts the last block through `vec_dot`'s scalar tail).
+#[test]
+fn iq4_nl_sgemm() {
+    if !available() {
+        return;
+    }
+    for level in levels() {
+        check_type_at(level, GgmlType::IQ4_NL, &[32, 96, 224, 896], Order::Sgemm);
+    }
+    let mut rng = Rng(0x1234_5678);
+    let cols = 96;
+    let (w, a) = (weight_row(&mut rng, GgmlType::IQ4_NL, cols, false), act_rows(&mut rng, GgmlType::Q8_0, cols, 1));
+    let differ = (0..64).any(|i| {
+        let a: Vec<u8> = if i == 0 { a.clone() } else { act_rows(&mut rng, GgmlType::Q8_0, cols, 1) };
+        quant::vec_dot_sgemm(GgmlType::IQ4_NL, cols, &w, &a).to_bits() != quant::vec_dot(GgmlType::IQ4_NL, cols, &w, &a).to_bits()
+    });
+    assert!(differ, "tinyBLAS's order gave vec_dot's bits on 64 random rows: the test would not see a swap");
 }
 #[test]
 fn mxfp4() {
