@@ -266,6 +266,12 @@ fn eight_threads_on_one_deepseek2_model_match_a_serial_run() {
 }
 
 #[test]
+fn eight_threads_on_one_legacy_deepseek2_model_match_a_serial_run() {
+    // the legacy layout run as upstream runs it (per-head K/V decompressed and cached)
+    check(&["deepseek-family/tiny-deepseek2-legacy-q8_0.gguf"], 20);
+}
+
+#[test]
 fn eight_threads_on_one_deepseek32_model_match_a_serial_run() {
     // prompts of up to 300 tokens against an indexer top-k of 8: sparse attention throughout
     check(&["deepseek-family/tiny-deepseek32-q8_0.gguf"], 40);

@@ -5,7 +5,7 @@
 //! and every worker of the context's pool (jemalloc's per-thread allocation counters do not
 //! move). Workloads: single tokens, a batch with one token of every sequence, prompt chunks of
 //! 8 tokens; with and without sampling every output through the common chains (penalties,
-//! top-k, top-p, min-p, temperature, dist; greedy); on a dense model, on deepseek2 (MLA) and on
+//! top-k, top-p, min-p, temperature, dist; greedy); on a dense model, on deepseek2 (MLA), on a legacy deepseek2 file (its per-head K/V cache) and on
 //! deepseek32 (its indexer choosing 8 of up to 128 cells) and on deepseek4 (whose cache cuts
 //! no sequence: every 200 positions a sequence starts over as a whole copy of a 20-token
 //! template sequence; HCA blocks complete, the indexer chooses 4 of up to 50 rows). Last,
@@ -95,6 +95,11 @@ fn repeated_decodes_neither_grow_metadata_nor_allocate() {
         (
             "deepseek2/tiny-deepseek2-lite-q4_k_m.gguf",
             &[(Batches::Single, Next::Pattern, 20_000), (Batches::EverySeq, Next::Sampled, 5_000), (Batches::Chunks(8), Next::Pattern, 2_000)],
+        ),
+        (
+            // the legacy layout run as upstream runs it: per-head K/V decompressed and cached
+            "deepseek-family/tiny-deepseek2-legacy-q8_0.gguf",
+            &[(Batches::Single, Next::Pattern, 5_000), (Batches::EverySeq, Next::Sampled, 2_000), (Batches::Chunks(8), Next::Pattern, 1_000)],
         ),
         (
             "deepseek-family/tiny-deepseek32-q8_0.gguf",
