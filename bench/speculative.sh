@@ -10,7 +10,7 @@
 # bench/results/YYYY-MM-DD-HHMM-speculative.md with the CPU's flags. Wall-clock numbers: run it
 # on a quiet machine.
 # Usage: bench/speculative.sh [PAIRS=3]
-# Environment: THREADS=2, N_PREDICT=128, DRAFT=8 (--draft-max), UPSTREAM_BIN=/work/ref/build/bin
+# Environment: THREADS=2, N_PREDICT=128, DRAFT=8 (--spec-draft-n-max), UPSTREAM_BIN=/work/ref/build/bin
 #   (llama-speculative and llama-completion with their libllama.so), OURS_LIB=DIR (a built
 #   libdeepseek.so instead of target/release's), PROMPT (default: a Python function to complete)
 set -euo pipefail
@@ -49,7 +49,7 @@ run() { # engine mode i -> prints "tok/s accept%"
   [ "$engine" = ours ] && pre=(env LD_PRELOAD="$OURS")
   local out="$WORK/$engine-$mode-$i"
   if [ "$mode" = spec ]; then
-    "${pre[@]}" "$BIN/llama-speculative" -m "$TARGET" -md "$DRAFT_MODEL" --draft-max "$DRAFT" --draft-min 1 "${COMMON[@]}" > "$out.txt" 2> "$out.log"
+    "${pre[@]}" "$BIN/llama-speculative" -m "$TARGET" -md "$DRAFT_MODEL" --spec-draft-n-max "$DRAFT" --spec-draft-n-min 1 "${COMMON[@]}" > "$out.txt" 2> "$out.log"
     local tps acc
     tps=$(sed -n 's/.*decoded *[0-9]* tokens in *[0-9.]* seconds, speed: *\([0-9.]*\) t\/s.*/\1/p' "$out.log" | head -1)
     acc=$(sed -n 's/^.*accept *= *\([0-9.]*\)%.*/\1/p' "$out.log" | head -1)
@@ -89,7 +89,7 @@ isa = ' '.join(f for f in flags if f.startswith(('avx', 'fma', 'f16c', 'gfni')) 
 model = [l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')][0]
 names = ['ours plain', 'ours speculative', 'llama.cpp plain', 'llama.cpp speculative']
 lines = [f"# Speculative decoding: llama-speculative vs llama-completion, 1.5B target + 0.5B draft",
-         "", f"CPU: {model}, {threads} threads; flags: {isa}", f"Generation: {n} tokens greedy, --draft-max {draft}; {pairs} alternating rounds after a warm-up; decode tok/s by each program's own timing",
+         "", f"CPU: {model}, {threads} threads; flags: {isa}", f"Generation: {n} tokens greedy, --spec-draft-n-max {draft}; {pairs} alternating rounds after a warm-up; decode tok/s by each program's own timing",
          "", "| engine | runs (tok/s) | median | draft acceptance |", "|---|---|---|---|"]
 for name, rs in zip(names, runs):
     acc = '' if 'plain' in name else f"{med(rs, 1):.1f}%"

@@ -500,12 +500,17 @@ unsafe fn qk45_sumi_pair<const R: usize, const QH: bool>(wb: *const u8, scales: 
         }
         let sl = _mm256_shuffle_epi8(scales, splat[2 * c]);
         let sh = _mm256_shuffle_epi8(scales, splat[2 * c + 1]);
-        std::array::from_fn(|r| {
+        // a loop, not `array::from_fn`: a closure handed to a function that is not inlined (it
+        // was not for 3 or more rows) is compiled without AVX2, and every intrinsic in it
+        // became a call
+        let mut out = [_mm256_setzero_si256(); R];
+        for (r, o) in out.iter_mut().enumerate() {
             let aq = ab.add(r * a_stride + 4 + 64 * c);
             let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(aq)));
             let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(aq.add(32))));
-            _mm256_add_epi32(pl, ph)
-        })
+            *o = _mm256_add_epi32(pl, ph);
+        }
+        out
     }
 }
 
@@ -638,7 +643,8 @@ pub unsafe fn dot_q4_k_repacked_gemm<const R: usize>(nb: usize, w: *const u8, a:
             let (scales, mins8) = scales_mins_k4(wb.add(4));
             let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
             let ab0 = a.add(ib * Q8_K_B);
-            let s: [[__m256i; R]; 4] = std::array::from_fn(|c| qk45_sumi_pair::<R, false>(wb, scales, ab0, a_stride, &splat, c));
+            let pair = |c| qk45_sumi_pair::<R, false>(wb, scales, ab0, a_stride, &splat, c);
+            let s: [[__m256i; R]; 4] = [pair(0), pair(1), pair(2), pair(3)];
             for r in 0..R {
                 let ab = ab0.add(r * a_stride);
                 // [isum of pair 0, 1, 2, 3]
