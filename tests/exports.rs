@@ -42,3 +42,29 @@ fn the_checker_reports_a_missing_function_and_a_changed_signature() {
     assert!(text.contains("missing: llama_split_path\n"), "{text}");
     assert!(text.contains("signature differs: llama_batch_free"), "{text}");
 }
+
+/// The SIMD kernels inline every intrinsic: a closure that calls intrinsics, handed to a
+/// function that is not inlined (`array::from_fn` was not for 3 or more activation rows), is
+/// compiled without the kernel's target features, and each `maddubs`/`madd` becomes a call — the
+/// AVX2 Q4_K kernels for 3–8 rows ran 7× slower so. Disassembles the release library and
+/// requires that no function of `kernels::simd` calls into `core::core_arch` or into an array
+/// helper (and that the disassembly found the kernels at all).
+#[test]
+fn simd_kernels_call_no_out_of_line_intrinsic() {
+    let lib = root().join("target/release/libdeepseek.so");
+    assert!(lib.exists(), "target/release/libdeepseek.so is missing: run `cargo build --release` first");
+    let out = Command::new("objdump").args(["-d", "--no-show-raw-insn", "-C"]).arg(&lib).output().expect("objdump (binutils)");
+    assert!(out.status.success(), "objdump failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut function, mut kernels, mut bad) = (String::new(), 0usize, Vec::new());
+    for line in text.lines() {
+        if line.ends_with(">:") {
+            function = line.split_once('<').map_or("", |(_, f)| f.trim_end_matches(">:")).to_string();
+            kernels += function.starts_with("deepseek::kernels::simd::") as usize;
+        } else if function.starts_with("deepseek::kernels::simd::") && line.contains("call") && (line.contains("core::core_arch") || line.contains("core::array::")) {
+            bad.push(format!("{function}: {}", line.trim()));
+        }
+    }
+    assert!(kernels > 100, "only {kernels} functions of kernels::simd in the disassembly");
+    assert!(bad.is_empty(), "SIMD kernels calling out-of-line helpers:\n{}", bad[..bad.len().min(20)].join("\n"));
+}
