@@ -38,7 +38,7 @@ def merge_sort(items: List[int]) -> List[int]:
 }"
 
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 if [ -n "${OURS_LIB:-}" ]; then SRC="$OURS_LIB"; else cargo build -q --release --lib; SRC="${CARGO_TARGET_DIR:-target}/release"; fi
 cp "$SRC/libdeepseek.so" "$WORK/libdeepseek.so"
 OURS="$WORK/libdeepseek.so"
