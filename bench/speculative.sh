@@ -77,10 +77,12 @@ texts=$(for f in "$WORK"/*-[1-9]*.txt; do tail -c 300 "$f" | md5sum; done | sort
 
 STAMP=$(date -u +%Y-%m-%d-%H%M)
 OUT="bench/results/$STAMP-speculative.md"
-python3 - "$OUT" "$PAIRS" "$texts" "$THREADS" "$N_PREDICT" "$DRAFT" "${S[ours-plain]}" "${S[ours-spec]}" "${S[upstream-plain]}" "${S[upstream-spec]}" <<'PY'
+LEVEL=$(bench/kernel_level.sh "$OURS")
+python3 - "$OUT" "$PAIRS" "$texts" "$THREADS" "$N_PREDICT" "$DRAFT" "${S[ours-plain]}" "${S[ours-spec]}" "${S[upstream-plain]}" "${S[upstream-spec]}" "$LEVEL" "$(git rev-parse --short HEAD)" <<'PY'
 import sys, statistics, platform, subprocess
 out, pairs, texts, threads, n, draft = sys.argv[1:7]
 runs = [[tuple(x.split()) for x in s.split(';') if x] for s in sys.argv[7:11]]
+level, commit = sys.argv[11], sys.argv[12]
 def med(rs, k=0):
     v = [float(r[k]) for r in rs if r[k] not in ('', '-')]
     return statistics.median(v) if v else float('nan')
@@ -89,7 +91,7 @@ isa = ' '.join(f for f in flags if f.startswith(('avx', 'fma', 'f16c', 'gfni')) 
 model = [l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')][0]
 names = ['ours plain', 'ours speculative', 'llama.cpp plain', 'llama.cpp speculative']
 lines = [f"# Speculative decoding: llama-speculative vs llama-completion, 1.5B target + 0.5B draft",
-         "", f"CPU: {model}, {threads} threads; flags: {isa}", f"Generation: {n} tokens greedy, --spec-draft-n-max {draft}; {pairs} alternating rounds after a warm-up; decode tok/s by each program's own timing",
+         "", f"CPU: {model}, {threads} threads; flags: {isa}; commit {commit}", level, f"Generation: {n} tokens greedy, --spec-draft-n-max {draft}; {pairs} alternating rounds after a warm-up; decode tok/s by each program's own timing",
          "", "| engine | runs (tok/s) | median | draft acceptance |", "|---|---|---|---|"]
 for name, rs in zip(names, runs):
     acc = '' if 'plain' in name else f"{med(rs, 1):.1f}%"
