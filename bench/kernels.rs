@@ -120,12 +120,13 @@ fn attention() {
                 seed ^= seed << 17;
                 ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
             };
-            let keys: Vec<u16> = (0..n * dk).map(|_| deepseek::quant::f32_to_f16(rnd() * 2.0)).collect();
-            let vals: Vec<u16> = (0..n * dv).map(|_| deepseek::quant::f32_to_f16(rnd())).collect();
+            // F16 cells as the cache holds them: little-endian bytes
+            let keys: Vec<u8> = (0..n * dk).flat_map(|_| deepseek::quant::f32_to_f16(rnd() * 2.0).to_le_bytes()).collect();
+            let vals: Vec<u8> = (0..n * dv).flat_map(|_| deepseek::quant::f32_to_f16(rnd()).to_le_bytes()).collect();
             let qs: Vec<Vec<f32>> = (0..rows).map(|_| (0..dk).map(|_| rnd()).collect()).collect();
             let mut tile = TileScratch::new(rows, dk, dv, acc).unwrap();
             let mut out = vec![0f32; dv];
-            let cells = || (0..n).map(|c| (c as i32, &keys[c * dk..(c + 1) * dk], if mla { &keys[c * dk..c * dk + dv] } else { &vals[c * dv..(c + 1) * dv] }));
+            let cells = || (0..n).map(|c| (c as i32, &keys[2 * c * dk..2 * (c + 1) * dk], if mla { &keys[2 * c * dk..2 * (c * dk + dv)] } else { &vals[2 * c * dv..2 * (c + 1) * dv] }));
             let mut best = f64::INFINITY;
             for _ in 0..5 {
                 let reps = (2_000_000 / n).max(1);
