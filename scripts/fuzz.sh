@@ -59,7 +59,8 @@ one_target() {
       sleep 5
     done
     wait "$pid" || true
-    grep -E "^#[0-9]+ +(pulse|NEW|REDUCE|DONE)" "$log" | tail -1
+    # libFuzzer separates the count from the event with a tab
+    grep -E "^#[0-9]+[[:space:]]+(pulse|NEW|REDUCE|DONE)" "$log" | tail -1 || true
   else
     echo "== $t: ${seconds} s"
     rc=0
@@ -76,7 +77,7 @@ one_target() {
     fi
     echo "== $t: ${runs} executions"
   fi
-  grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly|interrupted" "$log" || true
+  grep -E "^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|SUMMARY|panicked|deadly|interrupted" "$log" || true
   if ls "target/fuzz-artifacts/$t"/* >/dev/null 2>&1; then
     tail -60 "$log" >&2
     echo "fuzz target $t found a failure: $(ls target/fuzz-artifacts/$t)" >&2
