@@ -360,6 +360,16 @@ if want upstream-ops; then
   cut_rows lite/ffn_moe_swiglu-1 ffn_moe_swiglu_1 $((32 * 256 * 4))
   cut_rows v3/attn_norm-0 q4k_kv_a_in_39 $((39 * 256 * 4))
   cut_rows v3/kv_cmpr_pe-0 q4k_kv_a_out_39 $((39 * 320 * 4))
+  # deepseek4's scalar ops (the same bits on every x86 build): golden_dsv4's GV_DUMP keeps each
+  # name's first evaluation (hc_comb-0: block 0's attention site, not its FFN site)
+  mkdir -p "$DUMP/v4"
+  GV_DUMP=",hc_mixes-0,hc_comb-0,ffn_moe_gate-0,ffn_moe_up-0,ffn_moe_swiglu_limited-0," GV_DUMP_DIR="$DUMP/v4" \
+    $NICE "$TOOLS/golden_dsv4" logits $D/deepseek-family/tiny-deepseek4-q8_0.gguf "$DUMP/v4/out" > /dev/null
+  cut_rows v4/hc_mixes-0 dsv4_hc_mixes_0 $((40 * 24 * 4))
+  cut_rows v4/hc_comb-0 dsv4_hc_comb_0 $((40 * 16 * 4))
+  cut_rows v4/ffn_moe_gate-0 dsv4_moe_gate_0 $((80 * 32 * 4))
+  cut_rows v4/ffn_moe_up-0 dsv4_moe_up_0 $((80 * 32 * 4))
+  cut_rows v4/ffn_moe_swiglu_limited-0 dsv4_moe_swiglu_clamp_0 $((80 * 32 * 4))
 fi
 
 # ---- python: llama-cpp-python 0.3.36 (Python code only) on upstream's libllama, per-token embeddings

@@ -68,10 +68,32 @@ fn swiglu_at(level: simd::Level, gate: &mut [f32], up: &[f32], row: usize) {
 /// [`swiglu`] on the pool, in chunks of whole rows (about 8192 elements), when there are
 /// several chunks (prefill).
 pub fn swiglu_on(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32], row: usize) {
+    on_row_chunks(pool, gate, up, row, &|g, u| swiglu(g, u, row));
+}
+
+/// ggml_swiglu_clamp (DeepSeek V4's experts; `limit` > 0) in place: gate[i] = g / (1 + e^−g) · u
+/// with g = min(gate[i], limit), u = clamp(up[i], −limit, limit), element by element with
+/// libm's `expf` as upstream's scalar kernel (ggml-cpu/ops.cpp, swiglu_clamp_f32) computes it
+/// (not the vector exp of [`swiglu`]). On the pool in chunks of whole rows, as [`swiglu_on`].
+pub fn swiglu_clamp_on(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32], row: usize, limit: f32) {
+    on_row_chunks(pool, gate, up, row, &|g, u| swiglu_clamp(g, u, limit));
+}
+
+/// [`swiglu_clamp_on`]'s work on one chunk.
+fn swiglu_clamp(gate: &mut [f32], up: &[f32], limit: f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(limit);
+        *g = x / (1.0 + (-x).exp()) * u.clamp(-limit, limit);
+    }
+}
+
+/// `f(gate chunk, up chunk)` over chunks of whole rows (about 8192 elements) of the first
+/// min(len) elements, on the pool when there are several chunks.
+fn on_row_chunks(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32], row: usize, f: &(dyn Fn(&mut [f32], &[f32]) + Sync)) {
     let chunk = row * (8192 / row).max(1);
     let n = gate.len().min(up.len());
     if n < 2 * chunk {
-        return swiglu(&mut gate[..n], &up[..n], row);
+        return f(&mut gate[..n], &up[..n]);
     }
     let out = threads::SharedOut::new(&mut gate[..n]);
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -82,15 +104,8 @@ pub fn swiglu_on(pool: &threads::ThreadPool, gate: &mut [f32], up: &[f32], row: 
         }
         let end = (start + chunk).min(n);
         // SAFETY: the chunk is claimed by this thread only.
-        swiglu(unsafe { out.slice(start..end) }, &up[start..end], row);
+        f(unsafe { out.slice(start..end) }, &up[start..end]);
     });
-}
-
-/// The clamp of ggml_swiglu_clamp before its SiLU-gated unit: gate[i] = min(gate[i], limit),
-/// up[i] = clamp(up[i], −limit, limit) (DeepSeek V4's experts; `limit` > 0).
-pub fn swiglu_clamp_inputs(gate: &mut [f32], up: &mut [f32], limit: f32) {
-    gate.iter_mut().for_each(|g| *g = g.min(limit));
-    up.iter_mut().for_each(|u| *u = u.clamp(-limit, limit));
 }
 
 /// a[i] += b[i]
@@ -171,6 +186,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// llama.cpp's SWIGLU_CLAMP op (DeepSeek V4's routed experts, limit 2: 158 of the 2560 gates
+    /// and 299 of the ups clamped) on its own inputs (tests/data/upstream_ops), bit for bit. The
+    /// vector exp of [`swiglu`] after the clamp gives other bits on these inputs, which this
+    /// asserts too so that the comparison can see a kernel swapped for it.
+    #[test]
+    fn swiglu_clamp_is_llama_cpps() {
+        let (gate, up, want) = (f32s("dsv4_moe_gate_0.f32"), f32s("dsv4_moe_up_0.f32"), f32s("dsv4_moe_swiglu_clamp_0.f32"));
+        let mut ours = gate.clone();
+        swiglu_clamp(&mut ours, &up, 2.0);
+        for (i, (a, b)) in ours.iter().zip(&want).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "[{i}] gate {} up {}: {a} vs llama.cpp's {b}", gate[i], up[i]);
+        }
+        let (mut g, mut u) = (gate.clone(), up.clone());
+        g.iter_mut().for_each(|x| *x = x.min(2.0));
+        u.iter_mut().for_each(|x| *x = x.clamp(-2.0, 2.0));
+        swiglu_at(simd::Level::Scalar, &mut g, &u, 32);
+        assert!(g.iter().zip(&want).any(|(a, b)| a.to_bits() != b.to_bits()), "the vector-exp SwiGLU gave the same bits: the test would not see it");
     }
 
     /// Every level gives the scalar port's bits, row tails (libm) included, over the range

@@ -6,7 +6,7 @@ use super::proj::{project, project_all};
 use super::weights::{mat, Mat};
 use super::{Common, Model};
 use crate::gguf::GgufFile;
-use crate::kernels::{swiglu_clamp_inputs, swiglu_on};
+use crate::kernels::{swiglu_clamp_on, swiglu_on};
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -51,8 +51,9 @@ pub fn forward(model: &Model, f: &Ffn, c: &mut Common, s: &mut FfnScratch, pool:
     let ff = f.gate.rows;
     project_all(model, pool, &mut c.act, &c.xn, n, [(&f.gate, &mut s.gate), (&f.up, &mut s.up)]);
     if f.clamp > 0.0 {
-        swiglu_clamp_inputs(&mut s.gate[..n * ff], &mut s.up[..n * ff], f.clamp);
+        swiglu_clamp_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff, f.clamp);
+    } else {
+        swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff);
     }
-    swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff);
     project(model, pool, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
 }

@@ -100,28 +100,7 @@ impl HcScratch {
                 self.pre[t * hc + s] = sigmoid(mx[s] * w.scale[0] + w.base[s]) + eps;
                 self.post[t * hc + s] = sigmoid(mx[hc + s] * w.scale[1] + w.base[hc + s]) * 2.0;
             }
-            let comb = &mut self.comb[t * hc * hc..(t + 1) * hc * hc];
-            for src in 0..hc {
-                let row = &mut comb[src * hc..(src + 1) * hc];
-                let mut max = f32::NEG_INFINITY;
-                for dst in 0..hc {
-                    let idx = 2 * hc + dst + hc * src;
-                    row[dst] = mx[idx] * w.scale[2] + w.base[idx];
-                    max = max.max(row[dst]);
-                }
-                let mut sum = 0.0f32;
-                for v in row.iter_mut() {
-                    *v = (*v - max).exp();
-                    sum += *v;
-                }
-                let inv = 1.0 / sum;
-                row.iter_mut().for_each(|v| *v = *v * inv + eps);
-            }
-            norm_cols(comb, hc, eps);
-            for _ in 1..iters {
-                norm_rows(comb, hc, eps);
-                norm_cols(comb, hc, eps);
-            }
+            sinkhorn(mx, w.scale[2], &w.base, hc, eps, iters, &mut self.comb[t * hc * hc..(t + 1) * hc * hc]);
             let x = &self.x[t * hc * e..(t + 1) * hc * e];
             let out = &mut c.x[t * e..(t + 1) * e];
             for i in 0..e {
@@ -178,6 +157,38 @@ impl HcScratch {
     }
 }
 
+/// One token's stream mixing matrix (`comb`, hc × hc, [src][dst]) from its `mixes` (the block
+/// site's (2 + hc)·hc values; the matrix's part follows the pre and post weights) as upstream's
+/// fused `ggml_dsv4_hc_comb` computes it: per src, softmax over dst of mix·scale + base, plus
+/// eps; then one column normalisation and `iters − 1` row-then-column ones. That kernel is
+/// compiled with GCC's default FP contraction (`-std=gnu++17 -O3 -march=native`): the affine
+/// step and the softmax's `·inv + eps` are single FMAs there (the AVX2 build's disassembly: 8
+/// `vfmadd` for these 8 expressions; GCC contracts them wherever the target has FMA), so they
+/// are `mul_add` here. `tests/data/upstream_ops` holds upstream's output on its own inputs.
+pub fn sinkhorn(mixes: &[f32], scale: f32, base: &[f32], hc: usize, eps: f32, iters: usize, comb: &mut [f32]) {
+    for src in 0..hc {
+        let row = &mut comb[src * hc..(src + 1) * hc];
+        let mut max = f32::NEG_INFINITY;
+        for dst in 0..hc {
+            let idx = 2 * hc + dst + hc * src;
+            row[dst] = mixes[idx].mul_add(scale, base[idx]);
+            max = max.max(row[dst]);
+        }
+        let mut sum = 0.0f32;
+        for v in row.iter_mut() {
+            *v = (*v - max).exp();
+            sum += *v;
+        }
+        let inv = 1.0 / sum;
+        row.iter_mut().for_each(|v| *v = v.mul_add(inv, eps));
+    }
+    norm_cols(comb, hc, eps);
+    for _ in 1..iters {
+        norm_rows(comb, hc, eps);
+        norm_cols(comb, hc, eps);
+    }
+}
+
 /// Each dst column divided by eps + its sum over src (ggml_dsv4_hc_comb_norm_cols).
 fn norm_cols(comb: &mut [f32], hc: usize, eps: f32) {
     normalize(comb, hc, eps, 1, hc);
@@ -195,5 +206,60 @@ fn normalize(comb: &mut [f32], hc: usize, eps: f32, outer: usize, inner: usize) 
         let sum = (0..hc).fold(eps, |s, i| s + comb[o * outer + i * inner]);
         let inv = 1.0 / sum;
         (0..hc).for_each(|i| comb[o * outer + i * inner] *= inv);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(name: &str) -> Vec<f32> {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
+        std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    /// llama.cpp's fused DSV4_HC_COMB op (block 0's attention site of the tiny V4 model, scenario
+    /// A's 40 tokens) on its own inputs (tests/data/upstream_ops: `hc_mixes-0` → `hc_comb-0`),
+    /// bit for bit. The same computation without the two FMAs gives other bits on these inputs,
+    /// which this asserts too so that the comparison can see them dropped.
+    #[test]
+    fn sinkhorn_is_llama_cpps() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/deepseek-family/tiny-deepseek4-q8_0.gguf");
+        let f = GgufFile::open(&path, true).unwrap();
+        let (hc, eps, iters) = (4, 1e-6f32, 20);
+        let m = (2 + hc) * hc;
+        let scale = vector(&f, "blk.0.hc_attn_scale.weight", 3).unwrap();
+        let base = vector(&f, "blk.0.hc_attn_base.weight", m).unwrap();
+        let (mixes, want) = (f32s("dsv4_hc_mixes_0.f32"), f32s("dsv4_hc_comb_0.f32"));
+        assert_eq!((mixes.len(), want.len()), (40 * m, 40 * hc * hc));
+        let mut unfused_differs = false;
+        for t in 0..40 {
+            let mx = &mixes[t * m..(t + 1) * m];
+            let want = &want[t * hc * hc..(t + 1) * hc * hc];
+            let mut comb = [0f32; 16];
+            sinkhorn(mx, scale[2], &base, hc, eps, iters, &mut comb);
+            for (i, (a, b)) in comb.iter().zip(want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "token {t} [{i}]: {a} vs llama.cpp's {b}");
+            }
+            // without the contraction: the affine step and `·inv + eps` rounded twice
+            for src in 0..hc {
+                let row = &mut comb[src * hc..(src + 1) * hc];
+                for dst in 0..hc {
+                    let idx = 2 * hc + dst + hc * src;
+                    row[dst] = mx[idx] * scale[2] + base[idx];
+                }
+                let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                row.iter_mut().for_each(|v| *v = (*v - max).exp());
+                let inv = 1.0 / row.iter().sum::<f32>();
+                row.iter_mut().for_each(|v| *v = *v * inv + eps);
+            }
+            norm_cols(&mut comb, hc, eps);
+            for _ in 1..iters {
+                norm_rows(&mut comb, hc, eps);
+                norm_cols(&mut comb, hc, eps);
+            }
+            unfused_differs |= comb.iter().zip(want).any(|(a, b)| a.to_bits() != b.to_bits());
+        }
+        assert!(unfused_differs, "the computation without FMAs gave the same bits: the test would not see them dropped");
     }
 }

@@ -12,7 +12,7 @@ use super::weights::{expert_stack, mat, opt_vector, Mat, Stack};
 use super::{Common, Model, MAX_GROUPS};
 use crate::gguf::GgufFile;
 use crate::kernels::matmul::{activation_bytes, matmul_all, matmul_batch, quantize_activations, Product};
-use crate::kernels::{add_assign, swiglu_clamp_inputs, swiglu_on};
+use crate::kernels::{add_assign, swiglu_clamp_on, swiglu_on};
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -191,16 +191,10 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
         let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
         matmul_all(pool, 1, products.chain(shared));
     }
-    if moe.clamp > 0.0 {
-        swiglu_clamp_inputs(&mut f.gate[..k * ffe], &mut f.up[..k * ffe], moe.clamp);
-    }
-    if moe.shared.clamp > 0.0 {
-        swiglu_clamp_inputs(&mut f.gate[k * ffe..k * ffe + ffs], &mut f.up[k * ffe..k * ffe + ffs], moe.shared.clamp);
-    }
     // per row, as ggml's swiglu: the experts' rows of ffe, then the shared experts' row
-    swiglu_on(pool, &mut f.gate[..k * ffe], &f.up[..k * ffe], ffe);
+    glu(pool, &mut f.gate[..k * ffe], &f.up[..k * ffe], ffe, moe.clamp);
     if ffs > 0 {
-        swiglu_on(pool, &mut f.gate[k * ffe..k * ffe + ffs], &f.up[k * ffe..k * ffe + ffs], ffs);
+        glu(pool, &mut f.gate[k * ffe..k * ffe + ffs], &f.up[k * ffe..k * ffe + ffs], ffs, moe.shared.clamp);
     }
 
     let arb = activation_bytes(moe.down.first.ty, ffe, 1);
@@ -284,10 +278,7 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
             let uarb = activation_bytes(up_ty, e, 1);
             matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &c.act, uarb, &mut f.up[..rows * ffe], ffe));
         }
-        if moe.clamp > 0.0 {
-            swiglu_clamp_inputs(&mut f.gate[..rows * ffe], &mut f.up[..rows * ffe], moe.clamp);
-        }
-        swiglu_on(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe], ffe);
+        glu(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe], ffe, moe.clamp);
         quantize_activations(pool, down_ty, &f.gate[..rows * ffe], ffe, rows, &mut c.act);
         let darb = activation_bytes(down_ty, ffe, 1);
         matmul_batch(pool, expert_products(model, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));
@@ -399,11 +390,54 @@ pub fn route(m: &MoeParams, bias: Option<&[f32]>, forced: Option<&[i32]>, logits
 /// The chosen experts' weights: renormalised and scaled when the model asks.
 fn finish_weights(m: &MoeParams, chosen: &mut [(usize, f32)]) {
     if m.weights_norm {
-        let sum: f32 = chosen.iter().map(|&(_, w)| w).sum();
+        // ggml_sum_rows (ggml_vec_sum_f32) accumulates in f64 and rounds once
+        let sum = chosen.iter().map(|&(_, w)| w as f64).sum::<f64>() as f32;
         let d = sum.max(6.103515625e-5);
         chosen.iter_mut().for_each(|(_, w)| *w /= d);
     }
     if m.weights_scale != 0.0 && m.weights_scale != 1.0 {
         chosen.iter_mut().for_each(|(_, w)| *w *= m.weights_scale);
+    }
+}
+
+/// The experts' gated unit over rows of `row`: ggml_swiglu, or ggml_swiglu_clamp when `clamp` > 0.
+fn glu(pool: &ThreadPool, gate: &mut [f32], up: &[f32], row: usize, clamp: f32) {
+    if clamp > 0.0 {
+        swiglu_clamp_on(pool, gate, up, row, clamp);
+    } else {
+        swiglu_on(pool, gate, up, row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::hparams::Gating;
+
+    /// The renormalised weights of eight chosen experts (DeepSeek V3/R1's count) divide by the sum
+    /// as ggml_sum_rows takes it (`ggml_vec_sum_f32`: accumulated in f64, rounded once), clamped
+    /// below at 6.103515625e-5 as upstream's `ffn_moe_weights_sum_clamped`. Over these draws an
+    /// f32 running sum differs in the last bit on some, which this asserts too so that the
+    /// comparison can see that sum.
+    #[test]
+    fn weight_sum_is_ggmls() {
+        let m = MoeParams { n_dense_lead: 0, n_expert: 64, n_expert_used: 8, n_expert_shared: 1, n_ff_exp: 8, n_group: 1, n_group_used: 1, gating: Gating::Sigmoid, weights_norm: true, weights_scale: 1.0, n_hash: 0, clamp_exp: Vec::new(), clamp_shexp: Vec::new() };
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let mut f32_sum_differs = 0;
+        for _ in 0..1000 {
+            let w: Vec<f32> = (0..8).map(|_| next()).collect();
+            let mut chosen: Vec<(usize, f32)> = w.iter().enumerate().map(|(i, &v)| (i, v)).collect();
+            finish_weights(&m, &mut chosen);
+            let sum64 = (w.iter().map(|&v| v as f64).sum::<f64>() as f32).max(6.103515625e-5);
+            for (&(_, got), &v) in chosen.iter().zip(&w) {
+                assert_eq!(got.to_bits(), (v / sum64).to_bits(), "weight {v} of {w:?}");
+            }
+            f32_sum_differs += (w.iter().sum::<f32>() != sum64) as usize;
+        }
+        assert!(f32_sum_differs > 0, "an f32 running sum gave the f64 sum on every draw: the test would not see it");
     }
 }
