@@ -360,6 +360,11 @@ if want upstream-ops; then
   cut_rows lite/ffn_moe_swiglu-1 ffn_moe_swiglu_1 $((32 * 256 * 4))
   cut_rows v3/attn_norm-0 q4k_kv_a_in_39 $((39 * 256 * 4))
   cut_rows v3/kv_cmpr_pe-0 q4k_kv_a_out_39 $((39 * 320 * 4))
+  mkdir -p "$DUMP/v3q8"
+  $NICE "$TOOLS/dump" $D/deepseek2/tiny-deepseek3-q8_0.gguf "$A" "$DUMP/v3q8" 2> /dev/null
+  cut_rows v3q8/ffn_moe_weighted-1 dsv3_moe_weighted_1 $((8 * 4 * 256 * 4))
+  cut_rows v3q8/ffn_moe_out-1 dsv3_moe_out_1 $((8 * 256 * 4))
+  cut_rows v3q8/ffn_moe_probs_masked-1 dsv3_moe_probs_masked_1 $((8 * 16 * 4))
   # deepseek4's scalar ops (the same bits on every x86 build): golden_dsv4's GV_DUMP keeps each
   # name's first evaluation (hc_comb-0: block 0's attention site, not its FFN site)
   mkdir -p "$DUMP/v4"

@@ -90,8 +90,13 @@ pub struct MoeScratch {
     router: Vec<f32>,
     /// Per token: the selected experts and their weights.
     chosen: Vec<(usize, f32)>,
-    /// Per expert: the (token, weight) pairs routed to it in this micro-batch.
+    /// Per expert: the (token · n_expert_used + slot, weight) pairs routed to it in this
+    /// micro-batch (slot: the expert's place in the token's selection).
     routed: Vec<Vec<(usize, f32)>>,
+    /// Prefill with three or more experts per token: every token's weighted expert outputs by
+    /// slot (n_ubatch × n_expert_used × n_embd), summed in slot order once all are in; empty
+    /// for one or two (where the order of the sum cannot change it).
+    slots: Vec<f32>,
     /// When on (tests comparing expert choices with llama.cpp's): every routing decision.
     pub trace: Option<Vec<RouteRecord>>,
     /// The micro-batch's token ids (hash-routed blocks read them).
@@ -130,6 +135,7 @@ impl MoeScratch {
             router: try_zeroed(n * p.n_expert, "scratch")?,
             chosen: try_zeroed(n * p.n_expert_used, "scratch")?,
             routed: (0..p.n_expert).map(|_| Vec::with_capacity(n)).collect(),
+            slots: if p.n_expert_used > 2 { try_zeroed(n * p.n_expert_used * e, "scratch")? } else { Vec::new() },
             trace: None,
             tokens: try_zeroed(n, "scratch")?,
         })
@@ -142,7 +148,7 @@ impl MoeScratch {
     }
 
     pub fn bytes(&self) -> usize {
-        4 * (self.moe.capacity() + self.moe_rows.capacity() + self.gather.capacity() + self.router.capacity())
+        4 * (self.moe.capacity() + self.moe_rows.capacity() + self.gather.capacity() + self.router.capacity() + self.slots.capacity())
             + self.chosen.capacity() * std::mem::size_of::<(usize, f32)>()
             + self.routed.iter().map(|r| r.capacity() * std::mem::size_of::<(usize, f32)>()).sum::<usize>()
             + self.xq.capacity()
@@ -169,7 +175,7 @@ fn decode_batches_fit(moe: &Moe) -> bool {
 
 /// One token through the MoE FFN in two batches (gate and up of the chosen experts and the
 /// shared expert, then their down projections); leaves shared + Σ weight · expert in `c.proj`,
-/// summed in the order of [`experts`] (ascending expert index), so results equal the batched
+/// summed in selection order as [`experts`] and upstream do, so results equal the batched
 /// path's.
 fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe) {
     let e = model.hp.n_embd;
@@ -178,7 +184,6 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
     let forced = moe.tid2eid.as_ref().map(|t| &t[s.tokens[0] as usize * k..(s.tokens[0] as usize + 1) * k]);
     route(m, moe.bias.as_deref(), forced, &mut s.router[..m.n_expert], &mut s.chosen[..k]);
     record(&mut s.trace, moe, 0, &s.router[..m.n_expert], &s.chosen[..k]);
-    s.chosen[..k].sort_unstable_by_key(|&(x, _)| x);
     let chosen = &s.chosen[..k];
 
     quantize_activations(pool, moe.gate.first.ty, &c.xn[..e], e, 1, &mut c.act);
@@ -209,12 +214,10 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
         matmul_all(pool, 1, products.chain([shared]));
     }
 
-    s.moe[..e].iter_mut().for_each(|v| *v = 0.0);
     for (i, &(_, wt)) in chosen.iter().enumerate() {
-        for (acc, &y) in s.moe[..e].iter_mut().zip(&s.moe_rows[i * e..(i + 1) * e]) {
-            *acc += wt * y;
-        }
+        s.moe_rows[i * e..(i + 1) * e].iter_mut().for_each(|y| *y *= wt);
     }
+    add_slots(&s.moe_rows[..k * e], &mut s.moe[..e]);
     c.proj[..e].copy_from_slice(&s.moe_rows[k * e..(k + 1) * e]);
     add_assign(&mut c.proj[..e], &s.moe[..e]);
 }
@@ -226,19 +229,18 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
 #[allow(clippy::too_many_arguments)]
 fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe, n: usize) {
     let e = model.hp.n_embd;
-    let (ne, ffe) = (m.n_expert, m.n_ff_exp);
+    let (ne, ffe, k) = (m.n_expert, m.n_ff_exp, m.n_expert_used);
     project(model, pool, &mut c.act, &moe.router, &c.xn, n, &mut s.router);
     for list in s.routed.iter_mut() {
         list.clear();
     }
     for t in 0..n {
-        let chosen = &mut s.chosen[t * m.n_expert_used..(t + 1) * m.n_expert_used];
-        let k = m.n_expert_used;
+        let chosen = &mut s.chosen[t * k..(t + 1) * k];
         let forced = moe.tid2eid.as_ref().map(|x| &x[s.tokens[t] as usize * k..(s.tokens[t] as usize + 1) * k]);
         route(m, moe.bias.as_deref(), forced, &mut s.router[t * ne..(t + 1) * ne], chosen);
         record(&mut s.trace, moe, t, &s.router[t * ne..(t + 1) * ne], chosen);
-        for &(x, wt) in chosen.iter() {
-            s.routed[x].push((t, wt));
+        for (slot, &(x, wt)) in chosen.iter().enumerate() {
+            s.routed[x].push((t * k + slot, wt));
         }
     }
     // every token's input quantized once; a group's rows are copied from it
@@ -258,7 +260,8 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
         let group = group_start..next;
         let mut i = 0;
         for x in group.clone() {
-            for &(t, _) in &s.routed[x] {
+            for &(ts, _) in &s.routed[x] {
+                let t = ts / k;
                 c.act[i * arb..(i + 1) * arb].copy_from_slice(&s.xq[t * arb..(t + 1) * arb]);
                 if !up_same {
                     s.gather[i * e..(i + 1) * e].copy_from_slice(&c.xn[t * e..(t + 1) * e]);
@@ -284,13 +287,33 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
         matmul_batch(pool, expert_products(model, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));
         let mut i = 0;
         for x in group {
-            for &(t, wt) in &s.routed[x] {
-                for (acc, &y) in s.moe[t * e..(t + 1) * e].iter_mut().zip(&c.proj[i * e..(i + 1) * e]) {
-                    *acc += wt * y;
+            for &(ts, wt) in &s.routed[x] {
+                let y = &c.proj[i * e..(i + 1) * e];
+                if k > 2 {
+                    s.slots[ts * e..(ts + 1) * e].iter_mut().zip(y).for_each(|(o, &y)| *o = wt * y);
+                } else {
+                    let t = ts / k;
+                    s.moe[t * e..(t + 1) * e].iter_mut().zip(y).for_each(|(acc, &y)| *acc += wt * y);
                 }
                 i += 1;
             }
         }
+    }
+    if k > 2 {
+        for t in 0..n {
+            add_slots(&s.slots[t * k * e..(t + 1) * k * e], &mut s.moe[t * e..(t + 1) * e]);
+        }
+    }
+}
+
+/// upstream's `ffn_moe_out` of one token: its `k` weighted expert outputs (`slots`, k × e, in
+/// selection order: descending score, as `ggml_argsort_top_k` gives them) added in that order,
+/// ((y0 + y1) + y2) + … (a sum in another order can round differently from three on).
+fn add_slots(slots: &[f32], out: &mut [f32]) {
+    let e = out.len();
+    out.copy_from_slice(&slots[..e]);
+    for y in slots[e..].chunks_exact(e) {
+        add_assign(out, y);
     }
 }
 
@@ -413,6 +436,79 @@ fn glu(pool: &ThreadPool, gate: &mut [f32], up: &[f32], row: usize, clamp: f32) 
 mod tests {
     use super::*;
     use crate::model::hparams::Gating;
+    use crate::model::{FeedForward, Layers};
+    use crate::quant::GgmlType;
+
+    fn f32s(name: &str) -> Vec<f32> {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
+        std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    /// upstream's `ffn_moe_out` from its own weighted expert outputs (tests/data/upstream_ops:
+    /// the V3-shaped model's block 1, four experts per token, 8 tokens), bit for bit. Summed in
+    /// expert order instead (the order of the experts' ids, from upstream's masked selection
+    /// scores) the same values give other bits, which this asserts too.
+    #[test]
+    fn slots_add_as_llama_cpps_moe_out() {
+        let (k, e, n) = (4, 256, 8);
+        let (weighted, want, scores) = (f32s("dsv3_moe_weighted_1.f32"), f32s("dsv3_moe_out_1.f32"), f32s("dsv3_moe_probs_masked_1.f32"));
+        let mut expert_order_differs = false;
+        for t in 0..n {
+            let slots = &weighted[t * k * e..(t + 1) * k * e];
+            let want = &want[t * e..(t + 1) * e];
+            let mut out = vec![0f32; e];
+            add_slots(slots, &mut out);
+            for (i, (a, b)) in out.iter().zip(want).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "token {t} [{i}]: {a} vs llama.cpp's {b}");
+            }
+            // the slots' experts: upstream's top k of its selection scores, descending
+            let sc = &scores[t * 16..(t + 1) * 16];
+            let mut ids: Vec<usize> = (0..16).collect();
+            ids.sort_by(|&a, &b| sc[b].partial_cmp(&sc[a]).unwrap());
+            let mut by_expert: Vec<usize> = (0..k).collect();
+            by_expert.sort_by_key(|&j| ids[j]);
+            let mut acc = vec![0f32; e];
+            for j in by_expert {
+                add_assign(&mut acc, &slots[j * e..(j + 1) * e]);
+            }
+            expert_order_differs |= acc.iter().zip(want).any(|(a, b)| a.to_bits() != b.to_bits());
+        }
+        assert!(expert_order_differs, "a sum in expert order gave upstream's bits: the test would not see it");
+    }
+
+    /// A micro-batch's MoE output is, row for row and bit for bit, each token's alone (the decode
+    /// path, which adds the weighted experts in selection order as upstream's `ffn_moe_out`
+    /// does): the V3-shaped model with four experts per token, Q8_0 experts (whose products sum
+    /// alike for one row and for many). With three or more experts the order of the sum shows.
+    #[test]
+    fn batch_rows_are_decode_rows() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/deepseek2/tiny-deepseek3-q8_0.gguf");
+        let model = crate::model::Model::load(&path, true).unwrap();
+        let p = model.hp.moe.clone().unwrap();
+        assert_eq!(p.n_expert_used, 4);
+        let Layers::Deepseek2(blocks) = &model.layers else { panic!("deepseek2 layers") };
+        let ffn = blocks.iter().map(|b| &b.ffn).find(|f| matches!(f, FeedForward::Moe(_))).unwrap();
+        let pool = ThreadPool::new(2).unwrap();
+        let (n, e) = (24, model.hp.n_embd);
+        let mut s = model.new_scratch(n, 2, 64, (GgmlType::F16, GgmlType::F16)).unwrap();
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let input: Vec<f32> = (0..n * e)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+            })
+            .collect();
+        s.common.xn[..n * e].copy_from_slice(&input);
+        ffn.forward(&model, &p, &mut s.common, &mut s.ffn, s.moe.as_mut().unwrap(), &pool, n);
+        let batch = s.common.proj[..n * e].to_vec();
+        for t in 0..n {
+            s.common.xn[..e].copy_from_slice(&input[t * e..(t + 1) * e]);
+            ffn.forward(&model, &p, &mut s.common, &mut s.ffn, s.moe.as_mut().unwrap(), &pool, 1);
+            for (i, (a, b)) in batch[t * e..(t + 1) * e].iter().zip(&s.common.proj[..e]).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "row {t} [{i}]: batch {a}, alone {b}");
+            }
+        }
+    }
 
     /// The renormalised weights of eight chosen experts (DeepSeek V3/R1's count) divide by the sum
     /// as ggml_sum_rows takes it (`ggml_vec_sum_f32`: accumulated in f64, rounded once), clamped
