@@ -260,15 +260,34 @@ if want logits || want moe; then
       want moe || continue
       say "moe: $prefix"
       j=$(out "$prefix.json"); out "$prefix.f32" > /dev/null
-      $NICE "$TOOLS/golden" logits "$model" "${j%.json}" > /dev/null
-      # the trace replays the scenarios from the tokens of the golden just made
+      dsv4=()
+      case $model in *deepseek4*) dsv4=(--dsv4) ;; esac
+      if [ ${#dsv4[@]} -gt 0 ]; then
+        $NICE "$TOOLS/golden_dsv4" logits "$model" "${j%.json}" > /dev/null
+      else
+        $NICE "$TOOLS/golden" logits "$model" "${j%.json}" > /dev/null
+      fi
+      # the trace replays the scenarios from the tokens of the golden just made (deepseek4: D',
+      # seq 1 restarted at position 0)
       mapfile -t args < <($PY -c '
 import json, sys
 g = json.load(open(sys.argv[1]))
 j = lambda k: ",".join(map(str, g[k]))
-print("\n".join([j("A_tokens"), j("B_tokens"), j("C_seq0_tokens"), j("C_seq1_tokens"), j("C_seq2_tokens"), str(g["D_tokens"]["seq1_pos3"]), str(g["D_tokens"]["seq3_pos12"])]))
+d = g["D_tokens"]
+print("\n".join([j("A_tokens"), j("B_tokens"), j("C_seq0_tokens"), j("C_seq1_tokens"), j("C_seq2_tokens"), str(d.get("seq1_pos3", d.get("seq1_pos0"))), str(d["seq3_pos12"])]))
 ' "$OUT/$prefix.json")
-      $NICE "$TOOLS/gen_trace" "$model" "${args[@]}" > "$(out "$prefix.router")"
+      $NICE "$TOOLS/gen_trace" "${dsv4[@]}" "$model" "${args[@]}" > "$(out "$prefix.router")"
+      if [ -f "$prefix.long.router" ]; then
+        j=$(out "$prefix.long.json"); out "$prefix.long.f32" > /dev/null
+        $NICE "$TOOLS/golden_dsv4" long "$model" "${j%.json}" > /dev/null
+        mapfile -t args < <($PY -c '
+import json, sys
+g = json.load(open(sys.argv[1]))
+j = lambda k: ",".join(map(str, g[k]))
+print("\n".join([j("L_tokens"), j("L_positions"), j("LB_tokens")]))
+' "$OUT/$prefix.long.json")
+        $NICE "$TOOLS/gen_trace" --long "$model" "${args[@]}" > "$(out "$prefix.long.router")"
+      fi
     else
       want logits || continue
       say "logits: $prefix"

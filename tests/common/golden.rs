@@ -219,6 +219,13 @@ impl UpstreamRouting {
         let split = pieces.iter().filter(|(_, &n)| n > 1).map(|(k, _)| k.0).collect();
         UpstreamRouting(map, split)
     }
+
+    /// A trace of one sequence (the long scenario L): a decode call's micro-batches hold its
+    /// rows in token order, so their records, read one after the other, are its rows in order.
+    pub fn in_token_order(mut self) -> UpstreamRouting {
+        self.1.clear();
+        self
+    }
 }
 
 /// For each output row of the scenarios (the reference's order), the tokens its result depends
@@ -245,9 +252,30 @@ pub fn row_histories(g: &Json) -> Vec<Vec<(usize, usize)>> {
     for rows in &idx {
         h.push(rows.iter().map(|&r| (dc, r)).collect());
     }
-    h.push(idx[1][..3].iter().map(|&r| (dc, r)).chain([(dd, 0)]).collect());
+    // D: seq 1 cut at position 3 and continued; D' (deepseek4): seq 1 removed whole, restarted
+    let seq1_kept = if g.opt("D_partial_rm").is_none_or(|v| v.bool()) { 3 } else { 0 };
+    h.push(idx[1][..seq1_kept].iter().map(|&r| (dc, r)).chain([(dd, 0)]).collect());
     h.push(idx[0].iter().map(|&r| (dc, r)).chain([(dd, 1)]).collect());
     h
+}
+
+/// [`row_histories`] of deepseek4's long scenario L (golden_dsv4.c `long`): the prompt's rows
+/// at `L_positions` depend on the prompt up to them, each greedy step on the whole prompt and
+/// the steps before it.
+pub fn long_histories(g: &Json) -> Vec<Vec<(usize, usize)>> {
+    let n = g.get("L_tokens").i32s().len();
+    let mut h: Vec<Vec<(usize, usize)>> = g.get("L_positions").i32s().iter().map(|&p| (0..=p as usize).map(|j| (0, j)).collect()).collect();
+    for s in 0..g.get("LB_tokens").i32s().len() {
+        h.push((0..n).map(|j| (0, j)).chain((0..=s).map(|k| (1 + k, 0))).collect());
+    }
+    h
+}
+
+/// [`decode_outputs`] of the long scenario L.
+pub fn long_outputs(g: &Json) -> Vec<(usize, Vec<usize>)> {
+    let mut d = vec![(g.get("L_tokens").i32s().len(), g.get("L_positions").i32s().iter().map(|&p| p as usize).collect())];
+    d.extend((0..g.get("LB_tokens").i32s().len()).map(|_| (1, vec![0])));
+    d
 }
 
 /// Per decode call of the scenarios: its number of tokens and its output rows (ascending). Both
@@ -358,19 +386,28 @@ pub fn root_flips(history: &[(usize, usize)], ours: &[Vec<RouteRecord>], up: &Up
 /// router scores that already differ from upstream's by more than `DEV`, so the difference is
 /// ours, and those are printed.
 pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path, moe: Moe) {
-    const TIE: f32 = 2e-3;
-    const DEV: f32 = 2e-3;
     let g = Json::parse(&std::fs::read_to_string(json).unwrap());
-    let n_vocab = g.get("n_vocab").num() as usize;
-    let reference = read_f32s(f32s);
-    let up = UpstreamRouting::read(router);
     let m = load_model(gguf);
     // SAFETY: a live model handle.
     let n_group = unsafe { &*m }.model.hp.moe.as_ref().map_or(1, |p| p.n_group);
-    let (rows, ours) = run_scenarios_traced(m, &g, true);
+    let (rows, ours, up, hist, outputs) = if g.opt("L_tokens").is_some() {
+        let (rows, ours) = run_long_scenario_traced(m, &g);
+        (rows, ours, UpstreamRouting::read(router).in_token_order(), long_histories(&g), long_outputs(&g))
+    } else {
+        let (rows, ours) = run_scenarios_traced(m, &g, true);
+        (rows, ours, UpstreamRouting::read(router), row_histories(&g), decode_outputs(&g))
+    };
+    check_moe_rows(model, &g, &read_f32s(f32s), &rows, &ours, &up, &hist, &outputs, n_group, moe);
+}
+
+/// [`check_moe_files`]'s judgement of the rows a run produced, with its routing (`ours`, per
+/// decode call), upstream's trace, each row's history and each decode call's outputs.
+#[allow(clippy::too_many_arguments)]
+fn check_moe_rows(model: &str, g: &Json, reference: &[f32], rows: &[Vec<f32>], ours: &[Vec<RouteRecord>], up: &UpstreamRouting, hist: &[Vec<(usize, usize)>], outputs: &[(usize, Vec<usize>)], n_group: usize, moe: Moe) {
+    const TIE: f32 = 2e-3;
+    const DEV: f32 = 2e-3;
+    let n_vocab = g.get("n_vocab").num() as usize;
     assert_eq!(rows.len() * n_vocab, reference.len());
-    let hist = row_histories(&g);
-    let outputs = decode_outputs(&g);
     assert_eq!(hist.len(), rows.len());
     assert_eq!(ours.len(), up.0.keys().map(|k| k.0).max().unwrap() + 1, "{model}: decode calls");
     let mut cosines = Vec::new();
@@ -388,7 +425,7 @@ pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Pa
             failures.push(format!("row {r}: cosine {cos:.6}{}; its history has decode call {d}, which llama.cpp split into micro-batches whose row order the trace lacks", if argmax_flip { ", argmax differs" } else { "" }));
             continue;
         }
-        let flips = root_flips(&hist[r], &ours, &up, n_group, &outputs);
+        let flips = root_flips(&hist[r], ours, up, n_group, outputs);
         let why = format!("row {r}: cosine {cos:.6}{}; root flips {flips:?}", if argmax_flip { ", argmax differs" } else { "" });
         if !flips.is_empty() && flips.iter().all(|f| f.margin <= TIE && f.deviation <= DEV) {
             excused.push(why);
@@ -425,8 +462,27 @@ pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Pa
 /// 90-token micro-batches (n_ctx 512, one sequence), logits at `L_positions`, then greedy
 /// single-token steps; returns the rows in the reference's order.
 pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
+    run_long_scenario_traced(load_model(model_path), g).0
+}
+
+/// As [`run_long_scenario`] on a loaded model (which it frees), with the MoE routing of each
+/// decode call: a call of several micro-batches has its records renumbered per block in the
+/// order they came (the micro-batches' rows in token order), as upstream's trace reads.
+pub fn run_long_scenario_traced(m: *mut deepseek::api::handles::llama_model, g: &Json) -> (Vec<Vec<f32>>, Vec<Vec<RouteRecord>>) {
     use deepseek::api::context::{llama_context_default_params, llama_init_from_model};
-    let m = load_model(model_path);
+    let mut decodes = Vec::new();
+    // SAFETY: a live context used by this thread only.
+    let ctx = |c: *mut deepseek::api::handles::llama_context| unsafe { &mut (*c).owned().ctx };
+    let mut took = |c| {
+        let mut recs: Vec<RouteRecord> = ctx(c).take_routing();
+        let mut next: std::collections::HashMap<usize, usize> = Default::default();
+        for r in recs.iter_mut() {
+            let n = next.entry(r.layer).or_default();
+            r.row = *n;
+            *n += 1;
+        }
+        decodes.push(recs);
+    };
     let n_vocab = g.get("n_vocab").num() as usize;
     let mut p = llama_context_default_params();
     p.n_ctx = g.get("n_ctx").num() as u32;
@@ -437,6 +493,7 @@ pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>
     p.n_threads_batch = 2;
     let c = llama_init_from_model(m, p);
     assert!(!c.is_null());
+    ctx(c).trace_routing(true);
     let tokens = g.get("L_tokens").i32s();
     let wanted: Vec<i32> = g.get("L_positions").i32s();
     let mut b = Batch::new(tokens.len() as i32, 1);
@@ -445,6 +502,7 @@ pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>
     }
     // SAFETY: b is a valid batch from llama_batch_init.
     assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+    took(c);
     let mut rows: Vec<Vec<f32>> = wanted.iter().map(|&i| logits_row(c, i, n_vocab)).collect();
     let first = g.get("LB_positions").i32s()[0];
     for (s, &t) in g.get("LB_tokens").i32s().iter().enumerate() {
@@ -452,6 +510,7 @@ pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>
         b.add(t, first + s as i32, 0, true);
         // SAFETY: as above.
         assert_eq!(unsafe { llama_decode(c, b.0) }, 0);
+        took(c);
         rows.push(logits_row(c, 0, n_vocab));
     }
     drop(b);
@@ -460,5 +519,5 @@ pub fn run_long_scenario(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>
         llama_free(c);
         llama_model_free(m);
     }
-    rows
+    (rows, decodes)
 }

@@ -8,6 +8,12 @@
 //
 //   cc -O2 -I$LLAMA/include -I$LLAMA/ggml/include gen_trace.c -L$BUILD/bin -lllama -lggml -lggml-base -o gen_trace
 //   gen_trace MODEL.gguf A_TOKENS B_TOKENS C0 C1 C2 D1 D3 > MODEL.router
+//   gen_trace --dsv4 MODEL.gguf A_TOKENS B_TOKENS C0 C1 C2 D1 D3 > MODEL.router
+//        golden_dsv4.c's scenarios: D' (the partial seq_rm refused, seq 1 removed whole, D1 at
+//        position 0 of seq 1)
+//   gen_trace --long MODEL.gguf L_TOKENS L_POSITIONS LB_TOKENS > MODEL.long.router
+//        golden_dsv4.c's long scenario L (n_ctx 512, one sequence, n_ubatch 90: the prompt's
+//        decode call has three micro-batches, in token order, one record each)
 //   (token lists comma-separated; scripts: gen.sh)
 //
 // Output records, little-endian: u32 decode, u32 layer, u32 kind (0 scores, 1 chosen),
@@ -107,24 +113,49 @@ static void decode(struct llama_context *c, struct llama_batch b) {
     decode_idx++;
 }
 
+static int in_list(const llama_token *l, int n, int v) {
+    for (int i = 0; i < n; i++) if (l[i] == v) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 9) die("usage: gen_trace MODEL A B C0 C1 C2 D1 D3");
+    int dsv4 = argc > 1 && !strcmp(argv[1], "--dsv4");
+    int longs = argc > 1 && !strcmp(argv[1], "--long");
+    if (dsv4 || longs) { argv++; argc--; }
+    if (longs ? argc != 5 : argc != 9) die("usage: gen_trace [--dsv4] MODEL A B C0 C1 C2 D1 D3 | gen_trace --long MODEL L L_POSITIONS LB");
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *m = llama_model_load_from_file(argv[1], mp);
     if (!m) die("cannot load model");
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = 256;
-    cp.n_ubatch = 256;
-    cp.n_seq_max = 4;
+    cp.n_ctx = longs ? 512 : 256;
+    cp.n_batch = cp.n_ctx;
+    cp.n_ubatch = longs ? 90 : 256;
+    cp.n_seq_max = longs ? 1 : 4;
     cp.n_threads = 2;
     cp.n_threads_batch = 2;
     cp.cb_eval = cb;
     cp.cb_eval_user_data = NULL;
     struct llama_context *c = llama_init_from_model(m, cp);
     if (!c) die("cannot create context");
+    if (longs) {
+        static llama_token l[512], lp[512], lb[64];
+        int nl = parse(argv[2], l), np = parse(argv[3], lp), nlb = parse(argv[4], lb);
+        struct llama_batch b = llama_batch_init(512, 0, 1);
+        b.n_tokens = 0;
+        for (int i = 0; i < nl; i++) add(&b, l[i], i, 0, in_list(lp, np, i));
+        decode(c, b);
+        for (int s = 0; s < nlb; s++) {
+            b.n_tokens = 0;
+            add(&b, lb[s], nl + s, 0, 1);
+            decode(c, b);
+        }
+        llama_batch_free(b);
+        llama_free(c);
+        llama_model_free(m);
+        return 0;
+    }
     static llama_token a[64], bt[64], cs[3][64];
     int na = parse(argv[2], a), nb = parse(argv[3], bt);
     int lens[3];
@@ -146,9 +177,14 @@ int main(int argc, char **argv) {
             if (i < lens[s]) add(&b, cs[s][i], i, s, i == lens[s] - 1);
     decode(c, b);
     llama_memory_seq_cp(llama_get_memory(c), 0, 3, -1, -1);
-    if (!llama_memory_seq_rm(llama_get_memory(c), 1, 3, -1)) die("seq_rm");
+    if (dsv4) {
+        if (llama_memory_seq_rm(llama_get_memory(c), 1, 3, -1)) die("the partial seq_rm succeeded");
+        if (!llama_memory_seq_rm(llama_get_memory(c), 1, -1, -1)) die("seq_rm whole");
+    } else if (!llama_memory_seq_rm(llama_get_memory(c), 1, 3, -1)) {
+        die("seq_rm");
+    }
     b.n_tokens = 0;
-    add(&b, d1, 3, 1, 1);
+    add(&b, d1, dsv4 ? 0 : 3, 1, 1);
     add(&b, d3, 12, 3, 1);
     decode(c, b);
     llama_batch_free(b);
