@@ -166,10 +166,7 @@ pub fn system_info() -> &'static std::ffi::CStr {
 mod tests {
     use super::*;
 
-    fn f32s(name: &str) -> Vec<f32> {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
-        std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-    }
+    use crate::quant::test_util::upstream_op as f32s;
 
     /// llama.cpp's SWIGLU op output on its own inputs (tests/data/upstream_ops), bit for bit at
     /// every level.

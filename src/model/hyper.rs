@@ -213,10 +213,7 @@ fn normalize(comb: &mut [f32], hc: usize, eps: f32, outer: usize, inner: usize) 
 mod tests {
     use super::*;
 
-    fn f32s(name: &str) -> Vec<f32> {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
-        std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-    }
+    use crate::quant::test_util::upstream_op as f32s;
 
     /// llama.cpp's fused DSV4_HC_COMB op (block 0's attention site of the tiny V4 model, scenario
     /// A's 40 tokens) on its own inputs (tests/data/upstream_ops: `hc_mixes-0` → `hc_comb-0`),

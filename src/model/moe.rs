@@ -439,10 +439,7 @@ mod tests {
     use crate::model::{FeedForward, Layers};
     use crate::quant::GgmlType;
 
-    fn f32s(name: &str) -> Vec<f32> {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
-        std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-    }
+    use crate::quant::test_util::upstream_op as f32s;
 
     /// upstream's `ffn_moe_out` from its own weighted expert outputs (tests/data/upstream_ops:
     /// the V3-shaped model's block 1, four experts per token, 8 tokens), bit for bit. Summed in
@@ -491,13 +488,8 @@ mod tests {
         let pool = ThreadPool::new(2).unwrap();
         let (n, e) = (24, model.hp.n_embd);
         let mut s = model.new_scratch(n, 2, 64, (GgmlType::F16, GgmlType::F16)).unwrap();
-        let mut state = 0x9e3779b97f4a7c15u64;
-        let input: Vec<f32> = (0..n * e)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-            })
-            .collect();
+        let mut rng = crate::quant::test_util::Rng::new(24);
+        let input: Vec<f32> = (0..n * e).map(|_| (rng.unit() - 0.5) * 4.0).collect();
         s.common.xn[..n * e].copy_from_slice(&input);
         ffn.forward(&model, &p, &mut s.common, &mut s.ffn, s.moe.as_mut().unwrap(), &pool, n);
         let batch = s.common.proj[..n * e].to_vec();
@@ -518,14 +510,10 @@ mod tests {
     #[test]
     fn weight_sum_is_ggmls() {
         let m = MoeParams { n_dense_lead: 0, n_expert: 64, n_expert_used: 8, n_expert_shared: 1, n_ff_exp: 8, n_group: 1, n_group_used: 1, gating: Gating::Sigmoid, weights_norm: true, weights_scale: 1.0, n_hash: 0, clamp_exp: Vec::new(), clamp_shexp: Vec::new() };
-        let mut state = 0x2545f4914f6cdd1du64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 40) as f32 / (1u64 << 24) as f32
-        };
+        let mut rng = crate::quant::test_util::Rng::new(8);
         let mut f32_sum_differs = 0;
         for _ in 0..1000 {
-            let w: Vec<f32> = (0..8).map(|_| next()).collect();
+            let w: Vec<f32> = (0..8).map(|_| rng.unit()).collect();
             let mut chosen: Vec<(usize, f32)> = w.iter().enumerate().map(|(i, &v)| (i, v)).collect();
             finish_weights(&m, &mut chosen);
             let sum64 = (w.iter().map(|&v| v as f64).sum::<f64>() as f32).max(6.103515625e-5);

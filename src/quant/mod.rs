@@ -84,7 +84,7 @@ mod q8_0;
 mod q8_1;
 mod q8_k;
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 mod tq1_0;
 mod tq2_0;
 

@@ -344,3 +344,10 @@ pub(crate) mod weight {
         (se / sx).sqrt()
     }
 }
+
+/// One of llama.cpp's intermediate tensors in `tests/data/upstream_ops` (raw little-endian f32;
+/// its README says which op and run each file comes from).
+pub(crate) fn upstream_op(name: &str) -> Vec<f32> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
