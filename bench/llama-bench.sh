@@ -50,7 +50,8 @@ fi
 cp "$OURS_SRC/libdeepseek.so" "$WORK/libdeepseek.so"
 
 # the calls must bind to our library, not to the libllama.so llama-bench was linked with
-if ! LD_DEBUG=bindings LD_PRELOAD="$WORK/libdeepseek.so" "$LLAMA_BENCH" --help 2>&1 >/dev/null | grep -q "binding file .*llama-bench .* to $WORK/libdeepseek.so .*llama_backend_init"; then
+# (LD_BIND_NOW: with lazy binding `--help` exits before its first llama_* call binds)
+if ! LD_BIND_NOW=1 LD_DEBUG=bindings LD_PRELOAD="$WORK/libdeepseek.so" "$LLAMA_BENCH" --help 2>&1 >/dev/null | grep -q "binding file [^ ]*llama-bench[^ ]* .* to $WORK/libdeepseek.so .*llama_backend_init"; then
   echo "warning: could not confirm with LD_DEBUG=bindings that llama-bench binds llama_backend_init to our library" >&2
 fi
 
