@@ -50,10 +50,16 @@ impl FfnScratch {
 pub fn forward(model: &Model, f: &Ffn, c: &mut Common, s: &mut FfnScratch, pool: &ThreadPool, n: usize) {
     let ff = f.gate.rows;
     project_all(model, pool, &mut c.act, &c.xn, n, [(&f.gate, &mut s.gate), (&f.up, &mut s.up)]);
-    if f.clamp > 0.0 {
-        swiglu_clamp_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff, f.clamp);
-    } else {
-        swiglu_on(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff);
-    }
+    glu(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff, f.clamp);
     project(model, pool, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
+}
+
+/// The gated unit over rows of `row`: ggml_swiglu, or ggml_swiglu_clamp when `clamp` > 0
+/// (DeepSeek V4's shared and routed experts).
+pub(super) fn glu(pool: &ThreadPool, gate: &mut [f32], up: &[f32], row: usize, clamp: f32) {
+    if clamp > 0.0 {
+        swiglu_clamp_on(pool, gate, up, row, clamp);
+    } else {
+        swiglu_on(pool, gate, up, row);
+    }
 }

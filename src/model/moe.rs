@@ -5,14 +5,14 @@
 //! unweighted. Over the common scratch's `xn` into its `proj`; its own buffers are
 //! `MoeScratch`, the experts' gate/up rows go through the FFN block's `FfnScratch`.
 
-use super::ffn::{self, Ffn, FfnScratch};
+use super::ffn::{self, glu, Ffn, FfnScratch};
 use super::hparams::{Gating, MoeParams};
 use super::proj::project;
 use super::weights::{expert_stack, mat, opt_vector, Mat, Stack};
 use super::{Common, Model, MAX_GROUPS};
 use crate::gguf::GgufFile;
 use crate::kernels::matmul::{activation_bytes, matmul_all, matmul_batch, quantize_activations, Product};
-use crate::kernels::{add_assign, swiglu_clamp_on, swiglu_on};
+use crate::kernels::add_assign;
 use crate::sys::alloc::try_zeroed;
 use crate::threads::ThreadPool;
 
@@ -420,15 +420,6 @@ fn finish_weights(m: &MoeParams, chosen: &mut [(usize, f32)]) {
     }
     if m.weights_scale != 0.0 && m.weights_scale != 1.0 {
         chosen.iter_mut().for_each(|(_, w)| *w *= m.weights_scale);
-    }
-}
-
-/// The experts' gated unit over rows of `row`: ggml_swiglu, or ggml_swiglu_clamp when `clamp` > 0.
-fn glu(pool: &ThreadPool, gate: &mut [f32], up: &[f32], row: usize, clamp: f32) {
-    if clamp > 0.0 {
-        swiglu_clamp_on(pool, gate, up, row, clamp);
-    } else {
-        swiglu_on(pool, gate, up, row);
     }
 }
 
