@@ -134,6 +134,7 @@ build_c trace tests/data/grammar/gen/trace.c -lllama
 build_c gen_trace tests/data/moe_trace/gen_trace.c -lllama -lggml -lggml-base
 build_c embed tests/data/embeddings/embed.c -lllama
 build_c dump tests/data/upstream_ops/dump.c -lllama -lggml -lggml-base
+build_c fa_dump tests/data/upstream_ops/fa_dump.c -lggml -lggml-base -lggml-cpu
 build_c gen_ref tests/data/quants/gen_ref.c -lggml-cpu -lggml-base -lggml
 build_cxx schema2gbnf tests/data/grammar/gen/schema2gbnf.cpp -lllama-common -lllama
 build_cxx json_schema_oracle server/tests/data/json_schema_oracle.cpp -lllama-common -lllama
@@ -394,6 +395,12 @@ if want upstream-ops; then
   cut_rows v4/ffn_moe_gate-0 dsv4_moe_gate_0 $((80 * 32 * 4))
   cut_rows v4/ffn_moe_up-0 dsv4_moe_up_0 $((80 * 32 * 4))
   cut_rows v4/ffn_moe_swiglu_limited-0 dsv4_moe_swiglu_clamp_0 $((80 * 32 * 4))
+  # ggml's flash attention on seeded inputs (tiled kernel for 70 rows, one-chunk kernel for 40)
+  mkdir -p "$DUMP/fa"
+  $NICE "$TOOLS/fa_dump" "$DUMP/fa"
+  for f in fa_q.f32 fa_k.f16 fa_v.f16 fa_tiled_out.f32 fa_tiled_sinks_out.f32 fa_one_chunk_out.f32; do
+    cp "$DUMP/fa/$f" "$(out "$D/upstream_ops/$f")"
+  done
 fi
 
 # ---- python: llama-cpp-python 0.3.36 (Python code only) on upstream's libllama, per-token embeddings

@@ -4,16 +4,22 @@
 //! scores and the softmax sum in f32, the running sum of values in F16 — rounded to F16 after
 //! each cell's multiply-add and after each rescale by a new maximum, cell by cell. That F16
 //! accumulator is what the quantized-MoE models are sensitive to: an f32 one moved their
-//! expert choices away from llama.cpp's. (ggml's path for 64 rows and more, tiled with f32
-//! accumulators, is not reproduced: every row here gets the same arithmetic in any tile.)
+//! expert choices away from llama.cpp's.
+//!
+//! A micro-batch with at least 64 query tokens per stream over F16 keys and values takes
+//! ggml's other kernel, as upstream does ([`TileScratch::set_tiled`], [`TileScratch::run_tiled`]):
+//! cells in tiles of 64 by their place in the cache view, a tile's scores for every row first,
+//! masked cells at −∞, one rescale per tile, exponentials by `ggml_v_expf`, and f32 accumulators.
+//! (Its split-KV decode path — one token over 512 cells or more — splits the cells by thread
+//! count, so its bits depend on the thread count; that one is not reproduced.)
 //! Cells are taken a block at a time: the block's keys and values are widened to f32 once for
 //! every query row of the tile, then per row the block's scores, the per-cell maxima and
 //! exponentials, and its values added into the row's accumulator in order.
 //!
 //! A tile is the query heads that share a K/V head (GQA, MLA) for one or several consecutive
 //! tokens of a sequence; each row stops at its own causal limit. A row's arithmetic depends
-//! only on its own query and the cells it attends to, so it gets the same result bit for bit
-//! whichever tile it is in: a prefill tile of many tokens, or decode alone.
+//! only on its own query and the cells it attends to (and, on the tiled path, which tile of 64
+//! holds each cell), so it gets the same result bit for bit whichever tile of rows it is in.
 
 use super::simd::{self, DotFn, Level};
 use crate::quant::{self, f16_to_f32, f32_to_f16, GgmlType};
@@ -38,6 +44,14 @@ pub enum Accumulator {
     F16,
     F32Cells,
 }
+
+/// Cells per KV tile of upstream's tiled flash attention (`GGML_FA_TILE_KV`, ggml-cpu/common.h),
+/// and the query rows per stream from which upstream takes it (`GGML_FA_TILE_Q`): it computes a
+/// micro-batch's attention with that kernel when its query tensor holds at least 64 tokens per
+/// stream (`neq1 >= GGML_FA_TILE_Q`, ops.cpp:9549) and the cache's keys and values are F16 (or
+/// F32, cast to F16 before the flash attention) of one type ([`TileScratch::set_tiled`]).
+pub const KV_TILE: usize = 64;
+pub const TILED_FROM_ROWS: usize = 64;
 
 /// Query rows a tile aims at: enough that widening a block of cells costs little next to the
 /// rows' dot products, few enough that the rows' queries and accumulators stay in L2.
@@ -70,11 +84,14 @@ pub fn split_tiles(seq: &[usize], per_tile: usize, starts: &mut [usize]) -> usiz
 
 /// The attention of one tile: tokens `tokens` (positions `pos[t]`) of one sequence, with
 /// `rows_per_token` query rows each (`query(t, j)`, `dk` values). `cells(limit)` yields the
-/// sequence's cells up to position `limit` in stream order. When their positions never decrease
-/// the whole tile goes through the cells once, each row taking a prefix; else each token goes
-/// alone over its own cells. `output(t, j, result)` receives each row's `dv` values.
+/// sequence's cells up to position `limit` in stream order (index in the cache's view,
+/// position, key row, value row). With the tiled kernel on ([`TileScratch::set_tiled`]) the
+/// whole tile goes through the cells once, each row masking the cells past its position. Else,
+/// when the cells' positions never decrease the whole tile goes through the cells once, each
+/// row taking a prefix; else each token goes alone over its own cells. `output(t, j, result)`
+/// receives each row's `dv` values.
 #[allow(clippy::too_many_arguments)]
-pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u8], &'a [u8])>>(
+pub fn attend_tokens<'a, I: Iterator<Item = (usize, i32, &'a [u8], &'a [u8])>>(
     tile: &mut TileScratch,
     tokens: std::ops::Range<usize>,
     pos: &[i32],
@@ -85,7 +102,8 @@ pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u8], &'a [u8])>>(
     mut output: impl FnMut(usize, usize, &TileScratch, usize),
 ) {
     let limit_of = |ts: &std::ops::Range<usize>| ts.clone().map(|t| pos[t]).max().expect("tiles are not empty");
-    let together = tokens.len() == 1 || cells(limit_of(&tokens)).map(|(p, _, _)| p).is_sorted();
+    let tiled = tile.tiled;
+    let together = tiled || tokens.len() == 1 || cells(limit_of(&tokens)).map(|(_, p, _, _)| p).is_sorted();
     let runs = if together { 1 } else { tokens.len() };
     for run in 0..runs {
         let run_tokens = if together { tokens.clone() } else { tokens.start + run..tokens.start + run + 1 };
@@ -94,7 +112,12 @@ pub fn attend_tokens<'a, I: Iterator<Item = (i32, &'a [u8], &'a [u8])>>(
                 tile.set_query(k * rows_per_token + j, query(t, j), pos[t]);
             }
         }
-        tile.run(run_tokens.len() * rows_per_token, scale, cells(limit_of(&run_tokens)));
+        let cells = cells(limit_of(&run_tokens));
+        if tiled {
+            tile.run_tiled(run_tokens.len() * rows_per_token, scale, cells);
+        } else {
+            tile.run(run_tokens.len() * rows_per_token, scale, cells.map(|(_, p, k, v)| (p, k, v)));
+        }
         for (k, t) in run_tokens.enumerate() {
             for j in 0..rows_per_token {
                 output(t, j, tile, k * rows_per_token + j);
@@ -149,6 +172,22 @@ pub struct TileScratch {
     /// where each cell's value row starts in `cells` (its key row when the values are the
     /// keys' first dv elements, as in MLA)
     value_at: [usize; BLOCK],
+    /// upstream's tiled kernel ([`TileScratch::run_tiled`]) for this tile's rows: the queries
+    /// kept in f32
+    tiled: bool,
+    /// per row, the scores of the KV tile's present cells, then their weights
+    kq: Vec<f32>,
+    tw: Vec<f32>,
+    /// the KV tile's present keys widened and transposed: kt[d·64 + c] for the tile's c-th
+    /// present cell (columns past the present cells zero)
+    kt: Vec<f32>,
+    /// one key row widened (dkp)
+    krow: Vec<f32>,
+    /// the KV tile's present value rows widened (64 rows of dvp)
+    tvals: Vec<f32>,
+    /// per present cell of the KV tile: its slot in the tile (cell index mod 64) and position
+    tslot: [usize; KV_TILE],
+    tpos: [i32; KV_TILE],
 }
 
 impl TileScratch {
@@ -200,7 +239,26 @@ impl TileScratch {
             taken: try_zeroed(max_rows, "attention block counts")?,
             pos: [0; BLOCK],
             value_at: [0; BLOCK],
+            tiled: false,
+            kq: if key_dot { Vec::new() } else { try_zeroed(max_rows * KV_TILE, "attention tile scores")? },
+            tw: if key_dot { Vec::new() } else { try_zeroed(max_rows * KV_TILE, "attention tile weights")? },
+            kt: if key_dot { Vec::new() } else { try_zeroed(dkp * KV_TILE, "attention key tile")? },
+            krow: if key_dot { Vec::new() } else { try_zeroed(dkp, "attention key row")? },
+            tvals: if key_dot { Vec::new() } else { try_zeroed(KV_TILE * dvp, "attention value tile")? },
+            tslot: [0; KV_TILE],
+            tpos: [0; KV_TILE],
         })
+    }
+
+    /// Whether the next tiles run upstream's tiled kernel ([`TileScratch::run_tiled`]): `on`
+    /// when the micro-batch takes it ([`takes_tiled`]); set before the rows' queries.
+    pub fn set_tiled(&mut self, on: bool) {
+        self.tiled = on && self.k_bytes == 0 && is_f16_kind(self.v_type) && self.k_type == self.v_type;
+    }
+
+    /// Whether [`TileScratch::set_tiled`] turned the tiled kernel on.
+    pub fn is_tiled(&self) -> bool {
+        self.tiled
     }
 
     /// Sets query row `row` (`dk` values) and its causal limit: it attends to cells at
@@ -209,6 +267,9 @@ impl TileScratch {
         if self.q_dot_bytes > 0 {
             let b = self.q_dot_bytes;
             quant::quantize_row(self.k_type.vec_dot_type(), &q[..self.dk], &mut self.q_dot[row * b..(row + 1) * b]);
+        } else if self.tiled {
+            // the tiled kernel multiplies the query as it is (f32) with the widened keys
+            self.q[row * self.dkp..row * self.dkp + self.dk].copy_from_slice(&q[..self.dk]);
         } else {
             for (d, &x) in self.q[row * self.dkp..row * self.dkp + self.dk].iter_mut().zip(q) {
                 *d = f16_to_f32(f32_to_f16(x));
@@ -271,6 +332,120 @@ impl TileScratch {
         }
     }
 
+    /// Attention of query rows `0..n_rows` over `cells` (cell index in the cache's view,
+    /// position, key row, value row) as upstream's tiled flash attention computes it for a
+    /// micro-batch of 64 query rows per stream and more (`ggml_compute_forward_flash_attn_ext_tiled`,
+    /// ops.cpp:9081 in b11312). The view's cells go in tiles of 64 by index (tile j: cells 64j ..
+    /// 64j + 64), and per tile and row:
+    /// - each score s = (q·k as one chain of fused multiply-adds over d ascending, from 0, the
+    ///   query in f32 and the key widened from F16) · scale, −∞ for the cells the row does not
+    ///   see (later positions, other sequences, empty cells: upstream's mask);
+    /// - the tile's maximum raises the row's running maximum M (M_new = max(M, tile max)); when it
+    ///   does, the accumulator and the sum are scaled by libm's expf(M − M_new);
+    /// - the weights w = ggml_v_expf(s − M) (its AVX-512 vector exp) over the tile's 64 slots, the
+    ///   sum gaining, in f64, the 16-slot groups' sums as `_mm512_reduce_add_ps` adds them
+    ///   (`ggml_vec_soft_max_f32`), rounded to f32 once added;
+    /// - acc[d] = fma(w_c, v_c[d], acc[d]) over the tile's cells in index order (its `simd_gemm`).
+    ///
+    /// A row's arithmetic depends only on its query and the cells (and their indices): the same
+    /// in any tile of rows. Cells must come in ascending index order (a cell whose tile is not
+    /// the current one starts the next tile). Results are read with [`TileScratch::output`] and
+    /// [`TileScratch::output_with_sink`], as for [`TileScratch::run`].
+    pub fn run_tiled<'a>(&mut self, n_rows: usize, scale: f32, mut cells: impl Iterator<Item = (usize, i32, &'a [u8], &'a [u8])>) {
+        assert!(n_rows <= self.max_rows && self.tiled);
+        self.acc[..n_rows * self.dvp].iter_mut().for_each(|a| *a = 0.0);
+        self.max[..n_rows].iter_mut().for_each(|m| *m = f32::NEG_INFINITY);
+        self.sum[..n_rows].iter_mut().for_each(|s| *s = 0.0);
+        self.rescale[..n_rows].iter_mut().for_each(|r| *r = 0);
+        let (dk, dv, dvp) = (self.dk, self.dv, self.dvp);
+        let mut next = cells.next();
+        while let Some((first, _, _, _)) = next {
+            let tile = first / KV_TILE;
+            let mut n = 0;
+            while let Some((idx, pos, k, v)) = next {
+                if idx / KV_TILE != tile || n == KV_TILE {
+                    break;
+                }
+                self.tslot[n] = idx % KV_TILE;
+                self.tpos[n] = pos;
+                widen_any(self.level, self.k_type, k, &mut self.krow[..dk]);
+                for (d, &x) in self.krow[..dk].iter().enumerate() {
+                    self.kt[d * KV_TILE + n] = x;
+                }
+                let at = n * dvp;
+                if std::ptr::eq(v.as_ptr(), k.as_ptr()) && dv <= dk {
+                    // MLA's values: the first dv of the key row
+                    self.tvals[at..at + dv].copy_from_slice(&self.krow[..dv]);
+                } else {
+                    widen_any(self.level, self.v_type, v, &mut self.tvals[at..at + dv]);
+                }
+                n += 1;
+                next = cells.next();
+            }
+            self.tile_step(n_rows, n, scale);
+        }
+    }
+
+    /// One KV tile of [`TileScratch::run_tiled`] for rows `0..n_rows`: its `n` present cells
+    /// are in `kt`, `tvals`, `tslot` and `tpos`.
+    fn tile_step(&mut self, n_rows: usize, n: usize, scale: f32) {
+        let ncols = n.next_multiple_of(16);
+        for d in 0..self.dk {
+            self.kt[d * KV_TILE + n..d * KV_TILE + ncols].iter_mut().for_each(|x| *x = 0.0);
+        }
+        tiled_scores(self.level, &self.q, self.dkp, n_rows, &self.kt, self.dk, ncols, &mut self.kq);
+        for row in 0..n_rows {
+            let limit = self.limit[row];
+            let mut s = [f32::NEG_INFINITY; KV_TILE];
+            let kq = &self.kq[row * KV_TILE..row * KV_TILE + n];
+            for c in 0..n {
+                if self.tpos[c] <= limit {
+                    s[self.tslot[c]] = kq[c] * scale;
+                }
+            }
+            let tile_max = s.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+            let w = &mut self.tw[row * KV_TILE..(row + 1) * KV_TILE];
+            if tile_max == f32::NEG_INFINITY {
+                w[..n].iter_mut().for_each(|x| *x = 0.0);
+                continue;
+            }
+            let old = self.max[row];
+            let new = old.max(tile_max);
+            if new > old {
+                let ms = (old - new).exp();
+                self.acc[row * self.dvp..(row + 1) * self.dvp].iter_mut().for_each(|a| *a *= ms);
+                self.sum[row] *= ms;
+            }
+            self.max[row] = new;
+            v_expf_shifted(self.level, &mut s, new);
+            let mut sum = 0f64;
+            for g in s.chunks_exact(16) {
+                sum += reduce_add_16(g) as f64;
+            }
+            self.sum[row] = (self.sum[row] as f64 + sum) as f32;
+            for c in 0..n {
+                w[c] = s[self.tslot[c]];
+            }
+        }
+        // acc += w · V over the present cells in order, up to four rows and BLOCK cells a call
+        let dvp = self.dvp;
+        for c0 in (0..n).step_by(BLOCK) {
+            let m = (n - c0).min(BLOCK);
+            let v: [*const f32; BLOCK] = std::array::from_fn(|c| if c < m { self.tvals[(c0 + c) * dvp..].as_ptr() } else { std::ptr::null() });
+            let mut row = 0;
+            while row < n_rows {
+                let r = (n_rows - row).min(4);
+                let mut stage = [0f32; 4 * BLOCK];
+                for i in 0..r {
+                    let src = (row + i) * KV_TILE + c0;
+                    stage[i * BLOCK..i * BLOCK + m].copy_from_slice(&self.tw[src..src + m]);
+                }
+                accumulate(self.level, Accumulator::F32Cells, &mut self.acc[row * dvp..(row + r) * dvp], dvp, &v[..m], &stage, &stage, &self.rescale[row..row + r]);
+                row += r;
+            }
+        }
+    }
+
     /// Row `row`'s result (`dv` values): the accumulated values over the softmax's sum.
     pub fn output(&self, row: usize, out: &mut [f32]) {
         let inv = if self.sum[row] == 0.0 { 0.0 } else { 1.0 / self.sum[row] };
@@ -285,7 +460,8 @@ impl TileScratch {
     pub fn output_with_sink(&self, row: usize, sink: f32, out: &mut [f32]) {
         let (m, s) = (self.max[row], self.sum[row]);
         let (ms, vs) = if sink > m { ((m - sink).exp(), 1.0) } else { (1.0, (sink - m).exp()) };
-        let sum = s * ms + vs;
+        // GCC contracts upstream's `S = S*ms + vs` (ops.cpp, its -ffp-contract=fast default)
+        let sum = s.mul_add(ms, vs);
         let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
         for (o, &a) in out[..self.dv].iter_mut().zip(&self.acc[row * self.dvp..]) {
             *o = (a * ms) * inv;
@@ -470,6 +646,60 @@ pub fn dot_ggml(q: &[f32], k: &[f32]) -> f32 {
         sum += (q[d] * k[d]) as f64;
     }
     sum as f32
+}
+
+/// out[r·64 + c] = Σ_d q_r[d] · kt[d·64 + c] for rows r < `rows` (q_r at `q[r·qstride..]`) and
+/// columns c < `ncols` (a multiple of 16, at most 64): per element one chain of fused
+/// multiply-adds over d ascending from 0, as upstream's `simd_gemm` computes its tiles'
+/// scores (simd-gemm.h). The same bits at every level.
+#[allow(clippy::too_many_arguments)]
+fn tiled_scores(level: Level, q: &[f32], qstride: usize, rows: usize, kt: &[f32], dk: usize, ncols: usize, out: &mut [f32]) {
+    assert!(ncols % 16 == 0 && ncols <= KV_TILE && kt.len() >= dk * KV_TILE && out.len() >= rows * KV_TILE);
+    assert!(rows == 0 || q.len() >= (rows - 1) * qstride + dk);
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            // SAFETY: the AVX-512 level was detected; the asserts above cover every access.
+            unsafe { simd::attn::tiled_scores_512(q.as_ptr(), qstride, rows, kt.as_ptr(), dk, ncols, out.as_mut_ptr()) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            // SAFETY: the AVX2/FMA level was detected; as above.
+            unsafe { simd::attn::tiled_scores_256(q.as_ptr(), qstride, rows, kt.as_ptr(), dk, ncols, out.as_mut_ptr()) }
+        }
+        _ => {
+            for r in 0..rows {
+                for c in 0..ncols {
+                    let mut acc = 0f32;
+                    for d in 0..dk {
+                        acc = q[r * qstride + d].mul_add(kt[d * KV_TILE + c], acc);
+                    }
+                    out[r * KV_TILE + c] = acc;
+                }
+            }
+        }
+    }
+}
+
+/// x[i] = ggml_v_expf(x[i] − shift) (ggml's AVX-512 vector exp, as `ggml_vec_soft_max_f32`
+/// applies it), the same bits at every level.
+fn v_expf_shifted(level: Level, x: &mut [f32; KV_TILE], shift: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: the AVX2/FMA level was detected.
+        unsafe { simd::vmath::ggml_v_expf_shifted(x, shift) };
+        return;
+    }
+    let _ = level;
+    x.iter_mut().for_each(|v| *v = super::ggml_v_expf(*v - shift));
+}
+
+/// The sum of 16 values as GCC's `_mm512_reduce_add_ps` adds them: lanes (j, j + 8), then
+/// (j, j + 4), then (0 + 2) + (1 + 3).
+fn reduce_add_16(x: &[f32]) -> f32 {
+    let h: [f32; 8] = std::array::from_fn(|l| x[l] + x[l + 8]);
+    let g: [f32; 4] = std::array::from_fn(|l| h[l] + h[l + 4]);
+    (g[0] + g[2]) + (g[1] + g[3])
 }
 
 /// Whether upstream's flash attention reads a cache of `t` as F16 (F16, and F32, which it casts
@@ -798,7 +1028,7 @@ mod tests {
         let queries: Vec<Vec<f32>> = (0..4 * heads).map(|i| query(dk, i as f32 * 0.7)).collect();
         let pos = [30, 31, 35, 39];
         for positions in [(0..40).collect::<Vec<i32>>(), (0..40).map(|i| if i % 7 == 3 { 39 - i } else { i }).collect()] {
-            let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).filter(move |(&p, _)| p <= limit).map(|(&p, (k, v))| (p, quant::f16_bytes(k), quant::f16_bytes(v)));
+            let cells = |limit: i32| positions.iter().zip(keys.iter().zip(&vals)).enumerate().filter(move |(_, (&p, _))| p <= limit).map(|(i, (&p, (k, v)))| (i, p, quant::f16_bytes(k), quant::f16_bytes(v)));
             let mut tile = TileScratch::new(4 * heads, dk, dv, Accumulator::F16).unwrap();
             let mut got = vec![vec![0.0; dv]; 4 * heads];
             attend_tokens(&mut tile, 0..4, &pos, heads, 0.125, |t, j| &queries[t * heads + j], cells, |t, j, tile, row| tile.output(row, &mut got[t * heads + j]));
@@ -806,7 +1036,7 @@ mod tests {
             for t in 0..4 {
                 for j in 0..heads {
                     alone.set_query(0, &queries[t * heads + j], pos[t]);
-                    alone.run(1, 0.125, cells(pos[t]));
+                    alone.run(1, 0.125, cells(pos[t]).map(|(_, p, k, v)| (p, k, v)));
                     let mut want = vec![0.0; dv];
                     alone.output(0, &mut want);
                     assert_eq!(got[t * heads + j], want, "token {t} head {j}");
@@ -849,6 +1079,207 @@ mod tests {
             }
             assert!(results[0][..3 * dvp].iter().all(|&a| f16_to_f32(f32_to_f16(a)) == a), "the accumulator holds F16 values");
             assert!(results[0][3 * dvp..].iter().any(|&a| f16_to_f32(f32_to_f16(a)) != a), "the f32 accumulator is not rounded");
+        }
+    }
+
+    /// upstream's tiled flash attention (ops.cpp:9081, b11312) for one query row over a view of
+    /// cells (`None`: a cell the row does not see), written from its loop over the whole view in
+    /// tiles of 64: the tile skipped when fully masked, the scores by `simd_gemm` (fma chains
+    /// from 0, the query in f32), scaled, the mask added (padding −∞), the row's max and
+    /// rescale, `ggml_vec_soft_max_f32` (AVX-512: 16 at a time, `_mm512_reduce_add_ps` into an
+    /// f64 sum), the values by `simd_gemm` over all 64 slots, the sink, then 1/S.
+    fn ggml_tiled(q: &[f32], view: &[Option<(Vec<u16>, Vec<u16>)>], dv: usize, scale: f32, sink: Option<f32>) -> Vec<f32> {
+        let (mut big_s, mut big_m) = (0f32, f32::NEG_INFINITY);
+        let mut vkq = vec![0f32; dv];
+        let mut v32 = vec![vec![0f32; dv]; 64];
+        for ic in (0..view.len()).step_by(64) {
+            let kv_tile = (view.len() - ic).min(64);
+            let mut mask = [f32::NEG_INFINITY; 64];
+            for tk in 0..kv_tile {
+                if view[ic + tk].is_some() {
+                    mask[tk] = 0.0;
+                }
+            }
+            if mask.iter().all(|&m| m == f32::NEG_INFINITY) {
+                continue;
+            }
+            let mut kq = [0f32; 64];
+            for tk in 0..kv_tile {
+                // a masked cell's key is whatever the cache holds: its score is masked anyway
+                let k: Vec<f32> = view[ic + tk].as_ref().map_or(vec![0.5; q.len()], |(k, _)| k.iter().map(|&x| f16_to_f32(x)).collect());
+                let mut acc = 0f32;
+                for d in 0..q.len() {
+                    acc = k[d].mul_add(q[d], acc);
+                }
+                kq[tk] = acc;
+            }
+            for x in kq.iter_mut() {
+                *x *= scale;
+            }
+            for tk in kv_tile..64 {
+                kq[tk] = f32::NEG_INFINITY;
+            }
+            for tk in 0..64 {
+                kq[tk] += mask[tk];
+            }
+            let mut tile_max = f32::NEG_INFINITY;
+            for &x in &kq {
+                tile_max = if tile_max > x { tile_max } else { x };
+            }
+            if tile_max == f32::NEG_INFINITY {
+                continue;
+            }
+            let m_new = big_m.max(tile_max);
+            if m_new > big_m {
+                let ms = (big_m - m_new).exp();
+                vkq.iter_mut().for_each(|a| *a *= ms);
+                big_s *= ms;
+            }
+            big_m = m_new;
+            let mut sum = 0f64;
+            for g in 0..4 {
+                let val: Vec<f32> = (0..16).map(|l| crate::kernels::ggml_v_expf(kq[16 * g + l] - m_new)).collect();
+                kq[16 * g..16 * g + 16].copy_from_slice(&val);
+                let t3: Vec<f32> = (0..8).map(|l| val[8 + l] + val[l]).collect();
+                let t6: Vec<f32> = (0..4).map(|l| t3[4 + l] + t3[l]).collect();
+                sum += ((t6[0] + t6[2]) + (t6[1] + t6[3])) as f64;
+            }
+            big_s = (big_s as f64 + sum) as f32;
+            for tk in 0..kv_tile {
+                if let Some((_, v)) = &view[ic + tk] {
+                    v32[tk] = v.iter().map(|&x| f16_to_f32(x)).collect();
+                }
+            }
+            for d in 0..dv {
+                let mut acc = vkq[d];
+                for tk in 0..64 {
+                    acc = v32[tk][d].mul_add(kq[tk], acc);
+                }
+                vkq[d] = acc;
+            }
+        }
+        if let Some(s) = sink {
+            let (mut ms, mut vs) = (1f32, 1f32);
+            if s > big_m {
+                ms = (big_m - s).exp();
+                vkq.iter_mut().for_each(|a| *a *= ms);
+            } else {
+                vs = (s - big_m).exp();
+            }
+            big_s = big_s.mul_add(ms, vs);
+        }
+        let inv = if big_s == 0.0 { 0.0 } else { 1.0 / big_s };
+        vkq.iter().map(|&a| a * inv).collect()
+    }
+
+    /// The tiled kernel equals upstream's tiled loop bit for bit at every level: rows of
+    /// different limits in one tile, cells missing from the view (other sequences, empty
+    /// cells) and a last tile that is not full, the values inside the keys (MLA), a sink.
+    #[test]
+    fn tiled_matches_ggml_tiled_at_every_level() {
+        for level in levels() {
+            for (dk, dv, mla) in [(64, 64, false), (72, 72, false), (128, 128, false), (576, 512, true)] {
+                let n_view = 150;
+                let (keys, vals) = (f16_rows(n_view, dk, 3), f16_rows(n_view, dv, 11));
+                // cells 20..30 and every 7th are another sequence's; positions follow the index
+                let present = |i: usize| !(20..30).contains(&i) && i % 7 != 5;
+                let limits = [149, 140, 127, 64, 63, 31, 3, 0, 100];
+                let rows = limits.len();
+                let mut s = TileScratch::at_level(level, rows, dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
+                s.set_tiled(true);
+                assert!(s.is_tiled());
+                for (r, &l) in limits.iter().enumerate() {
+                    s.set_query(r, &query(dk, r as f32 * 0.4), l);
+                }
+                let scale = 1.0 / (dk as f32).sqrt();
+                let cells = (0..n_view).filter(|&i| present(i)).map(|i| {
+                    let k = quant::f16_bytes(&keys[i]);
+                    (i, i as i32, k, if mla { &k[..2 * dv] } else { quant::f16_bytes(&vals[i]) })
+                });
+                s.run_tiled(rows, scale, cells);
+                for (r, &l) in limits.iter().enumerate() {
+                    let view: Vec<Option<(Vec<u16>, Vec<u16>)>> = (0..n_view)
+                        .map(|i| (present(i) && i as i32 <= l).then(|| (keys[i].clone(), if mla { keys[i][..dv].to_vec() } else { vals[i].clone() })))
+                        .collect();
+                    let want = ggml_tiled(&query(dk, r as f32 * 0.4), &view, dv, scale, None);
+                    let mut out = vec![0.0; dv];
+                    s.output(r, &mut out);
+                    assert_eq!(out, want, "{level:?} dk {dk} row {r}");
+                    let sink = if r % 2 == 0 { 9.0 } else { -1.0 };
+                    let want = ggml_tiled(&query(dk, r as f32 * 0.4), &view, dv, scale, Some(sink));
+                    s.output_with_sink(r, sink, &mut out);
+                    assert_eq!(out, want, "{level:?} dk {dk} row {r} sink {sink}");
+                }
+            }
+        }
+    }
+
+    /// The tiled kernel is not the one-chunk kernel: upstream's two kernels give different
+    /// bits (the reason a micro-batch of 64 rows and more needs its own).
+    #[test]
+    fn tiled_differs_from_one_chunk() {
+        let (dk, dv, n) = (128, 128, 100);
+        let (keys, vals) = (f16_rows(n, dk, 2), f16_rows(n, dv, 7));
+        let mut a = TileScratch::new(1, dk, dv, Accumulator::F16).unwrap();
+        let mut b = TileScratch::new(1, dk, dv, Accumulator::F16).unwrap();
+        b.set_tiled(true);
+        a.set_query(0, &query(dk, 0.3), 99);
+        b.set_query(0, &query(dk, 0.3), 99);
+        let pos: Vec<i32> = (0..n as i32).collect();
+        a.run(1, 0.1, cells(&pos, &keys, &vals));
+        b.run_tiled(1, 0.1, cells(&pos, &keys, &vals).enumerate().map(|(i, (p, k, v))| (i, p, k, v)));
+        let (mut x, mut y) = (vec![0.0; dv], vec![0.0; dv]);
+        a.output(0, &mut x);
+        b.output(0, &mut y);
+        assert_ne!(x, y);
+        let mut q8 = TileScratch::with_types(1, dk, dv, Accumulator::F16, GgmlType::Q8_0, GgmlType::Q8_0).unwrap();
+        q8.set_tiled(true);
+        assert!(!q8.is_tiled(), "a quantized cache keeps the one-chunk kernel, as upstream");
+    }
+
+    /// Upstream's own flash attention (`ggml_flash_attn_ext` of b11312's CPU backend on an
+    /// AVX-512 Zen 4, `tests/data/upstream_ops/fa_dump.c`): 2 query heads over one F16 K/V head
+    /// of 200 cells, some another sequence's, each row seeing the cells up to 120 + its token.
+    /// 70 rows take its tiled kernel (with and without sinks), their first 40 alone its
+    /// one-chunk kernel; every level gives its bits.
+    #[test]
+    fn upstream_flash_attention_bits_at_every_level() {
+        use crate::quant::test_util::upstream_op;
+        let (dk, dv, h, nkv) = (64, 64, 2, 200);
+        let bytes = |name: &str| std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name)).unwrap();
+        let q = upstream_op("fa_q.f32");
+        let (k, v) = (bytes("fa_k.f16"), bytes("fa_v.f16"));
+        let n_all = q.len() / (h * dk);
+        let absent = |c: usize| c % 9 == 4 || (100..110).contains(&c);
+        let cells = || (0..nkv).filter(|&c| !absent(c)).map(|c| (c, c as i32, &k[c * dk * 2..(c + 1) * dk * 2], &v[c * dv * 2..(c + 1) * dv * 2]));
+        for (file, n, sinks) in [("fa_tiled_out.f32", 70, false), ("fa_tiled_sinks_out.f32", 70, true), ("fa_one_chunk_out.f32", 40, false)] {
+            let want = upstream_op(file);
+            assert_eq!(want.len(), n * h * dv);
+            for level in levels() {
+                let mut tile = TileScratch::at_level(level, n, dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
+                tile.set_tiled(n >= TILED_FROM_ROWS);
+                for head in 0..h {
+                    for t in 0..n {
+                        tile.set_query(t, &q[(head * n_all + t) * dk..(head * n_all + t + 1) * dk], 120 + t as i32);
+                    }
+                    if tile.is_tiled() {
+                        tile.run_tiled(n, 1.0 / (dk as f32).sqrt(), cells());
+                    } else {
+                        tile.run(n, 1.0 / (dk as f32).sqrt(), cells().map(|(_, p, k, v)| (p, k, v)));
+                    }
+                    let sink = [0.5f32, -2.0][head];
+                    for t in 0..n {
+                        let mut out = vec![0f32; dv];
+                        if sinks {
+                            tile.output_with_sink(t, sink, &mut out);
+                        } else {
+                            tile.output(t, &mut out);
+                        }
+                        let at = (t * h + head) * dv;
+                        assert_eq!(out, want[at..at + dv], "{level:?} {file} head {head} token {t}");
+                    }
+                }
+            }
         }
     }
 

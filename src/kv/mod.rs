@@ -198,6 +198,19 @@ impl KvCache {
         }
     }
 
+    /// Tokens per stream of a micro-batch whose tokens are in sequences `seqs`: how many rows
+    /// upstream's attention of it has per stream (its query tensor's `ne[1]`; a micro-batch
+    /// over several streams splits its tokens evenly between them).
+    pub fn tokens_per_stream(&self, seqs: &[usize]) -> usize {
+        let Some(&first) = seqs.first() else { return 0 };
+        let s0 = self.stream_of(first);
+        if seqs.iter().all(|&q| self.stream_of(q) == s0) {
+            return seqs.len();
+        }
+        let distinct = (0..seqs.len()).filter(|&i| !seqs[..i].iter().any(|&q| self.stream_of(q) == self.stream_of(seqs[i]))).count();
+        seqs.len() / distinct
+    }
+
     fn stream_cells(&self, stream: usize) -> std::ops::Range<usize> {
         stream * self.shape.n_cells..(stream + 1) * self.shape.n_cells
     }

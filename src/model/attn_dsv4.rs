@@ -19,7 +19,7 @@ use super::proj::{project, project_all};
 use super::weights::{mat, vector, Mat, Stack};
 use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
-use crate::kernels::attention::{Accumulator, TileScratch};
+use crate::kernels::attention::{Accumulator, TileScratch, KV_TILE, TILED_FROM_ROWS};
 use crate::kernels::indexer::{hadamard, IndexerTile, BLOCK};
 use crate::kernels::norm::{rms_norm, rms_norm_bare};
 use crate::kernels::rope::{self, RopeMode, RopeParams};
@@ -440,9 +440,15 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
     let tiles = SharedOut::new(&mut s.tiles[..]);
     let next = AtomicUsize::new(0);
     let n_swa = d4.n_swa as i32;
+    // upstream's view of a query's keys: the raw cells by their index, then the compressed rows
+    // (`ggml_concat` at the raw view's padded length); its tiled kernel groups them by 64
+    let n_cells = kv.shape.n_cells;
+    let comp_base = n_cells.next_multiple_of(KV_TILE);
+    let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
     pool.run(&|ith, _| {
         // SAFETY: each thread uses only its own tile.
         let tile = unsafe { &mut tiles.slice(ith..ith + 1)[0] };
+        tile.set_tiled(tiled);
         loop {
             let item = next.fetch_add(1, Ordering::Relaxed);
             if item >= n * parts {
@@ -457,7 +463,7 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
             }
             let raw = kv.cells_of_stream(stream).filter(move |(_, c)| c.pos <= pos && c.pos > pos - n_swa && c.seqs.contains(seq)).map(|(i, c)| {
                 let k = crate::quant::f16_bytes(kv.k_row(il, i));
-                (c.pos, k, k)
+                (i % n_cells, c.pos, k, k)
             });
             let visible = if ratio == 0 { 0 } else { (pos as usize + 1) / ratio };
             let chosen: Option<&[u32]> = if ratio == CSA_RATIO && sel_len[t] != ALL { Some(&sel[t * top_k..t * top_k + sel_len[t] as usize]) } else { None };
@@ -465,9 +471,13 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
             let comp = (0..n_comp).map(|j| {
                 let b = chosen.map_or(j, |c| c[j] as usize);
                 let k = crate::quant::f16_bytes(dsv4.row(il, Part::Attn, stream, b));
-                (pos, k, k)
+                (comp_base + b, pos, k, k)
             });
-            tile.run(heads.len(), scale, raw.chain(comp));
+            if tiled {
+                tile.run_tiled(heads.len(), scale, raw.chain(comp));
+            } else {
+                tile.run(heads.len(), scale, raw.chain(comp).map(|(_, p, k, v)| (p, k, v)));
+            }
             for (j, head) in heads.enumerate() {
                 // SAFETY: the heads of item (token t, part p) are written by exactly one thread.
                 tile.output_with_sink(j, layer.sinks[head], unsafe { out.slice((t * h + head) * d..(t * h + head + 1) * d) });

@@ -13,7 +13,7 @@ use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::add_assign;
 pub use crate::kernels::attention::Accumulator;
-use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILE_ROWS};
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, TileScratch, TILED_FROM_ROWS, TILE_ROWS};
 use crate::kernels::rope::{self, RopeParams};
 use crate::kv::types::{fwht, key_rotation, value_rotation, CacheType};
 use crate::kv::KvCache;
@@ -158,6 +158,8 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
     let (kb, vb) = (kv.shape.k_type.row_bytes(hd_k), kv.shape.v_type.row_bytes(hd_v));
     let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
     let starts = &*starts;
+    let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+    let n_cells = kv.shape.n_cells;
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(tiles);
     let items = n_tiles * hp.n_head_kv;
@@ -167,6 +169,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
     pool.run(&|ith, _nth| {
         // SAFETY: each thread uses only its own scratch slot.
         let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+        tile.set_tiled(tiled);
         loop {
             let claimed = next.fetch_add(1, Ordering::Relaxed);
             if claimed >= items {
@@ -179,7 +182,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
             let cells = |limit: i32| {
                 kv.cells_of_stream(stream)
                     .filter(move |(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq))
-                    .map(move |(i, c)| (c.pos, &kv.k_bytes(il, i)[kvh * kb..(kvh + 1) * kb], &kv.v_bytes(il, i)[kvh * vb..(kvh + 1) * vb]))
+                    .map(move |(i, c)| (i % n_cells, c.pos, &kv.k_bytes(il, i)[kvh * kb..(kvh + 1) * kb], &kv.v_bytes(il, i)[kvh * vb..(kvh + 1) * vb]))
             };
             let tokens = starts[i]..starts[i + 1];
             let query = |t: usize, g: usize| {

@@ -14,7 +14,7 @@ use super::proj::{project, project_all, project_heads};
 use super::weights::{mat, stack, vector, Mat, Stack};
 use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
-use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, Accumulator, TileScratch, TILE_ROWS};
+use crate::kernels::attention::{attend_tokens, split_tiles, tile_tokens, Accumulator, TileScratch, TILED_FROM_ROWS, TILE_ROWS};
 use crate::kernels::matmul::activation_bytes;
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{self, RopeParams};
@@ -342,11 +342,14 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         let per_tile = if chosen.is_some() { 1 } else { tile_tokens(part) };
         let n_tiles = split_tiles(&ub.seq[..n], per_tile, &mut s.tile_starts);
         let starts = &s.tile_starts;
+        let tiled = kvr.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+        let n_cells = kvr.shape.n_cells;
         // claimed one by one, latest tokens first (see dense::attention)
         let next = AtomicUsize::new(0);
         pool.run(&|ith, _nth| {
             // SAFETY: each thread uses only its own scratch slot.
             let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
+            tile.set_tiled(tiled);
             loop {
                 let claimed = next.fetch_add(1, Ordering::Relaxed);
                 if claimed >= n_tiles * parts {
@@ -362,11 +365,11 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
                 let cells = |limit: i32| match choice {
                     None => Cells::Causal(kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
                         let k = kvr.k_bytes(il, i);
-                        (cell.pos, &k[..kb], &k[..vb])
+                        (i % n_cells, cell.pos, &k[..kb], &k[..vb])
                     })),
                     Some(list) => Cells::Chosen(list.iter().map(|&i| {
                         let k = kvr.k_bytes(il, i as usize);
-                        (kvr.cell(i as usize).pos, &k[..kb], &k[..vb])
+                        (i as usize % n_cells, kvr.cell(i as usize).pos, &k[..kb], &k[..vb])
                     })),
                 };
                 let query = |t: usize, j: usize| {

@@ -278,6 +278,119 @@ unsafe fn acc_chunk_256<const R: usize, const W: usize, const ROUND: bool>(acc: 
     }
 }
 
+/// out[r·64 + c] = Σ_d q_r[d] · kt[d·64 + c] (`crate::kernels::attention::tiled_scores`): per
+/// element one chain of fused multiply-adds over d ascending from 0. Rows r < `rows` at
+/// q + r·qstride (dk values each), kt's rows of 64 (dk of them), `ncols` a multiple of 16 ≤ 64.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn tiled_scores_512(q: *const f32, qstride: usize, rows: usize, kt: *const f32, dk: usize, ncols: usize, out: *mut f32) {
+    // SAFETY: rows < rows, d < dk and columns < ncols ≤ 64 are what the caller covers.
+    unsafe {
+        let w = ncols / 16;
+        let mut r0 = 0;
+        while r0 < rows {
+            let nr = (rows - r0).min(4);
+            macro_rules! go {
+                ($r:literal, $w:literal) => {
+                    scores_block_512::<$r, $w>(q.add(r0 * qstride), qstride, kt, dk, out.add(r0 * 64))
+                };
+            }
+            match (nr, w) {
+                (4, 4) => go!(4, 4),
+                (4, 3) => go!(4, 3),
+                (4, 2) => go!(4, 2),
+                (4, 1) => go!(4, 1),
+                (3, 4) => go!(3, 4),
+                (3, 3) => go!(3, 3),
+                (3, 2) => go!(3, 2),
+                (3, 1) => go!(3, 1),
+                (2, 4) => go!(2, 4),
+                (2, 3) => go!(2, 3),
+                (2, 2) => go!(2, 2),
+                (2, 1) => go!(2, 1),
+                (1, 4) => go!(1, 4),
+                (1, 3) => go!(1, 3),
+                (1, 2) => go!(1, 2),
+                _ => go!(1, 1),
+            }
+            r0 += nr;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn scores_block_512<const R: usize, const W: usize>(q: *const f32, qstride: usize, kt: *const f32, dk: usize, out: *mut f32) {
+    // SAFETY: as tiled_scores_512 for R rows and 16·W columns.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); W]; R];
+        for d in 0..dk {
+            let mut b = [_mm512_setzero_ps(); W];
+            for k in 0..W {
+                b[k] = _mm512_loadu_ps(kt.add(d * 64 + 16 * k));
+            }
+            for i in 0..R {
+                let a = _mm512_set1_ps(*q.add(i * qstride + d));
+                for k in 0..W {
+                    acc[i][k] = _mm512_fmadd_ps(b[k], a, acc[i][k]);
+                }
+            }
+        }
+        for i in 0..R {
+            for k in 0..W {
+                _mm512_storeu_ps(out.add(i * 64 + 16 * k), acc[i][k]);
+            }
+        }
+    }
+}
+
+/// [`tiled_scores_512`] with 8-lane registers: the same chains, the same results.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn tiled_scores_256(q: *const f32, qstride: usize, rows: usize, kt: *const f32, dk: usize, ncols: usize, out: *mut f32) {
+    // SAFETY: as tiled_scores_512.
+    unsafe {
+        let mut r0 = 0;
+        while r0 < rows {
+            let nr = (rows - r0).min(4);
+            let mut c0 = 0;
+            while c0 < ncols {
+                let (qq, kk, oo) = (q.add(r0 * qstride), kt.add(c0), out.add(r0 * 64 + c0));
+                match nr {
+                    4 => scores_block_256::<4, 2>(qq, qstride, kk, dk, oo),
+                    3 => scores_block_256::<3, 2>(qq, qstride, kk, dk, oo),
+                    2 => scores_block_256::<2, 2>(qq, qstride, kk, dk, oo),
+                    _ => scores_block_256::<1, 2>(qq, qstride, kk, dk, oo),
+                }
+                c0 += 16;
+            }
+            r0 += nr;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn scores_block_256<const R: usize, const W: usize>(q: *const f32, qstride: usize, kt: *const f32, dk: usize, out: *mut f32) {
+    // SAFETY: as tiled_scores_256 for R rows and 8·W columns.
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); W]; R];
+        for d in 0..dk {
+            let mut b = [_mm256_setzero_ps(); W];
+            for k in 0..W {
+                b[k] = _mm256_loadu_ps(kt.add(d * 64 + 8 * k));
+            }
+            for i in 0..R {
+                let a = _mm256_set1_ps(*q.add(i * qstride + d));
+                for k in 0..W {
+                    acc[i][k] = _mm256_fmadd_ps(b[k], a, acc[i][k]);
+                }
+            }
+        }
+        for i in 0..R {
+            for k in 0..W {
+                _mm256_storeu_ps(out.add(i * 64 + 8 * k), acc[i][k]);
+            }
+        }
+    }
+}
+
 /// dst[i] = src[i] as f32 for F16 `src` (exact).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn widen_f16(src: &[u16], dst: &mut [f32]) {

@@ -174,6 +174,20 @@ pub unsafe fn ggml_v_expf8(x: __m256) -> __m256 {
     }
 }
 
+/// x[i] = `ggml_v_expf8`(x[i] − shift) over a multiple of 8 values.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn ggml_v_expf_shifted(x: &mut [f32], shift: f32) {
+    assert!(x.len() % 8 == 0);
+    // SAFETY: chunk i covers elements 8i..8i + 8 of x.
+    unsafe {
+        let s = _mm256_set1_ps(shift);
+        for i in 0..x.len() / 8 {
+            let p = x.as_mut_ptr().add(8 * i);
+            _mm256_storeu_ps(p, ggml_v_expf8(_mm256_sub_ps(_mm256_loadu_ps(p), s)));
+        }
+    }
+}
+
 /// `crate::kernels::swiglu` on rows of `row` elements (the same bits): per row, 16 elements at a
 /// time (two 8-lane halves) gate / (1 + v_expf(0 − gate)) · up, the last `row % 16` with libm.
 #[target_feature(enable = "avx2,fma,f16c")]
