@@ -50,8 +50,14 @@ pub enum Accumulator {
 /// micro-batch's attention with that kernel when its query tensor holds at least 64 tokens per
 /// stream (`neq1 >= GGML_FA_TILE_Q`, ops.cpp:9549) and the cache's keys and values are F16 (or
 /// F32, cast to F16 before the flash attention) of one type ([`TileScratch::set_tiled`]).
-pub const KV_TILE: usize = 64;
-pub const TILED_FROM_ROWS: usize = 64;
+pub(crate) const KV_TILE: usize = 64;
+pub(crate) const TILED_FROM_ROWS: usize = 64;
+
+/// Cells of the view from which upstream decodes one query row per stream by its split-KV
+/// kernel (ops.cpp:9490: `neq1 == 1 && neq3 == 1`, F16 or F32 keys and values of one type,
+/// `nek1 >= 512`): the view's cells in one chunk per thread, each chunk's online softmax as
+/// the one-chunk kernel computes it, the partials then merged ([`TileScratch::run_split`]).
+pub(crate) const SPLIT_FROM_CELLS: usize = 512;
 
 /// Query rows a tile aims at: enough that widening a block of cells costs little next to the
 /// rows' dot products, few enough that the rows' queries and accumulators stay in L2.
@@ -115,6 +121,8 @@ pub fn attend_tokens<'a, I: Iterator<Item = (usize, i32, &'a [u8], &'a [u8])>>(
         let cells = cells(limit_of(&run_tokens));
         if tiled {
             tile.run_tiled(run_tokens.len() * rows_per_token, scale, cells);
+        } else if let (Some((n_view, n_chunks)), 1) = (tile.split, run_tokens.len()) {
+            tile.run_split(rows_per_token, scale, cells, n_view, n_chunks, None);
         } else {
             tile.run(run_tokens.len() * rows_per_token, scale, cells.map(|(_, p, k, v)| (p, k, v)));
         }
@@ -188,6 +196,13 @@ pub struct TileScratch {
     /// per present cell of the KV tile: its slot in the tile (cell index mod 64) and position
     tslot: [usize; KV_TILE],
     tpos: [i32; KV_TILE],
+    /// the merged partials of [`TileScratch::run_split`]: per row its accumulator (dvp), maximum
+    /// and sum
+    split_acc: Vec<f32>,
+    split_max: Vec<f32>,
+    split_sum: Vec<f32>,
+    /// [`TileScratch::set_split`]: the view's cells and the chunks of upstream's split-KV kernel
+    split: Option<(usize, usize)>,
 }
 
 impl TileScratch {
@@ -247,6 +262,10 @@ impl TileScratch {
             tvals: if key_dot { Vec::new() } else { try_zeroed(KV_TILE * dvp, "attention value tile")? },
             tslot: [0; KV_TILE],
             tpos: [0; KV_TILE],
+            split_acc: if key_dot { Vec::new() } else { try_zeroed(max_rows * dvp, "attention split accumulators")? },
+            split_max: if key_dot { Vec::new() } else { try_zeroed(max_rows, "attention split maxima")? },
+            split_sum: if key_dot { Vec::new() } else { try_zeroed(max_rows, "attention split sums")? },
+            split: None,
         })
     }
 
@@ -254,6 +273,27 @@ impl TileScratch {
     /// when the micro-batch takes it ([`takes_tiled`]); set before the rows' queries.
     pub fn set_tiled(&mut self, on: bool) {
         self.tiled = on && self.k_bytes == 0 && is_f16_kind(self.v_type) && self.k_type == self.v_type;
+    }
+
+    /// Whether this tile's cache types are those upstream's split-KV decode kernel takes (F16
+    /// keys and values of one type; see [`SPLIT_FROM_CELLS`]).
+    /// (Only where this tile follows upstream's one-chunk kernel, its F16 accumulator: the
+    /// recipes whose results follow upstream's roundings.)
+    pub fn can_split(&self) -> bool {
+        self.k_bytes == 0 && is_f16_kind(self.v_type) && self.k_type == self.v_type && self.accumulator == Accumulator::F16
+    }
+
+    /// For a micro-batch of one token (upstream's `neq1 == 1 && neq3 == 1`) over a view of
+    /// `n_view` cells computed by `n_threads` threads: [`attend_tokens`] takes upstream's
+    /// split-KV kernel ([`TileScratch::run_split`]) when the view holds [`SPLIT_FROM_CELLS`]
+    /// cells or more and the tile [`can_split`](TileScratch::can_split). `None`: never.
+    pub fn set_split(&mut self, view: Option<(usize, usize)>) {
+        self.split = view.filter(|&(n_view, _)| n_view >= SPLIT_FROM_CELLS && self.can_split());
+    }
+
+    /// The split-KV view and chunks [`TileScratch::set_split`] turned on, if any.
+    pub fn split(&self) -> Option<(usize, usize)> {
+        self.split
     }
 
     /// Whether [`TileScratch::set_tiled`] turned the tiled kernel on.
@@ -384,6 +424,65 @@ impl TileScratch {
             }
             self.tile_step(n_rows, n, scale);
         }
+    }
+
+    /// Attention of query rows `0..n_rows` (one token's heads) over `cells` (cell index in the
+    /// cache's view, position, key row, value row; ascending index) as upstream's split-KV decode
+    /// kernel computes it (ops.cpp:9490–9520, `ggml_flash_attn_ext_reduce_partials` :9371) for a
+    /// view of `n_view` cells and `n_chunks` threads: chunk j holds the cells of index
+    /// j·⌈n_view / n_chunks⌉ up to the next chunk's; each chunk's softmax is the one-chunk kernel's
+    /// ([`TileScratch::run`], with this tile's accumulator), the sink `sinks[row]` (when given) joins
+    /// chunk 0's, and the chunks with a nonzero sum merge in order:
+    /// M = max(M, M_j), acc = fma(acc, e^(M_old − M), acc_j · e^(M_j − M)), and the sum alike.
+    /// Results are read with [`TileScratch::output`] (the sink is already in the sum).
+    pub fn run_split<'a>(&mut self, n_rows: usize, scale: f32, cells: impl Iterator<Item = (usize, i32, &'a [u8], &'a [u8])>, n_view: usize, n_chunks: usize, sinks: Option<&[f32]>) {
+        assert!(n_rows <= self.max_rows && self.can_split() && n_chunks > 0);
+        let dvp = self.dvp;
+        self.split_acc[..n_rows * dvp].iter_mut().for_each(|a| *a = 0.0);
+        self.split_max[..n_rows].iter_mut().for_each(|m| *m = f32::NEG_INFINITY);
+        self.split_sum[..n_rows].iter_mut().for_each(|s| *s = 0.0);
+        let chunk = n_view.div_ceil(n_chunks);
+        let mut cells = cells.peekable();
+        for j in 0..n_chunks {
+            let start = j * chunk;
+            if start >= n_view {
+                break;
+            }
+            let end = start + chunk;
+            self.run(n_rows, scale, std::iter::from_fn(|| cells.next_if(|c| c.0 < end)).map(|(_, p, k, v)| (p, k, v)));
+            for row in 0..n_rows {
+                let acc = &mut self.acc[row * dvp..(row + 1) * dvp];
+                let (mut m, mut s) = (self.max[row], self.sum[row]);
+                if let (0, Some(sinks)) = (j, sinks) {
+                    let sink = sinks[row];
+                    let (mut ms, mut vs) = (1.0f32, 1.0f32);
+                    if sink > m {
+                        ms = (m - sink).exp();
+                        m = sink;
+                        acc.iter_mut().for_each(|a| *a *= ms);
+                    } else {
+                        vs = (sink - m).exp();
+                    }
+                    s = s.mul_add(ms, vs);
+                }
+                if s == 0.0 {
+                    continue;
+                }
+                let m_old = self.split_max[row];
+                let m_new = m_old.max(m);
+                let (scale_old, scale_new) = ((m_old - m_new).exp(), (m - m_new).exp());
+                // GCC contracts upstream's `VKQ_final*scale_old + VKQ_chunk*scale_new` into an FMA
+                // over the first product (and the sum's likewise)
+                for (f, &a) in self.split_acc[row * dvp..(row + 1) * dvp].iter_mut().zip(acc.iter()) {
+                    *f = f.mul_add(scale_old, a * scale_new);
+                }
+                self.split_sum[row] = self.split_sum[row].mul_add(scale_old, s * scale_new);
+                self.split_max[row] = m_new;
+            }
+        }
+        self.acc[..n_rows * dvp].copy_from_slice(&self.split_acc[..n_rows * dvp]);
+        self.max[..n_rows].copy_from_slice(&self.split_max[..n_rows]);
+        self.sum[..n_rows].copy_from_slice(&self.split_sum[..n_rows]);
     }
 
     /// One KV tile of [`TileScratch::run_tiled`] for rows `0..n_rows`: its `n` present cells
@@ -1279,6 +1378,50 @@ mod tests {
                         assert_eq!(out, want[at..at + dv], "{level:?} {file} head {head} token {t}");
                     }
                 }
+            }
+        }
+    }
+
+    /// ggml's split-KV decode kernel on one query row per head over 700 cells (some absent),
+    /// with 2 and 3 threads, with and without sinks (`fa_dump.c`): every level gives its bits, and
+    /// the one-chunk kernel over the same cells would not.
+    #[test]
+    fn upstream_split_kv_decode_bits_at_every_level() {
+        use crate::quant::test_util::upstream_op;
+        let (dk, dv, h, nkv) = (64, 64, 2, 700);
+        let bytes = |name: &str| std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/upstream_ops").join(name)).unwrap();
+        let q = upstream_op("fa_decode_q.f32");
+        let (k, v) = (bytes("fa_decode_k.f16"), bytes("fa_decode_v.f16"));
+        let absent = |c: usize| c % 9 == 4 || (300..340).contains(&c) || c > 650;
+        let cells = || (0..nkv).filter(|&c| !absent(c)).map(|c| (c, c as i32, &k[c * dk * 2..(c + 1) * dk * 2], &v[c * dv * 2..(c + 1) * dv * 2]));
+        let sinks = [0.5f32, -2.0];
+        let scale = 1.0 / (dk as f32).sqrt();
+        for (file, nth, with_sinks) in [("fa_split2_out.f32", 2, false), ("fa_split2_sinks_out.f32", 2, true), ("fa_split3_sinks_out.f32", 3, true)] {
+            let want = upstream_op(file);
+            assert_eq!(want.len(), h * dv);
+            for level in levels() {
+                let mut tile = TileScratch::at_level(level, h, dk, dv, Accumulator::F16, GgmlType::F16, GgmlType::F16).unwrap();
+                for head in 0..h {
+                    tile.set_query(head, &q[head * dk..(head + 1) * dk], nkv as i32);
+                }
+                tile.run_split(h, scale, cells(), nkv, nth, with_sinks.then_some(&sinks[..]));
+                let mut out = vec![0f32; dv];
+                for head in 0..h {
+                    tile.output(head, &mut out);
+                    assert_eq!(out, want[head * dv..(head + 1) * dv], "{level:?} {file} head {head}");
+                }
+                // one chunk over the same cells gives other bits
+                tile.run(h, scale, cells().map(|(_, p, k, v)| (p, k, v)));
+                let mut one = vec![0f32; dv];
+                let differ = (0..h).any(|head| {
+                    if with_sinks {
+                        tile.output_with_sink(head, sinks[head], &mut one);
+                    } else {
+                        tile.output(head, &mut one);
+                    }
+                    one != want[head * dv..(head + 1) * dv]
+                });
+                assert!(differ, "{level:?} {file}: the one-chunk kernel gives the split kernel's bits");
             }
         }
     }

@@ -79,6 +79,8 @@ pub struct KvCache {
     v: Vec<Pages<u8>>,
     /// Where the next slot search in each stream starts.
     head: Vec<usize>,
+    /// Per stream, one past its highest used cell (upstream's `used_max_p1`).
+    used_hi: Vec<usize>,
     rope: RopeParams,
     rope_freq_factors: Option<Vec<f32>>,
     /// The owner's copy of each sequence's (pos_min, pos_max); the table publishes it.
@@ -125,6 +127,7 @@ impl KvCache {
             cells,
             k,
             v,
+            used_hi: vec![0; shape.n_stream],
             head,
             rope,
             rope_freq_factors,
@@ -150,7 +153,7 @@ impl KvCache {
     /// they are allocated now (nothing here may grow after creation).
     pub fn metadata_bytes(&self) -> usize {
         self.cells.capacity() * std::mem::size_of::<Cell>()
-            + self.head.capacity() * std::mem::size_of::<usize>()
+            + (self.head.capacity() + self.used_hi.capacity()) * std::mem::size_of::<usize>()
             + self.ranges.capacity() * std::mem::size_of::<(i32, i32)>()
             + self.table.bytes()
     }
@@ -166,8 +169,11 @@ impl KvCache {
         self.ranges.iter_mut().for_each(|r| *r = (-1, -1));
         let mut registered = SeqSet::EMPTY;
         let mut used = 0;
-        for cell in self.cells.iter().filter(|c| !c.is_empty()) {
+        let n_cells = self.shape.n_cells;
+        self.used_hi.iter_mut().for_each(|u| *u = 0);
+        for (i, cell) in self.cells.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
             used += 1;
+            self.used_hi[i / n_cells] = i % n_cells + 1;
             for s in cell.seqs.iter() {
                 let r = &mut self.ranges[s];
                 *r = if r.0 < 0 { (cell.pos, cell.pos) } else { (r.0.min(cell.pos), r.1.max(cell.pos)) };
@@ -196,6 +202,13 @@ impl KvCache {
         } else {
             seq
         }
+    }
+
+    /// The cells of upstream's view of `stream` (`llama_kv_cache::get_n_kv`): one past its
+    /// highest used cell, padded to 256, at least 256 and at most the stream's cells.
+    pub fn view_cells(&self, stream: usize) -> usize {
+        const PAD: usize = 256;
+        self.shape.n_cells.min(PAD.max(self.used_hi[stream].next_multiple_of(PAD)))
     }
 
     /// Tokens per stream of a micro-batch whose tokens are in sequences `seqs`: how many rows
@@ -307,6 +320,7 @@ impl KvCache {
         self.cells[cell] = Cell { pos, seqs };
         let stream = cell / self.shape.n_cells;
         self.head[stream] = (cell - stream * self.shape.n_cells + 1) % self.shape.n_cells;
+        self.used_hi[stream] = self.used_hi[stream].max(cell - stream * self.shape.n_cells + 1);
         self.n_used += 1;
         for s in seqs.iter() {
             let r = &mut self.ranges[s];

@@ -19,7 +19,7 @@ use super::proj::{project, project_all};
 use super::weights::{mat, vector, Mat, Stack};
 use super::{Common, HParams, Model, UBatch};
 use crate::gguf::GgufFile;
-use crate::kernels::attention::{Accumulator, TileScratch, KV_TILE, TILED_FROM_ROWS};
+use crate::kernels::attention::{Accumulator, TileScratch, TILED_FROM_ROWS};
 use crate::kernels::indexer::{hadamard, IndexerTile, BLOCK};
 use crate::kernels::norm::{rms_norm, rms_norm_bare};
 use crate::kernels::rope::{self, RopeMode, RopeParams};
@@ -443,12 +443,19 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
     // upstream's view of a query's keys: the raw cells by their index, then the compressed rows
     // (`ggml_concat` at the raw view's padded length); its tiled kernel groups them by 64
     let n_cells = kv.shape.n_cells;
-    let comp_base = n_cells.next_multiple_of(KV_TILE);
+    let raw_view = (0..n).map(|t| kv.view_cells(kv.stream_of(ub.seq[t]))).max().unwrap_or(0);
+    let comp_base = raw_view;
+    // the compressed view (`dsv4_build_comp_plan`): the most rows a token sees, padded to 256,
+    // at least 256
+    let comp_view = if ratio == 0 { 0 } else { (0..n).map(|t| (ub.pos[t] as usize + 1) / ratio).max().unwrap_or(0).next_multiple_of(256).max(256) };
     let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+    // one token: upstream's split-KV kernel over raw + compressed views of 512 cells or more
+    let split = (n == 1).then(|| (raw_view + comp_view, pool.n_threads()));
     pool.run(&|ith, _| {
         // SAFETY: each thread uses only its own tile.
         let tile = unsafe { &mut tiles.slice(ith..ith + 1)[0] };
         tile.set_tiled(tiled);
+        tile.set_split(split);
         loop {
             let item = next.fetch_add(1, Ordering::Relaxed);
             if item >= n * parts {
@@ -473,6 +480,15 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
                 let k = crate::quant::f16_bytes(dsv4.row(il, Part::Attn, stream, b));
                 (comp_base + b, pos, k, k)
             });
+            if let Some((n_view, n_chunks)) = tile.split() {
+                // the sinks join chunk 0's softmax
+                tile.run_split(heads.len(), scale, raw.chain(comp), n_view, n_chunks, Some(&layer.sinks[heads.clone()]));
+                for (j, head) in heads.enumerate() {
+                    // SAFETY: the heads of item (token t, part p) are written by exactly one thread.
+                    tile.output(j, unsafe { out.slice((t * h + head) * d..(t * h + head + 1) * d) });
+                }
+                continue;
+            }
             if tiled {
                 tile.run_tiled(heads.len(), scale, raw.chain(comp));
             } else {

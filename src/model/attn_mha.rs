@@ -159,6 +159,8 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
     let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
     let starts = &*starts;
     let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+    // one token: upstream's split-KV kernel over its view when that holds 512 cells or more
+    let split = (n == 1).then(|| (kv.view_cells(kv.stream_of(ub.seq[0])), pool.n_threads()));
     let n_cells = kv.shape.n_cells;
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(tiles);
@@ -170,6 +172,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
         // SAFETY: each thread uses only its own scratch slot.
         let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
         tile.set_tiled(tiled);
+        tile.set_split(split);
         loop {
             let claimed = next.fetch_add(1, Ordering::Relaxed);
             if claimed >= items {

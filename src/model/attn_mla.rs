@@ -343,6 +343,8 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         let n_tiles = split_tiles(&ub.seq[..n], per_tile, &mut s.tile_starts);
         let starts = &s.tile_starts;
         let tiled = kvr.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+        // one token: upstream's split-KV kernel over its view when that holds 512 cells or more
+        let split = (n == 1).then(|| (kvr.view_cells(kvr.stream_of(ub.seq[0])), pool.n_threads()));
         let n_cells = kvr.shape.n_cells;
         // claimed one by one, latest tokens first (see dense::attention)
         let next = AtomicUsize::new(0);
@@ -350,6 +352,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
             // SAFETY: each thread uses only its own scratch slot.
             let tile = unsafe { &mut scratch.slice(ith..ith + 1)[0] };
             tile.set_tiled(tiled);
+            tile.set_split(split);
             loop {
                 let claimed = next.fetch_add(1, Ordering::Relaxed);
                 if claimed >= n_tiles * parts {
