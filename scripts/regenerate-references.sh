@@ -398,7 +398,8 @@ if want upstream-ops; then
   # ggml's flash attention on seeded inputs (tiled kernel for 70 rows, one-chunk kernel for 40)
   mkdir -p "$DUMP/fa"
   $NICE "$TOOLS/fa_dump" "$DUMP/fa"
-  for f in fa_q.f32 fa_k.f16 fa_v.f16 fa_tiled_out.f32 fa_tiled_sinks_out.f32 fa_one_chunk_out.f32; do
+  for f in fa_q.f32 fa_k.f16 fa_v.f16 fa_tiled_out.f32 fa_tiled_sinks_out.f32 fa_one_chunk_out.f32 \
+           fa_decode_q.f32 fa_decode_k.f16 fa_decode_v.f16 fa_split2_out.f32 fa_split2_sinks_out.f32 fa_split3_sinks_out.f32; do
     cp "$DUMP/fa/$f" "$(out "$D/upstream_ops/$f")"
   done
 fi
