@@ -539,16 +539,22 @@ impl TileScratch {
             self.kt[d * KV_TILE + n..d * KV_TILE + ncols].iter_mut().for_each(|x| *x = 0.0);
         }
         tiled_scores(self.level, &self.q, self.dkp, n_rows, &self.kt, self.dk, ncols, &mut self.kq);
+        // the usual tile: its cells fill slots 0..n in order
+        let in_order = self.tslot[..n].iter().enumerate().all(|(c, &t)| t == c);
         for row in 0..n_rows {
             let limit = self.limit[row];
             let mut s = [f32::NEG_INFINITY; KV_TILE];
             let kq = &self.kq[row * KV_TILE..row * KV_TILE + n];
-            for c in 0..n {
-                if self.tpos[c] <= limit {
-                    s[self.tslot[c]] = kq[c] * scale;
+            let tile_max = if in_order {
+                masked_scores(self.level, kq, &self.tpos[..n], limit, scale, &mut s)
+            } else {
+                for c in 0..n {
+                    if self.tpos[c] <= limit {
+                        s[self.tslot[c]] = kq[c] * scale;
+                    }
                 }
-            }
-            let tile_max = s.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+                s.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
+            };
             let w = &mut self.tw[row * KV_TILE..(row + 1) * KV_TILE];
             if tile_max == f32::NEG_INFINITY {
                 w[..n].iter_mut().for_each(|x| *x = 0.0);
@@ -568,8 +574,12 @@ impl TileScratch {
                 sum += reduce_add_16(g) as f64;
             }
             self.sum[row] = (self.sum[row] as f64 + sum) as f32;
-            for c in 0..n {
-                w[c] = s[self.tslot[c]];
+            if in_order {
+                w[..n].copy_from_slice(&s[..n]);
+            } else {
+                for c in 0..n {
+                    w[c] = s[self.tslot[c]];
+                }
             }
         }
         // acc += w · V over the present cells in order, up to four rows and BLOCK cells a call
@@ -838,6 +848,52 @@ fn v_expf_shifted(level: Level, x: &mut [f32; KV_TILE], shift: f32) {
     }
     let _ = level;
     x.iter_mut().for_each(|v| *v = super::ggml_v_expf(*v - shift));
+}
+
+/// A tiled row's scores for a tile whose `n = kq.len()` cells fill slots 0..n: s[c] = kq[c] ·
+/// scale where the cell's position is within `limit`, −∞ elsewhere (and past n); returns their
+/// maximum. (Branch-free, so that the levels' builds vectorize it; a maximum is exact in any
+/// order.)
+fn masked_scores(level: Level, kq: &[f32], tpos: &[i32], limit: i32, scale: f32, s: &mut [f32; KV_TILE]) -> f32 {
+    #[inline(always)]
+    fn body(kq: &[f32], tpos: &[i32], limit: i32, scale: f32, s: &mut [f32; KV_TILE]) -> f32 {
+        let n = kq.len();
+        let mut m = [f32::NEG_INFINITY; 16];
+        for c in 0..KV_TILE {
+            let x = if c < n && tpos[c.min(n - 1)] <= limit { kq[c.min(n - 1)] * scale } else { f32::NEG_INFINITY };
+            s[c] = x;
+            let l = c % 16;
+            m[l] = if x > m[l] { x } else { m[l] };
+        }
+        m.iter().fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a })
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn at_512(kq: &[f32], tpos: &[i32], limit: i32, scale: f32, s: &mut [f32; KV_TILE]) -> f32 {
+            body(kq, tpos, limit, scale, s)
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn at_256(kq: &[f32], tpos: &[i32], limit: i32, scale: f32, s: &mut [f32; KV_TILE]) -> f32 {
+            body(kq, tpos, limit, scale, s)
+        }
+        if kq.is_empty() {
+            s.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+            return f32::NEG_INFINITY;
+        }
+        // SAFETY: the level's instructions were detected.
+        if level >= Level::Avx512 {
+            return unsafe { at_512(kq, tpos, limit, scale, s) };
+        }
+        if level >= Level::Avx2 {
+            return unsafe { at_256(kq, tpos, limit, scale, s) };
+        }
+    }
+    if kq.is_empty() {
+        s.iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+        return f32::NEG_INFINITY;
+    }
+    body(kq, tpos, limit, scale, s)
 }
 
 /// The sum of 16 values as GCC's `_mm512_reduce_add_ps` adds them: lanes (j, j + 8), then
