@@ -51,7 +51,9 @@ cp "$OURS_SRC/libdeepseek.so" "$WORK/libdeepseek.so"
 
 # the calls must bind to our library, not to the libllama.so llama-bench was linked with
 # (LD_BIND_NOW: with lazy binding `--help` exits before its first llama_* call binds)
-if ! LD_BIND_NOW=1 LD_DEBUG=bindings LD_PRELOAD="$WORK/libdeepseek.so" "$LLAMA_BENCH" --help 2>&1 >/dev/null | grep -q "binding file [^ ]*llama-bench[^ ]* .* to $WORK/libdeepseek.so .*llama_backend_init"; then
+# (the output captured first: under pipefail, `grep -q` leaving early would fail the pipeline)
+BINDINGS="$(LD_BIND_NOW=1 LD_DEBUG=bindings LD_PRELOAD="$WORK/libdeepseek.so" "$LLAMA_BENCH" --help 2>&1 >/dev/null || true)"
+if ! grep -q "binding file [^ ]*llama-bench[^ ]* .* to $WORK/libdeepseek.so .*llama_backend_init" <<< "$BINDINGS"; then
   echo "warning: could not confirm with LD_DEBUG=bindings that llama-bench binds llama_backend_init to our library" >&2
 fi
 
