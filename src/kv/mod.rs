@@ -220,8 +220,10 @@ impl KvCache {
         if seqs.iter().all(|&q| self.stream_of(q) == s0) {
             return seqs.len();
         }
-        let distinct = (0..seqs.len()).filter(|&i| !seqs[..i].iter().any(|&q| self.stream_of(q) == self.stream_of(seqs[i]))).count();
-        seqs.len() / distinct
+        // stream numbers are below n_seq_max, so a set of sequence numbers holds them
+        let mut streams = SeqSet::EMPTY;
+        seqs.iter().for_each(|&q| streams.insert(self.stream_of(q)));
+        seqs.len() / streams.len()
     }
 
     fn stream_cells(&self, stream: usize) -> std::ops::Range<usize> {
@@ -565,3 +567,58 @@ impl KvCache {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::rope::RopeMode;
+
+    fn cache(n_stream: usize, n_cells: usize) -> KvCache {
+        let shape = KvShape {
+            n_layer: 1,
+            n_head_kv: 1,
+            head_dim: 32,
+            head_dim_v: 32,
+            n_stream,
+            n_cells,
+            n_seq_max: 4,
+            with_v: true,
+            rope_offset: 0,
+            indexer_key: None,
+            dsv4: None,
+            k_type: CacheType::F16,
+            v_type: CacheType::F16,
+            k_rot: 0,
+        };
+        let rope = RopeParams { n_dims: 32, freq_base: 10000.0, freq_scale: 1.0, ext_factor: 0.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 4096, mode: RopeMode::Norm };
+        KvCache::new(shape, rope, None).unwrap()
+    }
+
+    /// upstream's `get_n_kv`: one past the highest used cell, padded to 256, at least 256, at
+    /// most the stream's cells; removals lower it again.
+    #[test]
+    fn view_cells_are_upstreams_n_kv() {
+        let mut kv = cache(2, 1024);
+        assert_eq!(kv.view_cells(0), 256);
+        for pos in 0..300 {
+            let c = kv.find_free(0, &[]).unwrap();
+            kv.occupy(c, pos, SeqSet::single(0));
+        }
+        assert_eq!((kv.view_cells(0), kv.view_cells(1)), (512, 256));
+        assert!(kv.seq_rm(0, 200, -1));
+        assert_eq!(kv.view_cells(0), 256);
+        let small = cache(1, 128);
+        assert_eq!(small.view_cells(0), 128);
+    }
+
+    /// The query rows per stream of upstream's attention: a micro-batch's tokens split evenly
+    /// over the streams its sequences are in.
+    #[test]
+    fn tokens_per_stream_splits_over_streams() {
+        let (unified, per_seq) = (cache(1, 256), cache(4, 256));
+        assert_eq!(unified.tokens_per_stream(&[0, 1, 2, 3, 0, 1, 2, 3]), 8);
+        assert_eq!(per_seq.tokens_per_stream(&[0, 1, 2, 3, 0, 1, 2, 3]), 2);
+        assert_eq!(per_seq.tokens_per_stream(&[2; 70]), 70);
+        assert_eq!(per_seq.tokens_per_stream(&[]), 0);
+    }
+}
