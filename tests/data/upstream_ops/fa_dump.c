@@ -21,43 +21,10 @@ static void put(const char *dir, const char *name, const void *p, size_t n) {
     char path[512]; snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb"); fwrite(p, 1, n, f); fclose(f);
 }
-static void run(const char *dir, const char *name, int n, int sinks, const float *q, const ggml_fp16_t *k, const ggml_fp16_t *v, const float *sk) {
-    struct ggml_init_params ip = { 64 * 1024 * 1024, NULL, false };
-    struct ggml_context *ctx = ggml_init(ip);
-    struct ggml_tensor *tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, DK, n, H, 1);
-    struct ggml_tensor *tk = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DK, NKV, HKV, 1);
-    struct ggml_tensor *tv = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DV, NKV, HKV, 1);
-    struct ggml_tensor *tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, NKV, n, 1, 1);
-    // q rows of head h, token t at q[(h*N + t)*DK]
-    for (int h = 0; h < H; h++) for (int t = 0; t < n; t++) memcpy((float *)tq->data + ((size_t)h * n + t) * DK, q + ((size_t)h * N + t) * DK, DK * 4);
-    memcpy(tk->data, k, sizeof(ggml_fp16_t) * DK * NKV * HKV);
-    memcpy(tv->data, v, sizeof(ggml_fp16_t) * DV * NKV * HKV);
-    for (int t = 0; t < n; t++) for (int c = 0; c < NKV; c++) ((ggml_fp16_t *)tm->data)[t * NKV + c] = ggml_fp32_to_fp16(visible(t, c) ? 0.0f : -INFINITY);
-    struct ggml_tensor *out = ggml_flash_attn_ext(ctx, tq, tk, tv, tm, 1.0f / sqrtf(DK), 0.0f, 0.0f);
-    if (sinks) {
-        struct ggml_tensor *ts = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, H);
-        memcpy(ts->data, sk, H * 4);
-        ggml_flash_attn_ext_add_sinks(out, ts);
-    }
-    ggml_prec_set_acc(out, GGML_PREC_F32);
-    struct ggml_cgraph *gf = ggml_new_graph(ctx);
-    ggml_build_forward_expand(gf, out);
-    ggml_graph_compute_with_ctx(ctx, gf, 2);
-    // out: [DV, H, n]
-    put(dir, name, out->data, ggml_nbytes(out));
-    ggml_free(ctx);
-}
-static void run_decode(const char *dir, const char *name, int sinks, int nth, const float *q, const ggml_fp16_t *k, const ggml_fp16_t *v, const float *sk) {
-    struct ggml_init_params ip = { 64 * 1024 * 1024, NULL, false };
-    struct ggml_context *ctx = ggml_init(ip);
-    struct ggml_tensor *tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, DK, 1, H, 1);
-    struct ggml_tensor *tk = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DK, NKV2, HKV, 1);
-    struct ggml_tensor *tv = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DV, NKV2, HKV, 1);
-    struct ggml_tensor *tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, NKV2, 1, 1, 1);
-    memcpy(tq->data, q, sizeof(float) * DK * H);
-    memcpy(tk->data, k, sizeof(ggml_fp16_t) * DK * NKV2 * HKV);
-    memcpy(tv->data, v, sizeof(ggml_fp16_t) * DV * NKV2 * HKV);
-    for (int c = 0; c < NKV2; c++) ((ggml_fp16_t *)tm->data)[c] = ggml_fp32_to_fp16(visible2(c) ? 0.0f : -INFINITY);
+// ggml_flash_attn_ext of the tensors (with sinks when asked, F32 precision as llama.cpp asks)
+// computed by nth threads; writes its output and frees the context
+static void attend(struct ggml_context *ctx, struct ggml_tensor *tq, struct ggml_tensor *tk, struct ggml_tensor *tv, struct ggml_tensor *tm,
+                   int sinks, const float *sk, int nth, const char *dir, const char *name) {
     struct ggml_tensor *out = ggml_flash_attn_ext(ctx, tq, tk, tv, tm, 1.0f / sqrtf(DK), 0.0f, 0.0f);
     if (sinks) {
         struct ggml_tensor *ts = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, H);
@@ -70,6 +37,34 @@ static void run_decode(const char *dir, const char *name, int sinks, int nth, co
     ggml_graph_compute_with_ctx(ctx, gf, nth);
     put(dir, name, out->data, ggml_nbytes(out));
     ggml_free(ctx);
+}
+static void run(const char *dir, const char *name, int n, int sinks, const float *q, const ggml_fp16_t *k, const ggml_fp16_t *v, const float *sk) {
+    struct ggml_init_params ip = { 64 * 1024 * 1024, NULL, false };
+    struct ggml_context *ctx = ggml_init(ip);
+    struct ggml_tensor *tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, DK, n, H, 1);
+    struct ggml_tensor *tk = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DK, NKV, HKV, 1);
+    struct ggml_tensor *tv = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DV, NKV, HKV, 1);
+    struct ggml_tensor *tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, NKV, n, 1, 1);
+    // q rows of head h, token t at q[(h*N + t)*DK]
+    for (int h = 0; h < H; h++) for (int t = 0; t < n; t++) memcpy((float *)tq->data + ((size_t)h * n + t) * DK, q + ((size_t)h * N + t) * DK, DK * 4);
+    memcpy(tk->data, k, sizeof(ggml_fp16_t) * DK * NKV * HKV);
+    memcpy(tv->data, v, sizeof(ggml_fp16_t) * DV * NKV * HKV);
+    for (int t = 0; t < n; t++) for (int c = 0; c < NKV; c++) ((ggml_fp16_t *)tm->data)[t * NKV + c] = ggml_fp32_to_fp16(visible(t, c) ? 0.0f : -INFINITY);
+    // out: [DV, H, n]
+    attend(ctx, tq, tk, tv, tm, sinks, sk, 2, dir, name);
+}
+static void run_decode(const char *dir, const char *name, int sinks, int nth, const float *q, const ggml_fp16_t *k, const ggml_fp16_t *v, const float *sk) {
+    struct ggml_init_params ip = { 64 * 1024 * 1024, NULL, false };
+    struct ggml_context *ctx = ggml_init(ip);
+    struct ggml_tensor *tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, DK, 1, H, 1);
+    struct ggml_tensor *tk = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DK, NKV2, HKV, 1);
+    struct ggml_tensor *tv = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, DV, NKV2, HKV, 1);
+    struct ggml_tensor *tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, NKV2, 1, 1, 1);
+    memcpy(tq->data, q, sizeof(float) * DK * H);
+    memcpy(tk->data, k, sizeof(ggml_fp16_t) * DK * NKV2 * HKV);
+    memcpy(tv->data, v, sizeof(ggml_fp16_t) * DV * NKV2 * HKV);
+    for (int c = 0; c < NKV2; c++) ((ggml_fp16_t *)tm->data)[c] = ggml_fp32_to_fp16(visible2(c) ? 0.0f : -INFINITY);
+    attend(ctx, tq, tk, tv, tm, sinks, sk, nth, dir, name);
 }
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : ".";
