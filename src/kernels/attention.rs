@@ -317,7 +317,11 @@ impl TileScratch {
     /// Whether the next tiles run upstream's tiled kernel ([`TileScratch::run_tiled`]): `on`
     /// when the micro-batch takes it ([`takes_tiled`]); set before the rows' queries.
     pub fn set_tiled(&mut self, on: bool) {
-        self.tiled = on && self.k_bytes == 0 && is_f16_kind(self.v_type) && self.k_type == self.v_type;
+        // Only where this tile follows upstream's kernels (the F16-accumulator recipes): the dense
+        // recipes' f32 accumulator keeps a row's result close to the same whatever its batch,
+        // which the serving engine's batched-vs-alone test (c_tests/engine_stress.c) holds them
+        // to; with the tiled kernel there a request's first token moved past that bound.
+        self.tiled = on && self.k_bytes == 0 && is_f16_kind(self.v_type) && self.k_type == self.v_type && self.accumulator == Accumulator::F16;
     }
 
     /// Whether this tile's cache types are those upstream's split-KV decode kernel takes (F16
