@@ -6,8 +6,8 @@
 //! accumulator is what the quantized-MoE models are sensitive to: an f32 one moved their
 //! expert choices away from llama.cpp's.
 //!
-//! A micro-batch with at least 64 query tokens per stream over F16 keys and values takes
-//! ggml's other kernel, as upstream does ([`TileScratch::set_tiled`], [`TileScratch::run_tiled`]):
+//! In the recipes that follow upstream's F16 accumulator, a micro-batch with at least 64 query
+//! tokens per stream over F16 keys and values takes ggml's other kernel, as upstream does ([`TileScratch::set_tiled`], [`TileScratch::run_tiled`]):
 //! cells in tiles of 64 by their place in the cache view, a tile's scores for every row first,
 //! masked cells at −∞, one rescale per tile, exponentials by `ggml_v_expf`, and f32 accumulators.
 //! (Its split-KV decode path — one token over 512 cells or more — splits the cells by thread
