@@ -215,15 +215,10 @@ impl KvCache {
     /// upstream's attention of it has per stream (its query tensor's `ne[1]`; a micro-batch
     /// over several streams splits its tokens evenly between them).
     pub fn tokens_per_stream(&self, seqs: &[usize]) -> usize {
-        let Some(&first) = seqs.first() else { return 0 };
-        let s0 = self.stream_of(first);
-        if seqs.iter().all(|&q| self.stream_of(q) == s0) {
-            return seqs.len();
-        }
         // stream numbers are below n_seq_max, so a set of sequence numbers holds them
         let mut streams = SeqSet::EMPTY;
         seqs.iter().for_each(|&q| streams.insert(self.stream_of(q)));
-        seqs.len() / streams.len()
+        seqs.len() / streams.len().max(1)
     }
 
     fn stream_cells(&self, stream: usize) -> std::ops::Range<usize> {
