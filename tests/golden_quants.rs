@@ -21,7 +21,7 @@ fn check(model: &str) {
 fn check_moe(model: &str) {
     let dir = data("quants");
     let g = |ext: &str| dir.join(format!("golden/{model}.{ext}"));
-    check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"), Moe::Loose);
+    check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"), Moe::Strict);
 }
 
 #[test]

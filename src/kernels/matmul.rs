@@ -47,6 +47,8 @@ impl WeightMatrix<'_> {
             quant::Repacked::No => quant::vec_dot(self.ty, self.cols, self.row(r), act),
             rp @ quant::Repacked::Sgemm if t < rp.gemm_rows(n) => quant::vec_dot_sgemm(self.ty, self.cols, self.row(r), act),
             quant::Repacked::Sgemm => quant::vec_dot(self.ty, self.cols, self.row(r), act),
+            rp @ quant::Repacked::Tiled if t < rp.gemm_rows(n) => quant::vec_dot_tiled(self.ty, self.cols, self.row(r), act),
+            quant::Repacked::Tiled => quant::vec_dot(self.ty, self.cols, self.row(r), act),
             rp => quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act, t < rp.gemm_rows(n)),
         }
     }
@@ -234,10 +236,12 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         let rp = w.repacked;
         let repacked = rp.is_repacked();
         let single = if repacked { simd::dot_fns_repacked(w.ty, false) } else { simd::dot_fns(w.ty) };
-        let gemm_rows = rp.gemm_rows(n_rows);
+        // (in the fast order a tiled-order matrix sums as any other)
+        let gemm_rows = if rp == quant::Repacked::Tiled && w.order == simd::SumOrder::Fast { 0 } else { rp.gemm_rows(n_rows) };
         let single_gemm = match (gemm_rows, rp) {
             (0, _) => None,
             (_, quant::Repacked::Sgemm) => simd::dot_fns_sgemm(w.ty),
+            (_, quant::Repacked::Tiled) => simd::dot_fns_tiled(w.ty),
             _ => simd::dot_fns_repacked(w.ty, true),
         };
         let (mut gemv, mut batched, mut panels) = (None, None, None);
@@ -254,7 +258,12 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             // in tinyBLAS's order)
             let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
             let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference;
-            panels = simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm);
+            panels = if rp == quant::Repacked::Tiled && gemm_rows > 0 {
+                // every row in the tiled matmul's order
+                simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= g.min_act_rows)
+            } else {
+                simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm)
+            };
             if panels.is_some() {
                 aux_at = aux_total;
                 aux_total += n_rows * nb;
@@ -267,6 +276,9 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                     // every row in the GEMV's order
                     quant::Repacked::MulMatId => simd::batch_fns_repacked(w.ty),
                     quant::Repacked::MulMat => None,
+                    // every row in the tiled order (`single_gemm`), or none
+                    quant::Repacked::Tiled if gemm_rows > 0 => None,
+                    quant::Repacked::Tiled => simd::batch_fns(w.ty),
                 };
                 prep_fn = batched.map(|b| (b.prep, (b.prep_bytes)(nb)));
             }
@@ -367,7 +379,7 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
 fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, aux: *const simd::ActAux, out: SharedOut<f32>, rows: std::ops::Range<usize>) {
     let (n_rows, nb, rb, arb) = (plan.n_rows, plan.nb, plan.rb, plan.arb);
     // a repacked matrix's GEMM rows, or every row of a tinyBLAS product, in their own order
-    let repacked = matches!(w.repacked, quant::Repacked::MulMat | quant::Repacked::Sgemm) && !(w.repacked == quant::Repacked::Sgemm && w.order == simd::SumOrder::Fast);
+    let repacked = matches!(w.repacked, quant::Repacked::MulMat | quant::Repacked::Sgemm | quant::Repacked::Tiled) && !(matches!(w.repacked, quant::Repacked::Sgemm | quant::Repacked::Tiled) && w.order == simd::SumOrder::Fast);
     // the activation rows the panels take: all, or a repacked matrix's GEMM rows
     let panel_rows = if repacked { plan.gemm_rows } else { n_rows };
     let mut r_rest = rows.start;

@@ -131,7 +131,7 @@ impl Weights {
         let (e, v) = (hp.n_embd, hp.n_vocab);
         let token_embd = mat(f, "token_embd.weight", e, v)?;
         // a tied output is upstream's token_embd tensor, placed for GET_ROWS: never repacked
-        let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { Mat { repacked: quant::Repacked::No, ..token_embd.clone() } };
+        let output = if f.tensor("output.weight").is_some() { mat(f, "output.weight", e, v)? } else { Mat { repacked: quant::Repacked::of_heads(token_embd.ty), ..token_embd.clone() } };
         Ok(Weights {
             token_embd,
             output_norm: vector(f, "output_norm.weight", e)?,

@@ -85,9 +85,11 @@ mod q8_1;
 mod q8_k;
 #[cfg(test)]
 pub(crate) mod test_util;
+mod tiled;
 mod tq1_0;
 mod tq2_0;
 
+pub use tiled::{tiled_order, TILED_MIN_ROWS};
 pub use half::{bf16_to_f32, f16_bytes, f16_slice, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 /// Elements per K-quant super-block.
@@ -321,6 +323,10 @@ pub enum Repacked {
     /// hands a product of two or more activation rows to tinyBLAS (`llamafile_sgemm`, which
     /// declines one row), a single row to `vec_dot`.
     Sgemm,
+    /// Not repacked and of a type llama.cpp's tiled matmul serves ([`tiled_order`]): a product of
+    /// [`TILED_MIN_ROWS`] or more activation rows (of `ggml_mul_mat`, or an expert's routed rows
+    /// of `ggml_mul_mat_id`) goes in its order ([`vec_dot_tiled`]), fewer in `vec_dot`'s.
+    Tiled,
 }
 
 impl Repacked {
@@ -328,6 +334,7 @@ impl Repacked {
     /// `ggml_mul_mat_id`.
     pub fn of(ty: GgmlType, rows: usize, experts: bool) -> Repacked {
         match (repacked_order(ty, rows), experts) {
+            (false, _) if tiled_order(ty) => Repacked::Tiled,
             (false, false) if sgemm_order(ty) => Repacked::Sgemm,
             (false, _) => Repacked::No,
             (true, false) => Repacked::MulMat,
@@ -335,9 +342,12 @@ impl Repacked {
         }
     }
 
-    /// For a 3-D stack of `ggml_mul_mat` (per-head matrices), which upstream never repacks.
+    /// For a 3-D stack of `ggml_mul_mat` (per-head matrices), which upstream never repacks, or a
+    /// matrix it keeps out of its repacked buffers (a tied output read from `token_embd`).
     pub fn of_heads(ty: GgmlType) -> Repacked {
-        if sgemm_order(ty) {
+        if tiled_order(ty) {
+            Repacked::Tiled
+        } else if sgemm_order(ty) {
             Repacked::Sgemm
         } else {
             Repacked::No
@@ -345,12 +355,13 @@ impl Repacked {
     }
 
     /// How many of `n` activation rows of one product upstream multiplies with its GEMM (for
-    /// `Sgemm`, tinyBLAS).
+    /// `Sgemm`, tinyBLAS; for `Tiled`, its tiled matmul).
     pub fn gemm_rows(self, n: usize) -> usize {
         match self {
             Repacked::MulMat => n - n % 4,
             Repacked::Sgemm if n >= 2 => n,
-            Repacked::No | Repacked::MulMatId | Repacked::Sgemm => 0,
+            Repacked::Tiled if n >= TILED_MIN_ROWS => n,
+            Repacked::No | Repacked::MulMatId | Repacked::Sgemm | Repacked::Tiled => 0,
         }
     }
 
@@ -367,6 +378,13 @@ impl Repacked {
 /// several-row products follow [`vec_dot_sgemm`].
 pub fn sgemm_order(ty: GgmlType) -> bool {
     ty == GgmlType::IQ4_NL
+}
+
+/// [`vec_dot`] in the order of llama.cpp's tiled matmul, for the types of [`tiled_order`].
+pub fn vec_dot_tiled(ty: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    expect_row_bytes(ty, n, w.len(), "vec_dot_tiled (weights)");
+    expect_row_bytes(ty.vec_dot_type(), n, a.len(), "vec_dot_tiled (activations)");
+    tiled::vec_dot(ty, w, a)
 }
 
 /// [`vec_dot`] in the order of llama.cpp's tinyBLAS, for the types of [`sgemm_order`].

@@ -263,6 +263,24 @@ pub fn dot_fns_sgemm_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
     }
 }
 
+/// The per-row kernels in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`) for the
+/// types of `quant::tiled_order`, or None when only the scalar reference handles it.
+pub fn dot_fns_tiled(ty: GgmlType) -> Option<&'static DotFns> {
+    dot_fns_tiled_at(level(), ty)
+}
+
+/// As [`dot_fns_tiled`] at a given level.
+pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
+    let _ = (level, ty);
+    None
+}
+
+/// The panels that sum in the tiled matmul's order (`quant::vec_dot_tiled`), for `ty`.
+pub fn panel_fns_tiled(ty: GgmlType) -> Option<&'static PanelFns> {
+    let _ = ty;
+    None
+}
+
 /// The SIMD dot kernels for a weight matrix of type `ty` that llama.cpp repacks
 /// (`quant::repacked_order`), in the order of its repacked GEMM (`gemm`) or GEMV
 /// (`quant::vec_dot_repacked`), or None when only the scalar reference handles it. The GEMM
