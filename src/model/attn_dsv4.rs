@@ -81,7 +81,8 @@ impl Dsv4Attn {
         let (g, ol) = (d4.o_groups, d4.o_lora_rank);
         let out_a = mat(f, &n("attn_output_a.weight"), h * d / g, ol * g)?;
         // upstream makes it 3-D ({.., o_lora_rank, o_groups}) for ggml_mul_mat: not repacked
-        let out_a = Stack { first: Mat { rows: ol, n_bytes: out_a.n_bytes / g, repacked: crate::quant::Repacked::No, ..out_a }, count: g };
+        // (its tiled matmul takes 8 or more tokens)
+        let out_a = Stack { first: Mat { rows: ol, n_bytes: out_a.n_bytes / g, repacked: crate::quant::Repacked::of_heads(out_a.ty), ..out_a }, count: g };
         let lid = if ratio == CSA_RATIO {
             let x = hp.indexer.as_ref().ok_or("deepseek4: a ratio-4 block needs the indexer keys")?;
             Some(Lid {

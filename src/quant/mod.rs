@@ -85,7 +85,7 @@ mod q8_1;
 mod q8_k;
 #[cfg(test)]
 pub(crate) mod test_util;
-mod tiled;
+pub(crate) mod tiled;
 mod tq1_0;
 mod tq2_0;
 

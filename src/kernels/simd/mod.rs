@@ -12,6 +12,8 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
 #[cfg(target_arch = "x86_64")]
+pub mod tiled;
+#[cfg(target_arch = "x86_64")]
 pub mod vmath;
 
 use crate::quant::GgmlType;
@@ -277,8 +279,75 @@ pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
 
 /// The panels that sum in the tiled matmul's order (`quant::vec_dot_tiled`), for `ty`.
 pub fn panel_fns_tiled(ty: GgmlType) -> Option<&'static PanelFns> {
-    let _ = ty;
-    None
+    panel_fns_tiled_at(level(), ty)
+}
+
+macro_rules! tiled_panel {
+    ($rows:expr, $bytes:expr, $u:ident, $g:ident, $ty:ident, $nsub:expr, $min:expr) => {
+        PanelFns {
+            rows: $rows,
+            min_act_rows: 1,
+            block_bytes: $bytes,
+            unpack: tiled::$u::<{ GgmlType::$ty as u32 }> as UnpackFn,
+            gemm: [
+                tiled::$g::<1, $nsub, $min> as PanelFn,
+                tiled::$g::<2, $nsub, $min> as PanelFn,
+                tiled::$g::<3, $nsub, $min> as PanelFn,
+                tiled::$g::<4, $nsub, $min> as PanelFn,
+                tiled::$g::<5, $nsub, $min> as PanelFn,
+                tiled::$g::<6, $nsub, $min> as PanelFn,
+                tiled::$g::<7, $nsub, $min> as PanelFn,
+                tiled::$g::<8, $nsub, $min> as PanelFn,
+            ],
+        }
+    };
+}
+
+/// As [`panel_fns_tiled`] at a given level: one generic pair of kernels per level
+/// (`simd::tiled`), exact, so bit for bit the reference.
+pub fn panel_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
+    macro_rules! per_type {
+        ($rows:expr, $bytes:expr, $u:ident, $g:ident) => {{
+            static Q2K: PanelFns = tiled_panel!($rows, $bytes, $u, $g, Q2K, 16, true);
+            static Q3K: PanelFns = tiled_panel!($rows, $bytes, $u, $g, Q3K, 16, false);
+            static Q4K: PanelFns = tiled_panel!($rows, $bytes, $u, $g, Q4K, 8, true);
+            static Q5K: PanelFns = tiled_panel!($rows, $bytes, $u, $g, Q5K, 8, true);
+            static Q6K: PanelFns = tiled_panel!($rows, $bytes, $u, $g, Q6K, 16, false);
+            static IQ4_XS: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ4_XS, 8, false);
+            static IQ2_XXS: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ2_XXS, 8, false);
+            static IQ2_XS: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ2_XS, 16, false);
+            static IQ2_S: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ2_S, 16, false);
+            static IQ3_XXS: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ3_XXS, 8, false);
+            static IQ3_S: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ3_S, 8, false);
+            static IQ1_S: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ1_S, 8, false);
+            static IQ1_M: PanelFns = tiled_panel!($rows, $bytes, $u, $g, IQ1_M, 16, false);
+            match ty {
+                GgmlType::Q2K => Some(&Q2K),
+                GgmlType::Q3K => Some(&Q3K),
+                GgmlType::Q4K => Some(&Q4K),
+                GgmlType::Q5K => Some(&Q5K),
+                GgmlType::Q6K => Some(&Q6K),
+                GgmlType::IQ4_XS => Some(&IQ4_XS),
+                GgmlType::IQ2_XXS => Some(&IQ2_XXS),
+                GgmlType::IQ2_XS => Some(&IQ2_XS),
+                GgmlType::IQ2_S => Some(&IQ2_S),
+                GgmlType::IQ3_XXS => Some(&IQ3_XXS),
+                GgmlType::IQ3_S => Some(&IQ3_S),
+                GgmlType::IQ1_S => Some(&IQ1_S),
+                GgmlType::IQ1_M => Some(&IQ1_M),
+                _ => None,
+            }
+        }};
+    }
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => per_type!(8, tiled::P8_BLOCK, unpack8, gemm8),
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => per_type!(16, tiled::P16_BLOCK, unpack16, gemm16),
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 | Level::Avx512 => None,
+    }
 }
 
 /// The SIMD dot kernels for a weight matrix of type `ty` that llama.cpp repacks

@@ -636,3 +636,48 @@ fn panels_q4_1() {
 fn panels_q5_1() {
     check_panels(GgmlType::Q5_1, &[32, 160]);
 }
+
+/// The tiled matmul's panels (`panel_fns_tiled_at`) give `quant::vec_dot_tiled`'s bits, for
+/// every type llama.cpp's tiled matmul serves, at every level, on random blocks (raw bytes and,
+/// where the type has one, the reference quantizer's), 1 to 8 activation rows per call.
+#[test]
+fn tiled_panels_are_the_reference_at_every_level() {
+    let types = [GgmlType::Q2K, GgmlType::Q3K, GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K, GgmlType::IQ4_XS, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ1_S, GgmlType::IQ1_M];
+    for level in levels() {
+        for ty in types {
+            assert!(quant::tiled_order(ty));
+            let fns = panel_fns_tiled_at(level, ty).unwrap_or_else(|| panic!("{level:?} has no tiled panel for {}", ty.name()));
+            let pr = fns.rows;
+            let mut rng = Rng(0x7165_d00d ^ ty as u64);
+            for cols in [256, 768] {
+                for raw in [false, true] {
+                    let nb = cols / quant::QK_K;
+                    let n_act = 9;
+                    let arb = GgmlType::Q8K.row_bytes(cols).unwrap();
+                    let wrb = ty.row_bytes(cols).unwrap();
+                    let act = act_rows(&mut rng, GgmlType::Q8K, cols, n_act);
+                    let w: Vec<u8> = (0..pr).flat_map(|_| weight_row(&mut rng, ty, cols, raw)).collect();
+                    let mut panel = vec![Align64([0; 64]); (nb * fns.block_bytes).div_ceil(64)];
+                    // SAFETY: pr rows of nb blocks; the panel has nb * block_bytes bytes, 64-byte
+                    // aligned; the level is supported.
+                    unsafe { (fns.unpack)(nb, w.as_ptr(), wrb, panel.as_mut_ptr() as *mut u8) };
+                    for (ri, f) in fns.gemm.iter().enumerate() {
+                        let r = ri + 1;
+                        let t0 = n_act - r;
+                        let stride = pr + 5;
+                        let mut out = vec![f32::NAN; stride * r];
+                        // SAFETY: activation rows t0..t0+r exist; out has r rows of `stride` slots.
+                        unsafe { f(nb, panel.as_ptr() as *const u8, act.as_ptr().add(t0 * arb), arb, std::ptr::null(), out.as_mut_ptr(), stride) };
+                        for i in 0..r {
+                            for j in 0..pr {
+                                let want = quant::vec_dot_tiled(ty, cols, &w[j * wrb..(j + 1) * wrb], &act[(t0 + i) * arb..(t0 + i + 1) * arb]);
+                                let got = out[i * stride + j];
+                                assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} raw {raw} R {r} ({}, {j}): {got} vs {want}", ty.name(), t0 + i);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Panels in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`), one generic pair of
+//! kernels per level for every type it serves: a panel's weight rows are unpacked once (the
+//! reference's `quant::tiled::unpack`) into integer weights, per sub-block scales (and mins) and
+//! the f32 factors; the kernels then sum, per block and exactly in 32-bit integers,
+//! `s1 = Σ_s scale_s · Σ_e w_e q_e` and `s2 = Σ_s min_s · bsum_s`, and take the reference's
+//! f32 steps `r = d · s1` (`r = fnmadd(dmin, s2, r)`), `acc = fma(r, d_a, acc)`.
+//!
+//! AVX-512 (16 weight rows, VNNI): the weights are stored `w + 128` as unsigned bytes in groups
+//! of 4 per row (`vpdpbusd` against 4 activation bytes broadcast), the `128 · bsum` of each
+//! sub-block taken off the integer sums. AVX2 (8 rows): the weights stay signed and each group
+//! goes through `maddubs(|w|, sign(q, w))` (|w|, |q| ≤ 127: no pair saturates), then
+//! `madd` by ones. Both are exact, so both give the reference's bits.
+
+#![allow(clippy::missing_safety_doc, clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use std::arch::x86_64::*;
+
+use crate::quant::tiled::unpack;
+use crate::quant::{GgmlType, QK_K};
+
+const Q8_K_B: usize = GgmlType::Q8K.block_bytes();
+/// Offset of the 16 i16 bsums in a Q8_K block.
+const Q8_K_BSUMS: usize = 4 + QK_K;
+
+/// The type of a const generic type id.
+#[inline(always)]
+fn ty_of(id: u32) -> GgmlType {
+    GgmlType::from_u32(id).expect("a tiled type")
+}
+
+/// One activation block's per-sub-block code sums (`n_sub` 8: pairs of Q8_K's 16-sums).
+#[inline(always)]
+unsafe fn sub_bsums<const NSUB: usize>(ab: *const u8) -> [i32; 16] {
+    // SAFETY: the caller guarantees a whole Q8_K block at ab.
+    unsafe {
+        let bs = |i: usize| std::ptr::read_unaligned(ab.add(Q8_K_BSUMS + 2 * i) as *const i16) as i32;
+        std::array::from_fn(|s| if s >= NSUB { 0 } else if NSUB == 16 { bs(s) } else { bs(2 * s) + bs(2 * s + 1) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX-512: 16 weight rows
+
+/// Offsets in one block of a 16-row panel: 64 groups × 16 rows × 4 bytes (`w + 128`), then per
+/// sub-block slot (16) the rows' scales as i32, the same for mins, then the rows' `d`, `dmin`.
+const P16_SC: usize = 64 * 64;
+const P16_MN: usize = P16_SC + 16 * 64;
+const P16_D: usize = P16_MN + 16 * 64;
+pub(crate) const P16_BLOCK: usize = P16_D + 2 * 64;
+
+/// Unpacks 16 rows of type `TY` (`w + j * w_stride`, `nb` blocks) into a panel of
+/// `nb * P16_BLOCK` bytes.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn unpack16<const TY: u32>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    let ty = ty_of(TY);
+    let bb = ty.block_bytes();
+    // SAFETY: the caller guarantees 16 rows of nb blocks at w and nb * P16_BLOCK bytes at panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * P16_BLOCK);
+            for j in 0..16 {
+                let t = unpack(ty, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
+                for k in 0..64 {
+                    for e in 0..4 {
+                        *pb.add(64 * k + 4 * j + e) = (t.w[4 * k + e] as u8) ^ 0x80;
+                    }
+                }
+                for s in 0..16 {
+                    *(pb.add(P16_SC + 64 * s + 4 * j) as *mut i32) = t.sc[s];
+                    *(pb.add(P16_MN + 64 * s + 4 * j) as *mut i32) = t.mn[s];
+                }
+                *(pb.add(P16_D + 4 * j) as *mut f32) = t.d;
+                *(pb.add(P16_D + 64 + 4 * j) as *mut f32) = t.dmin;
+            }
+        }
+    }
+}
+
+/// A 16-row panel against `R` Q8_K activation rows (`a + i * a_stride`): result (i, j) to
+/// `out + i * out_stride + j`, in the tiled matmul's order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16<const R: usize, const NSUB: usize, const HAS_MIN: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    let gps = QK_K / NSUB / 4;
+    // SAFETY: the panel holds nb blocks of P16_BLOCK bytes; a holds R rows of nb Q8_K blocks.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * P16_BLOCK);
+            let ab: [*const u8; R] = std::array::from_fn(|r| a.add(r * a_stride + ib * Q8_K_B));
+            let bsums: [[i32; 16]; R] = std::array::from_fn(|r| sub_bsums::<NSUB>(ab[r]));
+            let mut s1 = [_mm512_setzero_si512(); R];
+            let mut s2 = [_mm512_setzero_si512(); R];
+            for s in 0..NSUB {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for g in 0..gps {
+                    let k = s * gps + g;
+                    let wv = _mm512_loadu_si512(pb.add(64 * k) as *const __m512i);
+                    for r in 0..R {
+                        let y = std::ptr::read_unaligned(ab[r].add(4 + 4 * k) as *const i32);
+                        isum[r] = _mm512_dpbusd_epi32(isum[r], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = _mm512_loadu_si512(pb.add(P16_SC + 64 * s) as *const __m512i);
+                for r in 0..R {
+                    let raw = _mm512_sub_epi32(isum[r], _mm512_set1_epi32(128 * bsums[r][s]));
+                    s1[r] = _mm512_add_epi32(s1[r], _mm512_mullo_epi32(raw, sc));
+                }
+                if HAS_MIN {
+                    let mn = _mm512_loadu_si512(pb.add(P16_MN + 64 * s) as *const __m512i);
+                    for r in 0..R {
+                        s2[r] = _mm512_add_epi32(s2[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bsums[r][s])));
+                    }
+                }
+            }
+            let d = _mm512_loadu_ps(pb.add(P16_D) as *const f32);
+            let dmin = _mm512_loadu_ps(pb.add(P16_D + 64) as *const f32);
+            for r in 0..R {
+                let mut res = _mm512_mul_ps(d, _mm512_cvtepi32_ps(s1[r]));
+                if HAS_MIN {
+                    res = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(s2[r]), res);
+                }
+                let da = std::ptr::read_unaligned(ab[r] as *const f32);
+                acc[r] = _mm512_fmadd_ps(res, _mm512_set1_ps(da), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX2: 8 weight rows
+
+/// Offsets in one block of an 8-row panel: 64 groups × 8 rows × 4 signed bytes, then per
+/// sub-block slot (16) the rows' scales as i32, the same for mins, then the rows' `d`, `dmin`.
+const P8_SC: usize = 64 * 32;
+const P8_MN: usize = P8_SC + 16 * 32;
+const P8_D: usize = P8_MN + 16 * 32;
+pub(crate) const P8_BLOCK: usize = P8_D + 2 * 32;
+
+/// Unpacks 8 rows of type `TY` (`w + j * w_stride`, `nb` blocks) into a panel of
+/// `nb * P8_BLOCK` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8<const TY: u32>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    let ty = ty_of(TY);
+    let bb = ty.block_bytes();
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * P8_BLOCK bytes at panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * P8_BLOCK);
+            for j in 0..8 {
+                let t = unpack(ty, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
+                for k in 0..64 {
+                    for e in 0..4 {
+                        *pb.add(32 * k + 4 * j + e) = t.w[4 * k + e] as u8;
+                    }
+                }
+                for s in 0..16 {
+                    *(pb.add(P8_SC + 32 * s + 4 * j) as *mut i32) = t.sc[s];
+                    *(pb.add(P8_MN + 32 * s + 4 * j) as *mut i32) = t.mn[s];
+                }
+                *(pb.add(P8_D + 4 * j) as *mut f32) = t.d;
+                *(pb.add(P8_D + 32 + 4 * j) as *mut f32) = t.dmin;
+            }
+        }
+    }
+}
+
+/// An 8-row panel against `R` Q8_K activation rows: result (i, j) to `out + i * out_stride + j`,
+/// in the tiled matmul's order.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8<const R: usize, const NSUB: usize, const HAS_MIN: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    let gps = QK_K / NSUB / 4;
+    // SAFETY: the panel holds nb blocks of P8_BLOCK bytes; a holds R rows of nb Q8_K blocks.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * P8_BLOCK);
+            let ab: [*const u8; R] = std::array::from_fn(|r| a.add(r * a_stride + ib * Q8_K_B));
+            let mut s1 = [_mm256_setzero_si256(); R];
+            let mut s2 = [_mm256_setzero_si256(); R];
+            let bsums: [[i32; 16]; R] = std::array::from_fn(|r| if HAS_MIN { sub_bsums::<NSUB>(ab[r]) } else { [0; 16] });
+            for s in 0..NSUB {
+                let mut isum = [_mm256_setzero_si256(); R];
+                for g in 0..gps {
+                    let k = s * gps + g;
+                    let wv = _mm256_loadu_si256(pb.add(32 * k) as *const __m256i);
+                    let ax = _mm256_sign_epi8(wv, wv);
+                    for r in 0..R {
+                        let y = _mm256_set1_epi32(std::ptr::read_unaligned(ab[r].add(4 + 4 * k) as *const i32));
+                        let p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, wv));
+                        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, ones));
+                    }
+                }
+                let sc = _mm256_loadu_si256(pb.add(P8_SC + 32 * s) as *const __m256i);
+                for r in 0..R {
+                    s1[r] = _mm256_add_epi32(s1[r], _mm256_mullo_epi32(isum[r], sc));
+                }
+                if HAS_MIN {
+                    let mn = _mm256_loadu_si256(pb.add(P8_MN + 32 * s) as *const __m256i);
+                    for r in 0..R {
+                        s2[r] = _mm256_add_epi32(s2[r], _mm256_mullo_epi32(mn, _mm256_set1_epi32(bsums[r][s])));
+                    }
+                }
+            }
+            let d = _mm256_loadu_ps(pb.add(P8_D) as *const f32);
+            let dmin = _mm256_loadu_ps(pb.add(P8_D + 32) as *const f32);
+            for r in 0..R {
+                let mut res = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s1[r]));
+                if HAS_MIN {
+                    res = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(s2[r]), res);
+                }
+                let da = std::ptr::read_unaligned(ab[r] as *const f32);
+                acc[r] = _mm256_fmadd_ps(res, _mm256_set1_ps(da), acc[r]);
+            }
+        }
+        for r in 0..R {
+            _mm256_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
