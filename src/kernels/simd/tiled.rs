@@ -60,10 +60,8 @@ pub unsafe fn unpack16<const TY: u32>(nb: usize, w: *const u8, w_stride: usize, 
             let pb = panel.add(ib * P16_BLOCK);
             for j in 0..16 {
                 let t = unpack(ty, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
-                for k in 0..64 {
-                    for e in 0..4 {
-                        *pb.add(64 * k + 4 * j + e) = (t.w[4 * k + e] as u8) ^ 0x80;
-                    }
+                for (k, g) in t.w.as_chunks::<4>().0.iter().enumerate() {
+                    std::ptr::write_unaligned(pb.add(64 * k + 4 * j) as *mut u32, u32::from_le_bytes(g.map(|v| v as u8)) ^ 0x8080_8080);
                 }
                 for s in 0..16 {
                     *(pb.add(P16_SC + 64 * s + 4 * j) as *mut i32) = t.sc[s];
@@ -151,10 +149,8 @@ pub unsafe fn unpack8<const TY: u32>(nb: usize, w: *const u8, w_stride: usize, p
             let pb = panel.add(ib * P8_BLOCK);
             for j in 0..8 {
                 let t = unpack(ty, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
-                for k in 0..64 {
-                    for e in 0..4 {
-                        *pb.add(32 * k + 4 * j + e) = t.w[4 * k + e] as u8;
-                    }
+                for (k, g) in t.w.as_chunks::<4>().0.iter().enumerate() {
+                    std::ptr::write_unaligned(pb.add(32 * k + 4 * j) as *mut u32, u32::from_le_bytes(g.map(|v| v as u8)));
                 }
                 for s in 0..16 {
                     *(pb.add(P8_SC + 32 * s + 4 * j) as *mut i32) = t.sc[s];
