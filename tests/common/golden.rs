@@ -119,10 +119,6 @@ pub enum Tolerance {
     Float,
     /// Every row ≥ 0.998, median ≥ 0.9995; same argmax where the gap > 2% of the range.
     Quantized,
-    /// A quantized MoE model without llama.cpp's routing trace to excuse its flips: median ≥
-    /// 0.995 and the same argmax on ≥ 80% of the rows (`Moe::Loose`'s tolerance); the rows below
-    /// the quantized tolerance are printed.
-    MoeLoose,
 }
 
 pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, tol: Tolerance) {
@@ -138,7 +134,7 @@ pub fn check_rows(model: &str, rows: &[Vec<f32>], g: &Json, f32s: &std::path::Pa
     assert_eq!(rows.len() * n_vocab, reference.len());
     let (min_cos, gap) = match tol {
         Tolerance::Float => (0.9999, 0.005),
-        Tolerance::Quantized | Tolerance::MoeLoose => (0.998, 0.02),
+        Tolerance::Quantized => (0.998, 0.02),
     };
     let mut cosines = Vec::new();
     let mut failures = Vec::new();
@@ -161,28 +157,9 @@ pub fn check_rows(model: &str, rows: &[Vec<f32>], g: &Json, f32s: &std::path::Pa
         Tolerance::Float => {}
         Tolerance::Quantized if median < 0.9995 => failures.push(format!("median cosine {median:.6} < 0.9995")),
         Tolerance::Quantized => {}
-        Tolerance::MoeLoose => {
-            for f in &failures {
-                eprintln!("  {model} (loose): {f}");
-            }
-            failures.clear();
-            if median < 0.995 {
-                failures.push(format!("median cosine {median:.6} < 0.995"));
-            }
-            if argmax_equal * 5 < rows.len() * 4 {
-                failures.push(format!("argmax equal on {argmax_equal}/{} rows (< 80%)", rows.len()));
-            }
-        }
     }
     eprintln!("{model}: min cosine {:.6}, median {median:.6}, argmax equal {argmax_equal}/{}", cosines[0], rows.len());
     assert!(failures.is_empty(), "{model}:\n{}", failures.join("\n"));
-}
-
-/// How an MoE fixture is held (see [`check_moe_files`]).
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum Moe {
-    Strict,
-    Loose,
 }
 
 /// llama.cpp's routing on the scenarios (tests/data/moe_trace/gen_trace.c): for each (decode
@@ -380,12 +357,7 @@ pub fn root_flips(history: &[(usize, usize)], ours: &[Vec<RouteRecord>], up: &Up
 /// [`root_flips`]) and every root flip sits on a near-tie of llama.cpp's own router (`margin`
 /// ≤ `TIE`) reached by our router from scores that agree with upstream's (`deviation` ≤ `DEV`).
 /// A row that differs without a flip, or after a flip on scores that are not close, fails.
-///
-/// `Moe::Loose` is the tolerance this replaces (median ≥ 0.995, the same argmax on ≥ 80% of
-/// the rows), kept for the fixtures that do not pass yet (issue 19): their root flips sit on
-/// router scores that already differ from upstream's by more than `DEV`, so the difference is
-/// ours, and those are printed.
-pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path, moe: Moe) {
+pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path) {
     let g = Json::parse(&std::fs::read_to_string(json).unwrap());
     let m = load_model(gguf);
     // SAFETY: a live model handle.
@@ -397,13 +369,13 @@ pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Pa
         let (rows, ours) = run_scenarios_traced(m, &g, true);
         (rows, ours, UpstreamRouting::read(router), row_histories(&g), decode_outputs(&g))
     };
-    check_moe_rows(model, &g, &read_f32s(f32s), &rows, &ours, &up, &hist, &outputs, n_group, moe);
+    check_moe_rows(model, &g, &read_f32s(f32s), &rows, &ours, &up, &hist, &outputs, n_group);
 }
 
 /// [`check_moe_files`]'s judgement of the rows a run produced, with its routing (`ours`, per
 /// decode call), upstream's trace, each row's history and each decode call's outputs.
 #[allow(clippy::too_many_arguments)]
-fn check_moe_rows(model: &str, g: &Json, reference: &[f32], rows: &[Vec<f32>], ours: &[Vec<RouteRecord>], up: &UpstreamRouting, hist: &[Vec<(usize, usize)>], outputs: &[(usize, Vec<usize>)], n_group: usize, moe: Moe) {
+fn check_moe_rows(model: &str, g: &Json, reference: &[f32], rows: &[Vec<f32>], ours: &[Vec<RouteRecord>], up: &UpstreamRouting, hist: &[Vec<(usize, usize)>], outputs: &[(usize, Vec<usize>)], n_group: usize) {
     const TIE: f32 = 2e-3;
     const DEV: f32 = 2e-3;
     let n_vocab = g.get("n_vocab").num() as usize;
@@ -437,19 +409,6 @@ fn check_moe_rows(model: &str, g: &Json, reference: &[f32], rows: &[Vec<f32>], o
     let median = cosines[cosines.len() / 2];
     if median < 0.9995 {
         failures.push(format!("median cosine {median:.6} < 0.9995"));
-    }
-    if moe == Moe::Loose {
-        for f in &failures {
-            eprintln!("  {model} (loose for now): {f}");
-        }
-        failures.clear();
-        if median < 0.995 {
-            failures.push(format!("median cosine {median:.6} < 0.995"));
-        }
-        let equal = rows.iter().enumerate().filter(|(r, row)| argmax(row) == argmax(&reference[r * n_vocab..(r + 1) * n_vocab])).count();
-        if equal * 5 < rows.len() * 4 {
-            failures.push(format!("argmax equal on {equal}/{} rows (< 80%)", rows.len()));
-        }
     }
     eprintln!("{model}: min cosine {:.6}, median {median:.6}, {} rows excused by near-ties of llama.cpp's router", cosines[0], excused.len());
     for e in &excused {
