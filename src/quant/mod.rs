@@ -89,7 +89,8 @@ pub(crate) mod tiled;
 mod tq1_0;
 mod tq2_0;
 
-pub use tiled::{tiled_order, TILED_MIN_ROWS};
+pub use tiled::tiled_order;
+pub(crate) use tiled::TILED_MIN_ROWS;
 pub use half::{bf16_to_f32, f16_bytes, f16_slice, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 /// Elements per K-quant super-block.
@@ -324,7 +325,7 @@ pub enum Repacked {
     /// declines one row), a single row to `vec_dot`.
     Sgemm,
     /// Not repacked and of a type llama.cpp's tiled matmul serves ([`tiled_order`]): a product of
-    /// [`TILED_MIN_ROWS`] or more activation rows (of `ggml_mul_mat`, or an expert's routed rows
+    /// 8 (`TILED_MIN_ROWS`) or more activation rows (of `ggml_mul_mat`, or an expert's routed rows
     /// of `ggml_mul_mat_id`) goes in its order ([`vec_dot_tiled`]), fewer in `vec_dot`'s.
     Tiled,
 }

@@ -21,7 +21,7 @@ pub fn tiled_order(ty: GgmlType) -> bool {
 }
 
 /// The fewest activation rows for which upstream takes the tiled matmul (`ggml_tiled_min_batch`).
-pub const TILED_MIN_ROWS: usize = 8;
+pub(crate) const TILED_MIN_ROWS: usize = 8;
 
 /// One weight block as the tiled kernels see it: the integer weights, `n_sub` sub-blocks' scales
 /// (and mins when `has_min`), and the f32 factors.
