@@ -135,6 +135,7 @@ build_c gen_trace tests/data/moe_trace/gen_trace.c -lllama -lggml -lggml-base
 build_c embed tests/data/embeddings/embed.c -lllama
 build_c dump tests/data/upstream_ops/dump.c -lllama -lggml -lggml-base
 build_c fa_dump tests/data/upstream_ops/fa_dump.c -lggml -lggml-base -lggml-cpu
+build_c tiled_dump tests/data/upstream_ops/tiled_dump.c -lggml -lggml-base -lggml-cpu
 build_c gen_ref tests/data/quants/gen_ref.c -lggml-cpu -lggml-base -lggml
 build_cxx schema2gbnf tests/data/grammar/gen/schema2gbnf.cpp -lllama-common -lllama
 build_cxx json_schema_oracle server/tests/data/json_schema_oracle.cpp -lllama-common -lllama
@@ -402,6 +403,12 @@ if want upstream-ops; then
            fa_decode_q.f32 fa_decode_k.f16 fa_decode_v.f16 fa_split2_out.f32 fa_split2_sinks_out.f32 fa_split3_sinks_out.f32; do
     cp "$DUMP/fa/$f" "$(out "$D/upstream_ops/$f")"
   done
+  # ggml's tiled K-quant / IQ matmul on seeded weights of every type it serves
+  mkdir -p "$DUMP/tiled"
+  $NICE "$TOOLS/tiled_dump" "$DUMP/tiled"
+  for f in "$DUMP"/tiled/tiled_*; do
+    cp "$f" "$(out "$D/upstream_ops/$(basename "$f")")"
+  done
 fi
 
 # ---- python: llama-cpp-python 0.3.36 (Python code only) on upstream's libllama, per-token embeddings
@@ -447,6 +454,7 @@ if want models; then
     cp "$M/$(basename $n)-f32.gguf" "$(out $D/$n-f32.gguf)"
     for t in q8_0 q4_k_m; do quantize "$M/$(basename $n)-f32.gguf" "$(out $D/$n-$t.gguf)" "${t^^}" 1; done
   done
+  quantize "$M/tiny-deepseek3-f32.gguf" "$(out $D/deepseek2/tiny-deepseek3-q6_k.gguf)" Q6_K 1
   # quants (tests/data/README.md): run from a folder whose imatrix/ holds the committed importance
   # matrices, as the files record the relative path
   Q=$M/quants

@@ -75,6 +75,7 @@ golden_deepseek2! {
     deepseek3_f32 => "tiny-deepseek3-f32",
     deepseek3_q8_0 => "tiny-deepseek3-q8_0",
     deepseek3_q4_k_m => "tiny-deepseek3-q4_k_m",
+    deepseek3_q6_k => "tiny-deepseek3-q6_k",
 }
 
 macro_rules! golden_family {

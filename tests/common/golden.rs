@@ -389,6 +389,9 @@ fn check_moe_rows(model: &str, g: &Json, reference: &[f32], rows: &[Vec<f32>], o
         let want = &reference[r * n_vocab..(r + 1) * n_vocab];
         let cos = cosine(row, want);
         cosines.push(cos);
+        if std::env::var_os("GOLDEN_ROWS").is_some() {
+            eprintln!("  {model} row {r}: cosine {cos:.7}");
+        }
         let argmax_flip = top2_gap_fraction(want) > 0.02 && argmax(row) != argmax(want);
         if cos >= 0.998 && !argmax_flip {
             continue;
