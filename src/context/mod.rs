@@ -292,6 +292,7 @@ impl Context {
         let kv = KvCache::new(shape, rope, model.weights.rope_freqs.clone())?;
         let scratch = model.new_scratch(n_ubatch as usize, max_threads, n_ctx_seq as usize, (p.type_k.ggml(), p.type_v.ggml()))?;
         let pool = ThreadPool::new(max_threads)?;
+        crate::kernels::matmul::reserve_panels(&pool, scratch.panel_bytes);
         let scratch_bytes = scratch.bytes();
         let mut monitor = ContextMonitor::new(kv.seq_table().clone(), n_ctx, p.n_seq_max, kv.bytes());
         monitor.pos_min_is_max = kv.dsv4.is_some();

@@ -105,6 +105,24 @@ const PANEL: usize = 0;
 const PREP: usize = 1;
 const AUX: usize = 2;
 
+/// The panel buffer a product of a `ty` matrix of `cols` columns may ask each thread for, at
+/// this machine's level: the largest of the panels any sum order takes for the type.
+pub fn panel_bytes(ty: GgmlType, cols: usize) -> usize {
+    let nb = cols / ty.block_len().max(1);
+    let orders = [simd::SumOrder::Reference, simd::SumOrder::Fast];
+    let panels = orders.iter().flat_map(|&o| [simd::panel_fns(ty, o, false), simd::panel_fns(ty, o, true)]).chain([simd::panel_fns_tiled(ty)]);
+    panels.flatten().map(|g| nb * g.block_bytes).max().unwrap_or(0)
+}
+
+/// Sizes every thread's panel buffer for products needing up to `bytes` (`panel_bytes`), so
+/// that no matmul grows it later.
+pub fn reserve_panels(pool: &ThreadPool, bytes: usize) {
+    for ith in 0..pool.n_threads() {
+        // SAFETY: called between jobs (at context creation): nothing else uses the buffers.
+        unsafe { pool.buffer(ith, PANEL, bytes) };
+    }
+}
+
 /// Activation rows per tile (the widest kernel).
 const TILE: usize = 8;
 
@@ -265,8 +283,11 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm)
             };
             if panels.is_some() {
-                aux_at = aux_total;
-                aux_total += n_rows * nb;
+                // (the K-quant panels read what they need from the Q8_K blocks)
+                if simd::panel_takes_aux(w.ty) {
+                    aux_at = aux_total;
+                    aux_total += n_rows * nb;
+                }
             } else {
                 batched = match rp {
                     quant::Repacked::No => simd::batch_fns(w.ty),
@@ -323,7 +344,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 unsafe { f(plan.nb, p.act.as_ptr().add(t * plan.arb), prep.add(plan.prep_at + t * row_bytes)) };
             }
         }
-        if plan.panels.is_some() {
+        if plan.panels.is_some() && simd::panel_takes_aux(p.w.ty) {
             simd::fill_act_aux(p.w.ty, &p.act[..n_rows * plan.arb], &mut aux[plan.aux_at..plan.aux_at + n_rows * plan.nb]);
         }
     }

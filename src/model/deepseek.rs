@@ -44,8 +44,9 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let widest = hp.n_ff.max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
     let mats: Vec<&Mat> = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain([&model.weights.output]).collect();
     let moes = || blocks.iter().filter_map(|b| if let FeedForward::Moe(m) = &b.ffn { Some(m) } else { None });
-    let act = proj::act_bytes(mats, n_ubatch).max(moes().map(|m| m.decode_act_bytes(p)).max().unwrap_or(0));
+    let act = proj::act_bytes(mats.iter().copied(), n_ubatch).max(moes().map(|m| m.decode_act_bytes(p)).max().unwrap_or(0));
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * hp.n_ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
+    s.panel_bytes = super::panel_bytes(mats.iter().copied());
     s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F16, types)?);
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     Ok(s)

@@ -56,8 +56,9 @@ pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usiz
     let mats: Vec<&Mat> = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain(indexer_mats).chain([&model.weights.output]).collect();
     let moes = || blocks.iter().filter_map(|b| if let FeedForward::Moe(x) = &b.ffn { Some(x) } else { None });
     let decode = blocks.iter().map(|b| b.attn.decode_act_bytes(hp, m)).chain(moes().map(|x| x.decode_act_bytes(p))).max().unwrap_or(0);
-    let act = proj::act_bytes(mats, n_ubatch).max(decode);
+    let act = proj::act_bytes(mats.iter().copied(), n_ubatch).max(decode);
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
+    s.panel_bytes = super::panel_bytes(mats.iter().copied());
     s.mla = Some(MlaScratch::new(hp, m, n_ubatch, n_threads, types)?);
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     if let Some(x) = &hp.indexer {

@@ -81,9 +81,10 @@ pub fn scratch(model: &Model, l: &Layers, n_ubatch: usize, n_threads: usize, n_c
         .collect();
     let moes = || blocks.iter().filter_map(|b| if let FeedForward::Moe(x) = &b.ffn { Some(x) } else { None });
     let decode = moes().map(|x| x.decode_act_bytes(p)).max().unwrap_or(0);
-    let act = proj::act_bytes(mats, n_ubatch).max(decode);
+    let act = proj::act_bytes(mats.iter().copied(), n_ubatch).max(decode);
     let widest = d4.q_lora_rank.max(ff);
     let mut s = Scratch::new(hp, n_ubatch, widest, act, (n_ubatch * ff).max(MoeScratch::ffn_floats(p, n_ubatch)))?;
+    s.panel_bytes = super::panel_bytes(mats.iter().copied());
     s.moe = Some(MoeScratch::new(p, moes(), hp.n_embd, n_ubatch)?);
     let rw = hp.n_rot.max(2);
     s.dsv4 = Some(Dsv4Scratch {

@@ -6,7 +6,7 @@
 use super::attn_mha::{self, Accumulator, MhaScratch, MhaWeights};
 use super::ffn::{self, Ffn};
 use super::weights::{layer_count, vector};
-use super::{head, proj, HParams, Model, Scratch, UBatch};
+use super::{head, proj, HParams, Mat, Model, Scratch, UBatch};
 use crate::gguf::GgufFile;
 use crate::kernels::rope::RopeParams;
 use crate::kv::KvCache;
@@ -37,8 +37,9 @@ pub fn load(f: &GgufFile, hp: &HParams) -> Result<Vec<Block>, String> {
 pub fn scratch(model: &Model, blocks: &[Block], n_ubatch: usize, n_threads: usize, types: (GgmlType, GgmlType)) -> Result<Scratch, String> {
     let hp = &model.hp;
     let widest = hp.n_ff.max(hp.q_dim()).max(hp.n_head * hp.head_dim_v);
-    let mats = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain([&model.weights.output]);
-    let mut s = Scratch::new(hp, n_ubatch, widest, proj::act_bytes(mats, n_ubatch), n_ubatch * hp.n_ff)?;
+    let mats: Vec<&Mat> = blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).chain([&model.weights.output]).collect();
+    let mut s = Scratch::new(hp, n_ubatch, widest, proj::act_bytes(mats.iter().copied(), n_ubatch), n_ubatch * hp.n_ff)?;
+    s.panel_bytes = super::panel_bytes(mats);
     s.mha = Some(MhaScratch::new(hp, n_ubatch, n_threads, Accumulator::F32, types)?);
     Ok(s)
 }

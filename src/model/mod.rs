@@ -112,6 +112,14 @@ pub struct Scratch {
     pub moe: Option<moe::MoeScratch>,
     pub indexer: Option<indexer::IndexerScratch>,
     pub dsv4: Option<deepseek4::Dsv4Scratch>,
+    /// The panel buffer each pool thread needs for the model's products
+    /// (`kernels::matmul::panel_bytes`), reserved when the context is made.
+    pub panel_bytes: usize,
+}
+
+/// The panel buffer the products of `mats` need (see [`Scratch::panel_bytes`]).
+pub fn panel_bytes<'a>(mats: impl IntoIterator<Item = &'a Mat>) -> usize {
+    mats.into_iter().map(|m| crate::kernels::matmul::panel_bytes(m.ty, m.cols)).max().unwrap_or(0)
 }
 
 impl Scratch {
@@ -134,6 +142,7 @@ impl Scratch {
             moe: None,
             indexer: None,
             dsv4: None,
+            panel_bytes: 0,
         })
     }
 

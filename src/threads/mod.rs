@@ -14,6 +14,7 @@
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use crate::sys::pages::{Pages, ZeroIsValid};
 use crate::sys::sync::thread::{self, JoinHandle, Thread};
 use crate::sys::sync::{self, spin_loop, Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -49,7 +50,7 @@ struct Shared {
     /// Threads that take part in jobs (≤ n_threads); the others skip them.
     active: AtomicUsize,
     /// Scratch for the code the pool runs: `BUFFER_KINDS` growable buffers per thread index.
-    buffers: Box<[UnsafeCell<Vec<Line>>]>,
+    buffers: Box<[UnsafeCell<Pages<Line>>]>,
     /// Per thread index, the chunks of a [`ThreadPool::run_chunks`] job it has left.
     shares: Box<[Share]>,
 }
@@ -96,6 +97,9 @@ impl Share {
 #[derive(Clone, Copy)]
 pub struct Line(pub [u8; 64]);
 
+// a line of zero bytes is a valid Line
+impl ZeroIsValid for Line {}
+
 /// Scratch buffers per thread index (see [`ThreadPool::buffer`]).
 pub(crate) const BUFFER_KINDS: usize = 3;
 
@@ -126,7 +130,7 @@ impl ThreadPool {
             panicked: AtomicBool::new(false),
             n_threads,
             active: AtomicUsize::new(n_threads),
-            buffers: (0..n_threads * BUFFER_KINDS).map(|_| UnsafeCell::new(Vec::new())).collect(),
+            buffers: (0..n_threads * BUFFER_KINDS).map(|_| UnsafeCell::new(Pages::zeroed(0, "pool buffer").expect("an empty mapping"))).collect(),
             shares: (0..n_threads).map(|_| Share(AtomicU64::new(0))).collect(),
         });
         let mut pool = ThreadPool { shared: shared.clone(), workers: Vec::with_capacity(n_threads - 1) };
@@ -147,8 +151,8 @@ impl ThreadPool {
         self.shared.n_threads
     }
 
-    /// Scratch buffer `kind` (< BUFFER_KINDS) of thread index `ith`, grown to at least `bytes`
-    /// bytes (new space zeroed), 64-byte aligned. The buffers belong to the pool, so they are
+    /// Scratch buffer `kind` (< BUFFER_KINDS) of thread index `ith`, at least `bytes` bytes,
+    /// 64-byte aligned (page-aligned: its own mapping); its contents are not kept when it grows. The buffers belong to the pool, so they are
     /// freed with it (with the context), unlike thread-local storage on a caller's thread.
     /// Growing allocates; a context reaches its largest sizes during warm-up.
     ///
@@ -163,9 +167,13 @@ impl ThreadPool {
         let buf = unsafe { &mut *self.shared.buffers[ith * BUFFER_KINDS + kind].get() };
         let lines = bytes.div_ceil(64);
         if buf.len() < lines {
-            buf.resize(lines, Line([0; 64]));
+            // a mapping of its own, not the heap's: the buffers of a context's pool come and go
+            // with it, and large heap blocks of sizes set by the model interleaved with the
+            // context's other scratch fragment the allocator's extents (a 3.5 MiB step of
+            // VmSize in tests/soak.rs)
+            *buf = Pages::zeroed(lines, "pool buffer").unwrap_or_else(|e| panic!("{e}"));
         }
-        buf.as_mut_ptr().cast()
+        buf.as_mut_slice().as_mut_ptr().cast()
     }
 
     /// Sets how many of the pool's threads take part in the next jobs (clamped to 1..=n_threads).

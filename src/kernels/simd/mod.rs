@@ -70,6 +70,12 @@ pub struct ActAux {
     pub corr_g: [i32; 8],
 }
 
+/// Whether the panel kernels of weight type `ty` take per-block [`ActAux`] data
+/// ([`fill_act_aux`] fills it for these types only).
+pub fn panel_takes_aux(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL | GgmlType::Q4_1 | GgmlType::Q5_1)
+}
+
 /// Per-block activation data for the panel kernels of weight type `ty` (`act` holds whole
 /// blocks of `ty.vec_dot_type()`, Q8_0 or Q8_1; `aux` one entry per block; nothing for
 /// K-quants).
@@ -279,7 +285,7 @@ pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
 
 /// The panels that sum in the tiled matmul's order (`quant::vec_dot_tiled`), for `ty`.
 pub fn panel_fns_tiled(ty: GgmlType) -> Option<&'static PanelFns> {
-    panel_fns_tiled_at(level(), ty)
+    if std::env::var_os("NO_TILED_PANEL").is_some() { return None; } panel_fns_tiled_at(level(), ty)
 }
 
 macro_rules! tiled_panel {
