@@ -285,7 +285,7 @@ pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
 
 /// The panels that sum in the tiled matmul's order (`quant::vec_dot_tiled`), for `ty`.
 pub fn panel_fns_tiled(ty: GgmlType) -> Option<&'static PanelFns> {
-    if std::env::var_os("NO_TILED_PANEL").is_some() { return None; } panel_fns_tiled_at(level(), ty)
+    panel_fns_tiled_at(level(), ty)
 }
 
 macro_rules! tiled_panel {
