@@ -277,8 +277,10 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
             let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference;
             panels = if rp == quant::Repacked::Tiled && gemm_rows > 0 {
-                // every row in the tiled matmul's order
-                simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= g.min_act_rows)
+                // every row in the tiled matmul's order: from 9 rows where per-row kernels take
+                // that order too (as the K-quant panels: unpacking pays from two tiles of rows)
+                let from = if simd::dot_fns_tiled(w.ty).is_some() { TILE + 1 } else { 1 };
+                simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= g.min_act_rows.max(from))
             } else {
                 simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm)
             };
@@ -297,8 +299,9 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                     // every row in the GEMV's order
                     quant::Repacked::MulMatId => simd::batch_fns_repacked(w.ty),
                     quant::Repacked::MulMat => None,
-                    // every row in the tiled order (`single_gemm`), or none
-                    quant::Repacked::Tiled if gemm_rows > 0 => None,
+                    // every row in the tiled order (the batched kernels of that order, else
+                    // `single_gemm`), or none
+                    quant::Repacked::Tiled if gemm_rows > 0 => simd::batch_fns_tiled(w.ty),
                     quant::Repacked::Tiled => simd::batch_fns(w.ty),
                 };
                 prep_fn = batched.map(|b| (b.prep, (b.prep_bytes)(nb)));
@@ -434,7 +437,9 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
     let pb = plan.prep_row_bytes();
     for (seg, (t_begin, t_end)) in [(0, gemm_end), (gemm_end, n_rows)].into_iter().enumerate() {
         let gemm = seg == 0;
-        let (single, batched, r_from) = if gemm { (plan.single_gemm, None, r_rest) } else { (plan.single, plan.batched, rest_from) };
+        // (a tiled-order matrix's batched kernels serve its GEMM rows: it has no others then)
+        let gemm_batched = if w.repacked == quant::Repacked::Tiled { plan.batched } else { None };
+        let (single, batched, r_from) = if gemm { (plan.single_gemm, gemm_batched, r_rest) } else { (plan.single, plan.batched, rest_from) };
         let mut t0 = t_begin;
         while t0 < t_end {
             let nt = (t_end - t0).min(TILE);
@@ -585,7 +590,7 @@ mod tests {
         };
         for (ty, cols) in [(GgmlType::Q5_0, 96), (GgmlType::Q4_1, 64), (GgmlType::Q4K, 512), (GgmlType::Q8_0, 64), (GgmlType::F32, 9), (GgmlType::Q6K, 256), (GgmlType::Q5K, 256), (GgmlType::IQ4_NL, 96)] {
             for rows in [1, 3, 37, 40, 300] {
-                for n in [1, 2, 5, 9, 17] {
+                for n in [1, 2, 5, 8, 9, 17] {
                     let rb = ty.row_bytes(cols).unwrap();
                     let mut data = vec![0u8; rb * rows];
                     for r in 0..rows {
@@ -596,8 +601,8 @@ mod tests {
                     let mut act = vec![0u8; activation_bytes(ty, cols, n)];
                     quantize_activations(&pool, ty, &x, cols, n, &mut act);
                   use quant::Repacked;
-                  for (order, repacked) in [(simd::SumOrder::Reference, Repacked::No), (simd::SumOrder::Fast, Repacked::No), (simd::SumOrder::Reference, Repacked::MulMat), (simd::SumOrder::Fast, Repacked::MulMat), (simd::SumOrder::Reference, Repacked::MulMatId), (simd::SumOrder::Reference, Repacked::Sgemm)] {
-                    if repacked.is_repacked() && !quant::repacked_order(ty, rows) || repacked == Repacked::Sgemm && !quant::sgemm_order(ty) {
+                  for (order, repacked) in [(simd::SumOrder::Reference, Repacked::No), (simd::SumOrder::Fast, Repacked::No), (simd::SumOrder::Reference, Repacked::MulMat), (simd::SumOrder::Fast, Repacked::MulMat), (simd::SumOrder::Reference, Repacked::MulMatId), (simd::SumOrder::Reference, Repacked::Sgemm), (simd::SumOrder::Reference, Repacked::Tiled)] {
+                    if repacked.is_repacked() && !quant::repacked_order(ty, rows) || repacked == Repacked::Sgemm && !quant::sgemm_order(ty) || repacked == Repacked::Tiled && !quant::tiled_order(ty) {
                         continue;
                     }
                     let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked };

@@ -622,6 +622,73 @@ pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *con
     }
 }
 
+/// The exact sum of 8 i32 lanes.
+#[inline(always)]
+unsafe fn hsum_epi32_8(v: __m256i) -> i32 {
+    // SAFETY: register-only AVX2 intrinsics.
+    unsafe {
+        let q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0b01_00_11_10));
+        _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32(q, 0b10_11_00_01)))
+    }
+}
+
+/// Q4_K / Q5_K (`QH`) × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`):
+/// per super-block the scaled quant sum and the mins' sum reduced exactly to two integers,
+/// then `r = d · s1`, `r = fnmadd(dmin, s2, r)`, `acc = fma(r, d_a, acc)`. One weight row × R
+/// activation rows; the AVX-512 level uses it too.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_qk45_tiled<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    let wbytes = if QH { Q5_K_B } else { Q4_K_B };
+    // SAFETY: see the module docs.
+    unsafe {
+        let mut acc = [0f32; R];
+        let splat = word_splats();
+        // mins byte j to 16-bit lanes 2j and 2j + 1
+        let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
+        let dup_hi = _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+        for ib in 0..nb {
+            let wb = w.add(ib * wbytes);
+            if QH {
+                prefetch_decode::<R, Q5_K_B>(wb);
+            } else {
+                prefetch_decode::<R, Q4_K_B>(wb);
+            }
+            let (wd, wdmin) = f16_pair(wb, wb.add(2));
+            let (scales, mins8) = scales_mins_k4(wb.add(4));
+            let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
+            let sumi = qk45_sumi::<R, QH>(wb, scales, a.add(ib * Q8_K_B), a_stride, &splat);
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                // lanes summing to the mins' products with the activation's group sums
+                let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
+                let h = _mm256_hadd_epi32(sumi[r], t);
+                let q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                // [isum, imin, isum, imin]
+                let q = _mm_hadd_epi32(q, q);
+                let (s1, s2) = (_mm_cvtsi128_si32(q), _mm_extract_epi32::<1>(q));
+                let rr = (-wdmin).mul_add(s2 as f32, wd * s1 as f32);
+                acc[r] = rr.mul_add(f32_at(ab), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = acc[r];
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45_tiled::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45_tiled::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
 /// Q4_K × Q8_K in the order of llama.cpp's repacked GEMM (`quant::vec_dot_repacked` with
 /// `gemm`): per pair of groups (64 elements) the scaled quant sum and the mins' sum, exact
 /// integers, each by one FMA with d · d_a / dmin · d_a into two lanes of one accumulator, in
@@ -844,6 +911,59 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
         }
         for r in 0..R {
             *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+/// Q6_K × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`): per block the
+/// exact sum of the scaled quants (less 32 · the scaled group sums), `r = d · s1`,
+/// `acc = fma(r, d_a, acc)`. One weight row × R activation rows; the AVX-512 level uses it too.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q6_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: see the module docs. Layout: ql[128] | qh[64] | scales[16] | d.
+    unsafe {
+        let mut acc = [0f32; R];
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m2 = _mm256_set1_epi8(0x03);
+        // bytes 2g (×8) then 2g + 1 (×8)
+        let pick: [__m128i; 8] = std::array::from_fn(|g| _mm_set_epi64x(0x0101_0101_0101_0101 * (2 * g as i64 + 1), 0x0101_0101_0101_0101 * (2 * g as i64)));
+        for ib in 0..nb {
+            let wb = w.add(ib * Q6_K_B);
+            prefetch_decode::<R, Q6_K_B>(wb);
+            let wd = f16_at(wb.add(208));
+            let sc8 = _mm_loadu_si128(wb.add(192) as *const __m128i);
+            let sc16 = _mm256_cvtepi8_epi16(sc8);
+            let mut sumi = [_mm256_setzero_si256(); R];
+            for n in 0..2 {
+                let qh = load256(wb.add(128 + 32 * n));
+                let ql0 = load256(wb.add(64 * n));
+                let ql1 = load256(wb.add(64 * n + 32));
+                for s in 0..4 {
+                    let lowbytes = if s % 2 == 0 { ql0 } else { ql1 };
+                    let low = if s < 2 { _mm256_and_si256(lowbytes, m4) } else { _mm256_and_si256(_mm256_srli_epi16(lowbytes, 4), m4) };
+                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)), m2);
+                    let q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+                    let g = 4 * n + s;
+                    // sub-block 2g's scale in the low half's 16-bit lanes, 2g + 1's in the high half's
+                    let scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[g]));
+                    for r in 0..R {
+                        let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g);
+                        let p = _mm256_madd_epi16(scv, _mm256_maddubs_epi16(q, load256(aq)));
+                        sumi[r] = _mm256_add_epi32(sumi[r], p);
+                    }
+                }
+            }
+            for r in 0..R {
+                let ab = a.add(r * a_stride + ib * Q8_K_B);
+                let bs = load256(ab.add(4 + QK_K));
+                let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                let s = _mm256_sub_epi32(sumi[r], sub);
+                // the tiled matmul's: the block's exact sum, r = d · s1, fma(r, d_a, acc)
+                acc[r] = (wd * hsum_epi32_8(s) as f32).mul_add(f32_at(ab), acc[r]);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = acc[r];
         }
     }
 }

@@ -479,28 +479,28 @@ unsafe fn group_pair_scales(scales: __m512i, c: usize) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, false, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, false, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q5_K × Q8_K, one weight row × R activation rows (`a + i * a_stride`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, true, false, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, true, false, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q4_k`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, true, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, true, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q5_k`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q5_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, true, true, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, true, true, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q4_K × Q8_K in llama.cpp's repacked order (`quant::vec_dot_repacked`, the steps of
@@ -508,14 +508,29 @@ pub unsafe fn dot_q5_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *cons
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, false, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, false, true, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q4_k_repacked`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_repacked_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45::<R, false, true, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk45::<R, false, true, true, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q4_K × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`), one weight
+/// row × R activation rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_tiled_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, false, true, false, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_q4_k_tiled_prepped`] for Q5_K.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q5_k_tiled_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_qk45::<R, true, true, false, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// For group pair `c` (groups 2c and 2c + 1 in the low and high 256 bits): the bit of each `qh`
@@ -531,7 +546,7 @@ unsafe fn qh_pair_bits(c: usize) -> __m512i {
 /// with `REPACKED` (Q4_K only) those of `avx2::dot_q4_k_repacked`: per block the quant and min
 /// sums reduced to two exact integers, one FMA by (d · d_a, dmin · d_a) into two lanes.
 #[inline(always)]
-unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const REPACKED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const REPACKED: bool, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     let act = const { act_layout(PREPPED) };
     // SAFETY: see the module docs.
@@ -584,12 +599,18 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const RE
                     _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1))
                 };
                 let prod = _mm_madd_epi16(group_sums, mins16);
-                if REPACKED {
+                if REPACKED || TILED {
                     // lanes of the quants' sum, then [isum, imin, isum, imin]
                     let s = fold_halves(sumi[r]);
                     let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
                     let h = _mm_hadd_epi32(s, prod);
                     let h = _mm_hadd_epi32(h, h);
+                    if TILED {
+                        // the tiled matmul's: r = d · s1, r = fnmadd(dmin, s2, r), fma(r, d_a, acc)
+                        let (s1, s2) = (_mm_cvtsi128_si32(h), _mm_extract_epi32::<1>(h));
+                        summs[r] = (-wdmin).mul_add(s2 as f32, wd * s1 as f32).mul_add(yd, summs[r]);
+                        continue;
+                    }
                     acc_r[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(h), _mm_mul_ps(_mm_setr_ps(wd, wdmin, 0.0, 0.0), _mm_set1_ps(yd)), acc_r[r]);
                     continue;
                 }
@@ -613,7 +634,13 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const RE
                 _mm_storeu_ps(m.as_mut_ptr(), acc_m[r]);
                 (m[0] + m[2]) + (m[1] + m[3])
             };
-            *out.add(r * out_stride) = if REPACKED { _mm_cvtss_f32(_mm_sub_ss(acc_r[r], _mm_movehdup_ps(acc_r[r]))) } else { hsum_float_8(acc[r]) + extra };
+            *out.add(r * out_stride) = if TILED {
+                summs[r]
+            } else if REPACKED {
+                _mm_cvtss_f32(_mm_sub_ss(acc_r[r], _mm_movehdup_ps(acc_r[r])))
+            } else {
+                hsum_float_8(acc[r]) + extra
+            };
         }
     }
 }
@@ -622,21 +649,30 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const RE
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_q6_k_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_q6_k_any::<R, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// As [`dot_q6_k`] on activation rows prepared by [`prep_q8_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn dot_q6_k_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_q6_k_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_q6_k_any::<R, true, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// Q6_K × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`), on activation
+/// rows prepared by [`prep_q8_k`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn dot_q6_k_tiled_prepped<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_q6_k_any::<R, true, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 #[inline(always)]
-unsafe fn dot_q6_k_any<const R: usize, const PREPPED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+unsafe fn dot_q6_k_any<const R: usize, const PREPPED: bool, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let act = const { act_layout(PREPPED) };
     // SAFETY: see the module docs.
     unsafe {
+        let mut tiled = [0f32; R];
         let mut acc = [_mm256_setzero_ps(); R];
         let m4 = _mm512_set1_epi8(0x0f);
         let m30 = _mm512_set1_epi8(0x30);
@@ -675,12 +711,20 @@ unsafe fn dot_q6_k_any<const R: usize, const PREPPED: bool>(nb: usize, w: *const
                 let bs = load256(ab.add(act.bsums));
                 let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
                 let s = _mm256_sub_epi32(fold_halves(sumi[r]), sub);
+                if TILED {
+                    // the tiled matmul's: the block's exact sum, r = d · s1, fma(r, d_a, acc)
+                    let q = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                    let q = _mm_add_epi32(q, _mm_shuffle_epi32::<0b01_00_11_10>(q));
+                    let s1 = _mm_cvtsi128_si32(_mm_add_epi32(q, _mm_shuffle_epi32::<0b10_11_00_01>(q)));
+                    tiled[r] = (wd * s1 as f32).mul_add(f32_at(ab.add(act.d)), tiled[r]);
+                    continue;
+                }
                 let d = _mm256_set1_ps(f32_at(ab.add(act.d)) * wd);
                 acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
             }
         }
         for r in 0..R {
-            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+            *out.add(r * out_stride) = if TILED { tiled[r] } else { hsum_float_8(acc[r]) };
         }
     }
 }

@@ -279,8 +279,43 @@ pub fn dot_fns_tiled(ty: GgmlType) -> Option<&'static DotFns> {
 
 /// As [`dot_fns_tiled`] at a given level.
 pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
-    let _ = (level, ty);
-    None
+    match level {
+        Level::Scalar => None,
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 | Level::Avx512 => {
+            static Q4_K: DotFns = table!(avx2, dot_q4_k_tiled);
+            static Q5_K: DotFns = table!(avx2, dot_q5_k_tiled);
+            static Q6_K: DotFns = table!(avx2, dot_q6_k_tiled);
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Level::Avx2 | Level::Avx512 => None,
+    }
+}
+
+/// The batched kernels (on prepared activation rows) in the tiled matmul's order, for `ty`:
+/// the AVX-512 level's (the AVX2 level takes the per-row kernels of [`dot_fns_tiled`]).
+pub fn batch_fns_tiled(ty: GgmlType) -> Option<&'static BatchFns> {
+    match level() {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_K: BatchFns = BatchFns { prep: avx512::prep_q8_k as PrepFn, prep_bytes: avx512::kprep_bytes, rows: table!(avx512, dot_q4_k_tiled_prepped) };
+            static Q5_K: BatchFns = BatchFns { prep: avx512::prep_q8_k as PrepFn, prep_bytes: avx512::kprep_bytes, rows: table!(avx512, dot_q5_k_tiled_prepped) };
+            static Q6_K: BatchFns = BatchFns { prep: avx512::prep_q8_k as PrepFn, prep_bytes: avx512::kprep_bytes, rows: table!(avx512, dot_q6_k_tiled_prepped) };
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
+                GgmlType::Q6K => Some(&Q6_K),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// The panels that sum in the tiled matmul's order (`quant::vec_dot_tiled`), for `ty`.

@@ -681,3 +681,34 @@ fn tiled_panels_are_the_reference_at_every_level() {
         }
     }
 }
+
+/// The per-row kernels in the tiled matmul's order (`dot_fns_tiled_at`: Q4_K, Q5_K, Q6_K) give
+/// `quant::vec_dot_tiled`'s bits at every level, 1 to 8 activation rows per call.
+#[test]
+fn tiled_row_kernels_are_the_reference_at_every_level() {
+    for level in levels() {
+        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+            let fns = dot_fns_tiled_at(level, ty).unwrap_or_else(|| panic!("{level:?} has no tiled row kernels for {}", ty.name()));
+            let mut rng = Rng(0x51ed_270b ^ ty as u64);
+            for cols in [256, 1280] {
+                for raw in [false, true] {
+                    let n_act = 9;
+                    let arb = GgmlType::Q8K.row_bytes(cols).unwrap();
+                    let w = weight_row(&mut rng, ty, cols, raw);
+                    let act = act_rows(&mut rng, GgmlType::Q8K, cols, n_act);
+                    for (ri, f) in fns.iter().enumerate() {
+                        let r = ri + 1;
+                        let t0 = n_act - r;
+                        let mut out = vec![f32::NAN; 3 * r];
+                        // SAFETY: one weight row, activation rows t0..t0+r; out has r slots at stride 3.
+                        unsafe { f(cols / quant::QK_K, w.as_ptr(), act.as_ptr().add(t0 * arb), arb, out.as_mut_ptr(), 3) };
+                        for i in 0..r {
+                            let want = quant::vec_dot_tiled(ty, cols, &w, &act[(t0 + i) * arb..(t0 + i + 1) * arb]);
+                            assert_eq!(out[3 * i].to_bits(), want.to_bits(), "{level:?} {} cols {cols} raw {raw} R {r} row {}: {} vs {want}", ty.name(), t0 + i, out[3 * i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
