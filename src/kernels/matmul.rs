@@ -275,7 +275,8 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             // (an expert stack upstream multiplies with its GEMV only: no panel sums so; nor
             // in tinyBLAS's order)
             let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
-            let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference;
+            // (a tinyBLAS product takes panels only where they sum in tinyBLAS's order)
+            let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference && !simd::panel_is_sgemm_exact(simd::level(), w.ty);
             panels = if rp == quant::Repacked::Tiled && gemm_rows > 0 {
                 // every row in the tiled matmul's order: from 9 rows where per-row kernels take
                 // that order too (as the K-quant panels: unpacking pays from two tiles of rows)
@@ -618,7 +619,7 @@ mod tests {
                             let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb], t, n);
                             let got = out[t * rows + r];
                             let rp = repacked.is_repacked();
-                            // tinyBLAS's order has no panels: every row by its per-row kernels
+                            // tinyBLAS's order: panels only where they sum so, else the per-row kernels
                             let exact_panel = order == simd::SumOrder::Reference && (simd::panel_is_exact(simd::level(), ty, rp) || repacked == Repacked::Sgemm);
                             let panel_rows = if rp { repacked.gemm_rows(n) } else { n };
                             if exact_panel || t >= panel_rows || simd::panel_fns(ty, order, rp).is_none_or(|g| panel_rows < g.min_act_rows) {

@@ -1038,7 +1038,7 @@ unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
 /// the Q8_K block sums whose (exact) total is added as `acc1 = fma(d, total, acc1)`, and
 /// `IQ1S_DELTA · acc1` at the end (IQ1_S's deltas).
 #[inline(always)]
-unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
+unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool, const TILED: bool>(
     nb: usize,
     w: *const u8,
     a: *const u8,
@@ -1053,6 +1053,7 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let mut acc1 = [0f32; R];
+        let mut tiled = [0f32; R];
         for ib in 0..nb {
             let wb = w.add(ib * WB);
             prefetch_decode::<R, WB>(wb);
@@ -1067,6 +1068,22 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
                     let p = _mm256_maddubs_epi16(gr.ax, _mm256_sign_epi8(qy, gr.s));
                     sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, sc));
                 }
+            }
+            if TILED {
+                // llama.cpp's tiled matmul (`quant::vec_dot_tiled`): the block's exact sum s1
+                // (IQ1_S: its weights 8·grid ± 1, so 8 · the grid part + the delta part), then
+                // r = d · s1 (d with the type's factor), fma(r, d_a, acc)
+                let d0 = dw * if EXTRA { 0.125 } else { factor };
+                for r in 0..R {
+                    let ab = a.add(r * a_stride + ib * Q8_K_B);
+                    let mut s1 = hsum_epi32_8(sumi[r]);
+                    if EXTRA {
+                        let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), ex);
+                        s1 = 8 * s1 + hsum_epi32_8(t);
+                    }
+                    tiled[r] = (d0 * s1 as f32).mul_add(f32_at(ab), tiled[r]);
+                }
+                continue;
             }
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
@@ -1083,6 +1100,10 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool>(
             }
         }
         for r in 0..R {
+            if TILED {
+                *out.add(r * out_stride) = tiled[r];
+                continue;
+            }
             let s = factor * hsum_float_8(acc[r]);
             *out.add(r * out_stride) = if EXTRA { s + IQ1S_DELTA * acc1[r] } else { s };
         }
@@ -1096,8 +1117,8 @@ fn odd_scale(ax: __m256i, s: __m256i, ls: u32) -> IqGroup {
     IqGroup { ax, s, lo: sc, hi: sc }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+#[inline(always)]
+unsafe fn dot_iq2_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | per 32: 4 grid bytes, u32 signs + scale.
     unsafe {
         let group = |wb: *const u8, g: usize| {
@@ -1105,12 +1126,26 @@ pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8,
             let sg = std::ptr::read_unaligned(wb.add(6 + 8 * g) as *const u32);
             odd_scale(grid64x4(&IQ2XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ2_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ2_XXS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_xxs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq2_xxs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xxs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_xxs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+
+#[inline(always)]
+unsafe fn dot_iq3_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | 64 grid bytes | per 32 a u32 of signs + scale.
     unsafe {
         let group = |wb: *const u8, g: usize| {
@@ -1118,9 +1153,23 @@ pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8,
             let sg = std::ptr::read_unaligned(wb.add(66 + 4 * g) as *const u32);
             odd_scale(grid32x8(&IQ3XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ3_XXS_B, false>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ3_XXS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_| _mm256_setzero_si256())
     }
 }
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq3_xxs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq3_xxs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_xxs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq3_xxs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
 
 /// Two 4-bit scales of a byte as the per-16 factors `2·s + 1` (low nibble first).
 #[inline(always)]
@@ -1128,8 +1177,8 @@ fn nibble_scales(ax: __m256i, s: __m256i, sc: u8) -> IqGroup {
     IqGroup { ax, s, lo: 2 * (sc & 15) as i16 + 1, hi: 2 * (sc >> 4) as i16 + 1 }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+#[inline(always)]
+unsafe fn dot_iq2_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | u16 qs[32] (9-bit index, 7 sign bits) | scales[8].
     unsafe {
         let group = |wb: *const u8, g: usize| {
@@ -1138,12 +1187,26 @@ pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
             let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
             nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
         };
-        dot_iq::<R, IQ2_XS_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ2_XS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_xs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq2_xs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_xs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_xs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+
+#[inline(always)]
+unsafe fn dot_iq2_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[32] | signs[32] | qh[8] | scales[8].
     unsafe {
         let group = |wb: *const u8, g: usize| {
@@ -1153,12 +1216,26 @@ pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
             nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
         };
-        dot_iq::<R, IQ2_S_B, false>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ2_S_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq2_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq2_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq2_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+
+#[inline(always)]
+unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[64] | qh[8] | signs[32] | scales[4].
     unsafe {
         let group = |wb: *const u8, g: usize| {
@@ -1169,12 +1246,26 @@ pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
             odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
         };
-        dot_iq::<R, IQ3_S_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ3_S_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq3_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq3_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq3_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq3_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+
+#[inline(always)]
+unsafe fn dot_iq4_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | scales_h u16 | scales_l[4] | qs[128].
     unsafe {
         let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
@@ -1184,12 +1275,26 @@ pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, 
             let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
             signed_group(q, ls, ls)
         };
-        dot_iq::<R, IQ4_XS_B, false>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ4_XS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq4_xs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq4_xs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq4_xs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq4_xs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
+
+#[inline(always)]
+unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[32] | qh u16[8]; Q8_K bsums at 4 + 256.
     unsafe {
         let qh = |wb: *const u8, g: usize| std::ptr::read_unaligned(wb.add(34 + 2 * g) as *const u16) as usize;
@@ -1207,9 +1312,23 @@ pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let f = _mm_sign_epi16(sc, _mm_or_si128(h, _mm_set1_epi16(1)));
             _mm256_set_m128i(_mm_unpackhi_epi16(f, f), _mm_unpacklo_epi16(f, f))
         };
-        dot_iq::<R, IQ1_S_B, true>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
+        dot_iq::<R, IQ1_S_B, true, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
     }
 }
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq1_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// As [`dot_iq1_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_iq1_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_iq1_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+}
+
 
 /// ±1 bytes for the 4 × 8 weights of an IQ1_M group from its 4 delta-sign bits (bit k: the
 /// k-th 8 weights' delta is negative).

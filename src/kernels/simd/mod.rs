@@ -286,10 +286,24 @@ pub fn dot_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static DotFns> {
             static Q4_K: DotFns = table!(avx2, dot_q4_k_tiled);
             static Q5_K: DotFns = table!(avx2, dot_q5_k_tiled);
             static Q6_K: DotFns = table!(avx2, dot_q6_k_tiled);
+            static IQ2_XXS: DotFns = table!(avx2, dot_iq2_xxs_tiled);
+            static IQ2_XS: DotFns = table!(avx2, dot_iq2_xs_tiled);
+            static IQ2_S: DotFns = table!(avx2, dot_iq2_s_tiled);
+            static IQ3_XXS: DotFns = table!(avx2, dot_iq3_xxs_tiled);
+            static IQ3_S: DotFns = table!(avx2, dot_iq3_s_tiled);
+            static IQ4_XS: DotFns = table!(avx2, dot_iq4_xs_tiled);
+            static IQ1_S: DotFns = table!(avx2, dot_iq1_s_tiled);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q6K => Some(&Q6_K),
+                GgmlType::IQ2_XXS => Some(&IQ2_XXS),
+                GgmlType::IQ2_XS => Some(&IQ2_XS),
+                GgmlType::IQ2_S => Some(&IQ2_S),
+                GgmlType::IQ3_XXS => Some(&IQ3_XXS),
+                GgmlType::IQ3_S => Some(&IQ3_S),
+                GgmlType::IQ4_XS => Some(&IQ4_XS),
+                GgmlType::IQ1_S => Some(&IQ1_S),
                 _ => None,
             }
         }
@@ -481,6 +495,14 @@ pub fn panel_is_exact(level: Level, ty: GgmlType, repacked: bool) -> bool {
     } else {
         level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
     }
+}
+
+/// Whether the panels of `ty` at `level` sum in llamafile tinyBLAS's order
+/// (`quant::vec_dot_sgemm`) for the types of `quant::sgemm_order`: the AVX-512 IQ4_NL panel
+/// (`gemm16`) keeps tinyBLAS's eight 32-bit lanes in eight accumulators, one FMA per block with
+/// `d_w · d_a`, and adds them as its `hsum`.
+pub fn panel_is_sgemm_exact(level: Level, ty: GgmlType) -> bool {
+    level == Level::Avx512 && ty == GgmlType::IQ4_NL
 }
 
 macro_rules! panel {

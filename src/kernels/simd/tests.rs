@@ -496,6 +496,11 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
                                 if exact {
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want} (bit for bit)", ty.name());
                                 }
+                                if !repacked && panel_is_sgemm_exact(level, ty) {
+                                    // the panels serve tinyBLAS's products (kernels::matmul)
+                                    let want = dot_ref(ty, cols, wrow, arow, Order::Sgemm);
+                                    assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs tinyBLAS's {want} (bit for bit)", ty.name());
+                                }
                                 let tol = 1e-5 * abs_products(ty, cols, wrow, arow) + 1e-30;
                                 assert!(((got - want) as f64).abs() <= tol, "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want}", ty.name());
                             }
@@ -687,7 +692,7 @@ fn tiled_panels_are_the_reference_at_every_level() {
 #[test]
 fn tiled_row_kernels_are_the_reference_at_every_level() {
     for level in levels() {
-        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K] {
+        for ty in [GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K, GgmlType::IQ2_XXS, GgmlType::IQ2_XS, GgmlType::IQ2_S, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::IQ1_S] {
             let fns = dot_fns_tiled_at(level, ty).unwrap_or_else(|| panic!("{level:?} has no tiled row kernels for {}", ty.name()));
             let mut rng = Rng(0x51ed_270b ^ ty as u64);
             for cols in [256, 1280] {
