@@ -1026,6 +1026,14 @@ unsafe fn grid64x4(g: &[u64], i: [usize; 4]) -> __m256i {
     unsafe { _mm256_set_epi64x(g[i[3]] as i64, g[i[2]] as i64, g[i[1]] as i64, g[i[0]] as i64) }
 }
 
+/// Entry `i` of a block's precomputed grid indices, read back from memory: a load per index
+/// instead of the two-µop register extractions the compiler would otherwise make of them.
+#[inline(always)]
+fn idx_at(idx: &[u32; 32], i: usize) -> u32 {
+    // SAFETY: i < 32 (checked), an aligned u32 of the array.
+    unsafe { std::ptr::read_volatile(&idx[i]) }
+}
+
 #[inline(always)]
 unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
     // SAFETY: register-only AVX intrinsic; indexing is bounds-checked.
@@ -1038,7 +1046,7 @@ unsafe fn grid32x8(g: &[u32], i: [usize; 8]) -> __m256i {
 /// the Q8_K block sums whose (exact) total is added as `acc1 = fma(d, total, acc1)`, and
 /// `IQ1S_DELTA · acc1` at the end (IQ1_S's deltas).
 #[inline(always)]
-unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool, const TILED: bool>(
+unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool, const TILED: bool, B>(
     nb: usize,
     w: *const u8,
     a: *const u8,
@@ -1046,7 +1054,8 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool, const TILED
     out: *mut f32,
     out_stride: usize,
     factor: f32,
-    group: impl Fn(*const u8, usize) -> IqGroup,
+    block: impl Fn(*const u8) -> B,
+    group: impl Fn(*const u8, &B, usize) -> IqGroup,
     extra: impl Fn(*const u8) -> __m256i,
 ) {
     // SAFETY: see the module docs; all pointer offsets stay inside the caller's blocks.
@@ -1060,8 +1069,9 @@ unsafe fn dot_iq<const R: usize, const WB: usize, const EXTRA: bool, const TILED
             let dw = f16_at(wb);
             let mut sumi = [_mm256_setzero_si256(); R];
             let ex = if EXTRA { extra(wb) } else { _mm256_setzero_si256() };
+            let bs = block(wb);
             for g in 0..8 {
-                let gr = group(wb, g);
+                let gr = group(wb, &bs, g);
                 let sc = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(gr.lo), _mm256_set1_epi16(gr.hi));
                 for r in 0..R {
                     let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
@@ -1121,12 +1131,12 @@ fn odd_scale(ax: __m256i, s: __m256i, ls: u32) -> IqGroup {
 unsafe fn dot_iq2_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | per 32: 4 grid bytes, u32 signs + scale.
     unsafe {
-        let group = |wb: *const u8, g: usize| {
+        let group = |wb: *const u8, _: &(), g: usize| {
             let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 4]);
             let sg = std::ptr::read_unaligned(wb.add(6 + 8 * g) as *const u32);
             odd_scale(grid64x4(&IQ2XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ2_XXS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ2_XXS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.125, |_| (), group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1148,12 +1158,12 @@ pub unsafe fn dot_iq2_xxs_tiled<const R: usize>(nb: usize, w: *const u8, a: *con
 unsafe fn dot_iq3_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | 64 grid bytes | per 32 a u32 of signs + scale.
     unsafe {
-        let group = |wb: *const u8, g: usize| {
+        let group = |wb: *const u8, _: &(), g: usize| {
             let idx = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
             let sg = std::ptr::read_unaligned(wb.add(66 + 4 * g) as *const u32);
             odd_scale(grid32x8(&IQ3XXS_GRID, idx.map(|i| i as usize)), ksigns4(sg), sg >> 28)
         };
-        dot_iq::<R, IQ3_XXS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.25, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ3_XXS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.25, |_| (), group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1181,13 +1191,13 @@ fn nibble_scales(ax: __m256i, s: __m256i, sc: u8) -> IqGroup {
 unsafe fn dot_iq2_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | u16 qs[32] (9-bit index, 7 sign bits) | scales[8].
     unsafe {
-        let group = |wb: *const u8, g: usize| {
+        let group = |wb: *const u8, _: &(), g: usize| {
             let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
             let k = |i: usize| KSIGNS64[(v[i] >> 9) as usize] as i64;
             let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
             nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
         };
-        dot_iq::<R, IQ2_XS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ2_XS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.125, |_| (), group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1209,14 +1219,24 @@ pub unsafe fn dot_iq2_xs_tiled<const R: usize>(nb: usize, w: *const u8, a: *cons
 unsafe fn dot_iq2_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[32] | signs[32] | qh[8] | scales[8].
     unsafe {
-        let group = |wb: *const u8, g: usize| {
-            let qs = std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]);
-            let qh = *wb.add(66 + g) as usize;
-            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | ((qh << (8 - 2 * l)) & 0x300));
-            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
-            nibble_scales(grid64x4(&IQ2S_GRID, idx), signs, *wb.add(74 + g))
+        // the block's 32 grid indices at once (4g + l: qs[4g + l] | 2 bits of qh[g] at 2l above it)
+        let block = |wb: *const u8| {
+            let hv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(66) as *const __m128i));
+            let mut idx = [0u32; 32];
+            for k in 0..4 {
+                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
+                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi32(3)));
+                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(2 + 8 * k as usize) as *const __m128i));
+                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
+            }
+            idx
         };
-        dot_iq::<R, IQ2_S_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 0.125, group, |_| _mm256_setzero_si256())
+        let group = |wb: *const u8, idx: &[u32; 32], g: usize| {
+            let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
+            // (10-bit indices: the grid has 1024 entries)
+            nibble_scales(grid64x4(&IQ2S_GRID, std::array::from_fn(|l| (idx_at(idx, 4 * g + l) & 1023) as usize)), signs, *wb.add(74 + g))
+        };
+        dot_iq::<R, IQ2_S_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.125, block, group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1238,7 +1258,7 @@ pub unsafe fn dot_iq2_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const
 unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[64] | qh[8] | signs[32] | scales[4].
     unsafe {
-        let group = |wb: *const u8, g: usize| {
+        let group = |wb: *const u8, _: &(), g: usize| {
             let qs = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
             let qh = *wb.add(66 + g) as usize;
             let idx: [usize; 8] = std::array::from_fn(|i| qs[i] as usize | ((qh << (8 - i)) & 256));
@@ -1246,7 +1266,7 @@ unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
             let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
             odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
         };
-        dot_iq::<R, IQ3_S_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ3_S_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 1.0, |_| (), group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1269,13 +1289,13 @@ unsafe fn dot_iq4_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const
     // SAFETY: forwarded contract. Layout: d | scales_h u16 | scales_l[4] | qs[128].
     unsafe {
         let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
-        let group = |wb: *const u8, g: usize| {
+        let group = |wb: *const u8, _: &(), g: usize| {
             let q = _mm256_shuffle_epi8(table, bytes_from_nibbles_32(wb.add(8 + 16 * g)));
             let sh = std::ptr::read_unaligned(wb.add(2) as *const u16);
             let ls = (((*wb.add(4 + g / 2) >> (4 * (g % 2))) & 15) as i16 | ((((sh >> (2 * g)) & 3) as i16) << 4)) - 32;
             signed_group(q, ls, ls)
         };
-        dot_iq::<R, IQ4_XS_B, false, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ4_XS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 1.0, |_| (), group, |_| _mm256_setzero_si256())
     }
 }
 
@@ -1298,11 +1318,25 @@ unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
     // SAFETY: forwarded contract. Layout: d | qs[32] | qh u16[8]; Q8_K bsums at 4 + 256.
     unsafe {
         let qh = |wb: *const u8, g: usize| std::ptr::read_unaligned(wb.add(34 + 2 * g) as *const u16) as usize;
-        let group = |wb: *const u8, g: usize| {
-            let (h, qs) = (qh(wb, g), std::ptr::read_unaligned(wb.add(2 + 4 * g) as *const [u8; 4]));
-            let idx: [usize; 4] = std::array::from_fn(|l| qs[l] as usize | (((h >> (3 * l)) & 7) << 8));
+        // the block's 32 grid indices at once (index 4g + l: qs[4g + l] | 3 bits of qh[g] at 3l
+        // above it), 8 per register: a quarter of the scalar shifts and masks
+        let block = |wb: *const u8| {
+            let hv = _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(34) as *const __m128i));
+            let shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+            let mut idx = [0u32; 32];
+            for k in 0..4 {
+                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
+                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, shifts), _mm256_set1_epi32(7)));
+                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(2 + 8 * k as usize) as *const __m128i));
+                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
+            }
+            idx
+        };
+        let group = |wb: *const u8, idx: &[u32; 32], g: usize| {
+            let h = qh(wb, g);
             let sc = 2 * ((h >> 12) & 7) as i16 + 1;
-            signed_group(grid64x4(&IQ1S_GRID, idx), sc, sc)
+            // (11-bit indices: the grid has 2048 entries)
+            signed_group(grid64x4(&IQ1S_GRID, std::array::from_fn(|l| (idx_at(idx, 4 * g + l) & 2047) as usize)), sc, sc)
         };
         // per group g: bsums 2g and 2g + 1 times ±(2·s + 1), the sign from bit 15 (in
         // registers: a vector built in memory from 16 stores stalls the 256-bit reload)
@@ -1312,7 +1346,7 @@ unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
             let f = _mm_sign_epi16(sc, _mm_or_si128(h, _mm_set1_epi16(1)));
             _mm256_set_m128i(_mm_unpackhi_epi16(f, f), _mm_unpacklo_epi16(f, f))
         };
-        dot_iq::<R, IQ1_S_B, true, TILED>(nb, w, a, a_stride, out, out_stride, 1.0, group, extra)
+        dot_iq::<R, IQ1_S_B, true, TILED, _>(nb, w, a, a_stride, out, out_stride, 1.0, block, group, extra)
     }
 }
 
@@ -1360,17 +1394,34 @@ pub unsafe fn dot_iq1_m<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             let dh = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
             let dw = f16_at(dh.to_le_bytes().as_ptr());
             let (mut s1, mut s2) = ([_mm256_setzero_si256(); R], [_mm256_setzero_si256(); R]);
+            // per block, in registers: the 32 grid indices (4g + k: qs[4g + k] | 3 bits of the
+            // group's qh nibble k above it) and the 16 per-16 factors 2·s + 1 (s_j: bits 3(j % 4)
+            // of the j/4-th scale word; group g's halves are j = 2g, 2g + 1)
+            let hv = _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(32) as *const __m128i));
+            let mut idx = [0u32; 32];
+            for k in 0..4 {
+                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
+                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12)), _mm256_set1_epi32(7)));
+                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(8 * k as usize) as *const __m128i));
+                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
+            }
+            let words = _mm256_shuffle_epi8(
+                _mm256_broadcastsi128_si256(_mm_loadl_epi64(wb.add(48) as *const __m128i)),
+                _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7),
+            );
+            let s3 = _mm256_and_si256(_mm256_srli_epi16::<9>(_mm256_mullo_epi16(words, _mm256_setr_epi16(512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1, 512, 64, 8, 1))), _mm256_set1_epi16(7));
+            let factors = _mm256_or_si256(_mm256_slli_epi16::<1>(s3), _mm256_set1_epi16(1));
             for g in 0..8 {
                 // the group's 4 nibbles: 3 high index bits and the delta sign (bit 3) per 8 weights
                 let qh = std::ptr::read_unaligned(wb.add(32 + 2 * g) as *const u16) as usize;
-                let qs = std::ptr::read_unaligned(wb.add(4 * g) as *const [u8; 4]);
-                let idx: [usize; 4] = std::array::from_fn(|k| qs[k] as usize | (((qh >> (4 * k)) & 7) << 8));
-                let q = grid64x4(&IQ1S_GRID, idx);
+                // (11-bit indices: the grid has 2048 entries)
+                let q = grid64x4(&IQ1S_GRID, std::array::from_fn(|k| (idx_at(&idx, 4 * g + k) & 2047) as usize));
                 let signs = (qh >> 3 & 1) | (qh >> 6 & 2) | (qh >> 9 & 4) | (qh >> 12 & 8);
                 let delta = _mm256_loadu_si256(IQ1M_DELTA_SIGNS[signs].as_ptr() as *const __m256i);
-                let sl = 2 * ((sc[g / 2] >> (6 * (g % 2))) & 7) as i16 + 1;
-                let shi = 2 * ((sc[g / 2] >> (6 * (g % 2) + 3)) & 7) as i16 + 1;
-                let scv = _mm256_blend_epi32::<0xf0>(_mm256_set1_epi16(sl), _mm256_set1_epi16(shi));
+                // group g's factor pair (32-bit element g) to every lane, low factor in the low
+                // half and high factor in the high half
+                let pair = _mm256_permutevar8x32_epi32(factors, _mm256_set1_epi32(g as i32));
+                let scv = _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
                 let ax = _mm256_sign_epi8(q, q);
                 for r in 0..R {
                     let qy = load256(a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g));
