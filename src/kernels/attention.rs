@@ -753,21 +753,20 @@ impl TileScratch {
         match self.level {
             #[cfg(target_arch = "x86_64")]
             Level::Avx512 => {
+                // (straight into p: BLOCK is a multiple of 16, the slots past m are scratch)
                 for c0 in (0..m).step_by(16) {
-                    let mut s = [0f32; 16];
+                    let s: &mut [f32; 16] = (&mut p[c0..c0 + 16]).try_into().expect("BLOCK is a multiple of 16");
                     // SAFETY: the AVX-512 level was detected; q holds dkp values and keys rows
                     // c0..m of dkp ≥ dk values.
-                    unsafe { simd::attn::scores_512(q.as_ptr(), keys[c0 * self.dkp..].as_ptr(), self.dkp, (m - c0).min(16), self.dk, scale, &mut s) };
-                    p[c0..(c0 + 16).min(m)].copy_from_slice(&s[..(m - c0).min(16)]);
+                    unsafe { simd::attn::scores_512(q.as_ptr(), keys[c0 * self.dkp..].as_ptr(), self.dkp, (m - c0).min(16), self.dk, scale, s) };
                 }
             }
             #[cfg(target_arch = "x86_64")]
             Level::Avx2 => {
                 for c0 in (0..m).step_by(8) {
-                    let mut s = [0f32; 8];
+                    let s: &mut [f32; 8] = (&mut p[c0..c0 + 8]).try_into().expect("BLOCK is a multiple of 8");
                     // SAFETY: the AVX2/FMA level was detected; as above with multiples of 8.
-                    unsafe { simd::attn::scores_256(q.as_ptr(), keys[c0 * self.dkp..].as_ptr(), self.dkp, (m - c0).min(8), self.dk, scale, &mut s) };
-                    p[c0..(c0 + 8).min(m)].copy_from_slice(&s[..(m - c0).min(8)]);
+                    unsafe { simd::attn::scores_256(q.as_ptr(), keys[c0 * self.dkp..].as_ptr(), self.dkp, (m - c0).min(8), self.dk, scale, s) };
                 }
             }
             _ => {

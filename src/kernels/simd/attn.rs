@@ -25,23 +25,27 @@ pub unsafe fn scores_512(q: *const f32, k: *const f32, stride: usize, n: usize, 
     unsafe {
         let rows: [*const f32; 16] = std::array::from_fn(|c| k.add(c.min(n - 1) * stride));
         let np = dk & !63;
-        // pair[0]: accumulators 0 + 2, pair[1]: 1 + 3
-        let mut pair = [[_mm512_setzero_ps(); 16]; 2];
-        for j in [0, 2, 1, 3] {
-            let mut acc = [_mm512_setzero_ps(); 16];
-            for i in (0..np).step_by(64) {
-                let d = i + 16 * j;
-                let qv = _mm512_loadu_ps(q.add(d));
-                for c in 0..16 {
-                    acc[c] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[c].add(d)), qv, acc[c]);
+        // each row's 16-lane partial sum (0 + 2) + (1 + 3), a row at a time (four accumulators
+        // live, the query in registers where it fits: the 16 rows' accumulators at once spilled)
+        let part: [__m512; 16] = match np {
+            64 => {
+                let qv: [__m512; 4] = std::array::from_fn(|j| _mm512_loadu_ps(q.add(16 * j)));
+                std::array::from_fn(|c| row_part_512::<4>(&qv, rows[c]))
+            }
+            128 => {
+                let qv: [__m512; 8] = std::array::from_fn(|j| _mm512_loadu_ps(q.add(16 * j)));
+                std::array::from_fn(|c| row_part_512::<8>(&qv, rows[c]))
+            }
+            _ => std::array::from_fn(|c| {
+                let mut acc = [_mm512_setzero_ps(); 4];
+                for i in (0..np).step_by(64) {
+                    for j in 0..4 {
+                        acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows[c].add(i + 16 * j)), _mm512_loadu_ps(q.add(i + 16 * j)), acc[j]);
+                    }
                 }
-            }
-            let p = &mut pair[j & 1];
-            for c in 0..16 {
-                p[c] = if j < 2 { acc[c] } else { _mm512_add_ps(p[c], acc[c]) };
-            }
-        }
-        let part: [__m512; 16] = std::array::from_fn(|c| _mm512_add_ps(pair[0][c], pair[1][c]));
+                _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]))
+            }),
+        };
         // t[i]: 128-bit lanes 0, 1 hold row 2i's lanes j + (j + 8), lanes 2, 3 row 2i + 1's
         let t: [__m512; 8] = std::array::from_fn(|i| {
             let (a, b) = (part[2 * i], part[2 * i + 1]);
@@ -74,26 +78,29 @@ pub unsafe fn scores_512(q: *const f32, k: *const f32, stride: usize, n: usize, 
     }
 }
 
-/// ggml's leftovers of a dot product: `head` in f64, then q[d]·k[d] (exact in f32 for F16
-/// values) added one by one in f64 for d in from..to, rounded to f32.
+/// One key row's 16-lane partial sum for [`scores_512`] with the query's first `16 · NQ`
+/// elements (`NQ` a multiple of 4) in registers: accumulator j over elements 16j.. of each 64,
+/// ascending, then (0 + 2) + (1 + 3).
 #[inline(always)]
-unsafe fn tail_f64(head: f32, q: *const f32, k: *const f32, from: usize, to: usize) -> f32 {
-    let mut s = head as f64;
-    for d in from..to {
-        // SAFETY: the caller covers elements below `to` of both rows.
-        s += unsafe { *q.add(d) * *k.add(d) } as f64;
+unsafe fn row_part_512<const NQ: usize>(qv: &[__m512; NQ], row: *const f32) -> __m512 {
+    // SAFETY: the caller's row covers 16 · NQ elements.
+    unsafe {
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for i in 0..NQ / 4 {
+            for j in 0..4 {
+                acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(row.add(64 * i + 16 * j)), qv[4 * i + j], acc[j]);
+            }
+        }
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3]))
     }
-    s as f32
 }
 
-/// [`scores_512`] for 8 key rows with the same sums, each 16-lane accumulator as two 8-lane
-/// halves (lanes j and j + 8 added first, then (j, j + 4), (j, j + 2), (j, j + 1)): the same
-/// bits. Rows c < n read (1 ≤ n ≤ 8).
-#[target_feature(enable = "avx2,fma")]
-pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, dk: usize, scale: f32, out: &mut [f32; 8]) {
-    // SAFETY: as scores_512.
+/// [`scores_256`] for rows whose query does not fit in registers (MLA's 576): the 8 rows'
+/// accumulators of one (j, half) at a time, the query loaded once for all of them.
+#[inline(always)]
+unsafe fn scores_256_wide(q: *const f32, rows: &[*const f32; 8], n: usize, dk: usize, scale: f32, out: &mut [f32; 8]) {
+    // SAFETY: as scores_256.
     unsafe {
-        let rows: [*const f32; 8] = std::array::from_fn(|c| k.add(c.min(n - 1) * stride));
         let np = dk & !63;
         // pair[p][half]: accumulators 0 + 2 (p = 0) or 1 + 3 (p = 1), lanes 0..8 or 8..16
         let mut pair = [[[_mm256_setzero_ps(); 8]; 2]; 2];
@@ -115,6 +122,80 @@ pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, 
         }
         // lanes j + (j + 8) of the 16-lane sum (0 + 2) + (1 + 3)
         let part: [__m256; 8] = std::array::from_fn(|c| _mm256_add_ps(_mm256_add_ps(pair[0][0][c], pair[1][0][c]), _mm256_add_ps(pair[0][1][c], pair[1][1][c])));
+        reduce_256(part, q, rows, n, np, dk, scale, out)
+    }
+}
+
+/// One key row's half (its lanes 0..8 or 8..16, `row` and `qv` already offset) of the 16-lane
+/// partial sum of [`scores_512`], for [`scores_256`]: `qv[4i + j]` the query's elements 64i +
+/// 16j + (0..8) of the half, accumulator j over them ascending in i, then (0 + 2) + (1 + 3).
+#[inline(always)]
+unsafe fn row_half_256<const NQ: usize>(qv: &[__m256; NQ], row: *const f32) -> __m256 {
+    // SAFETY: the caller's row covers 16 · NQ elements from its half's start.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for i in 0..NQ / 4 {
+            for j in 0..4 {
+                acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(64 * i + 16 * j)), qv[4 * i + j], acc[j]);
+            }
+        }
+        _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]))
+    }
+}
+
+/// ggml's leftovers of a dot product: `head` in f64, then q[d]·k[d] (exact in f32 for F16
+/// values) added one by one in f64 for d in from..to, rounded to f32.
+#[inline(always)]
+unsafe fn tail_f64(head: f32, q: *const f32, k: *const f32, from: usize, to: usize) -> f32 {
+    let mut s = head as f64;
+    for d in from..to {
+        // SAFETY: the caller covers elements below `to` of both rows.
+        s += unsafe { *q.add(d) * *k.add(d) } as f64;
+    }
+    s as f32
+}
+
+/// [`scores_512`] for 8 key rows with the same sums, each 16-lane accumulator as two 8-lane
+/// halves (lanes j and j + 8 added first, then (j, j + 4), (j, j + 2), (j, j + 1)): the same
+/// bits. Rows c < n read (1 ≤ n ≤ 8).
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn scores_256(q: *const f32, k: *const f32, stride: usize, n: usize, dk: usize, scale: f32, out: &mut [f32; 8]) {
+    // SAFETY: as scores_512.
+    unsafe {
+        let rows: [*const f32; 8] = std::array::from_fn(|c| k.add(c.min(n - 1) * stride));
+        let np = dk & !63;
+        if np != 64 && np != 128 {
+            return scores_256_wide(q, &rows, n, dk, scale, out);
+        }
+        // per half (lanes 0..8, then 8..16 of the 16-lane accumulators) and row, the four
+        // accumulators' (0 + 2) + (1 + 3), the half's query in registers where it fits; then
+        // the halves added: lanes j + (j + 8) of the 16-lane sum
+        let half = |h: usize| -> [__m256; 8] {
+            match np {
+                64 => {
+                    let qv: [__m256; 4] = std::array::from_fn(|j| _mm256_loadu_ps(q.add(16 * j + 8 * h)));
+                    std::array::from_fn(|c| row_half_256::<4>(&qv, rows[c].add(8 * h)))
+                }
+                128 => {
+                    let qv: [__m256; 8] = std::array::from_fn(|j| _mm256_loadu_ps(q.add(64 * (j / 4) + 16 * (j % 4) + 8 * h)));
+                    std::array::from_fn(|c| row_half_256::<8>(&qv, rows[c].add(8 * h)))
+                }
+                _ => unreachable!("wide rows take scores_256_wide"),
+            }
+        };
+        let (lo, hi) = (half(0), half(1));
+        let part: [__m256; 8] = std::array::from_fn(|c| _mm256_add_ps(lo[c], hi[c]));
+        reduce_256(part, q, &rows, n, np, dk, scale, out)
+    }
+}
+
+/// The end of [`scores_256`]: the rows' `part`s (lanes j + (j + 8) of their 16-lane sums)
+/// reduced as `_mm512_reduce_add_ps` continues, the tails added in f64, scaled into `out`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn reduce_256(part: [__m256; 8], q: *const f32, rows: &[*const f32; 8], n: usize, np: usize, dk: usize, scale: f32, out: &mut [f32; 8]) {
+    // SAFETY: as scores_256.
+    unsafe {
         // t[i]: low 128 bits row 2i's lanes j + (j + 4), high 128 bits row 2i + 1's
         let t: [__m256; 4] = std::array::from_fn(|i| {
             let (a, b) = (part[2 * i], part[2 * i + 1]);
