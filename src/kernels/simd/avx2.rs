@@ -865,11 +865,16 @@ pub unsafe fn dot_q3_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+/// Q6_K × Q8_K: one weight row × R activation rows, in `vec_dot`'s order (one 8-lane FMA per
+/// block, `hsum` at the end) or, with `TILED`, in llama.cpp's tiled matmul's (per block the exact
+/// sum of the scaled quants less 32 · the scaled group sums, `r = d · s1`, `acc = fma(r, d_a,
+/// acc)`).
+#[inline(always)]
+unsafe fn dot_q6_k_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs. Layout: ql[128] | qh[64] | scales[16] | d.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
+        let mut tiled = [0f32; R];
         let m4 = _mm256_set1_epi8(0x0f);
         let m2 = _mm256_set1_epi8(0x03);
         // bytes 2g (×8) then 2g + 1 (×8)
@@ -905,67 +910,33 @@ pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
                 let bs = load256(ab.add(4 + QK_K));
                 let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
                 let s = _mm256_sub_epi32(sumi[r], sub);
-                let d = _mm256_set1_ps(f32_at(ab) * wd);
-                acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+                if TILED {
+                    // the tiled matmul's: the block's exact sum, r = d · s1, fma(r, d_a, acc)
+                    tiled[r] = (wd * hsum_epi32_8(s) as f32).mul_add(f32_at(ab), tiled[r]);
+                } else {
+                    let d = _mm256_set1_ps(f32_at(ab) * wd);
+                    acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc[r]);
+                }
             }
         }
         for r in 0..R {
-            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+            *out.add(r * out_stride) = if TILED { tiled[r] } else { hsum_float_8(acc[r]) };
         }
     }
 }
 
-/// Q6_K × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`): per block the
-/// exact sum of the scaled quants (less 32 · the scaled group sums), `r = d · s1`,
-/// `acc = fma(r, d_a, acc)`. One weight row × R activation rows; the AVX-512 level uses it too.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q6_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dot_q6_k_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+}
+
+/// [`dot_q6_k`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`); the AVX-512
+/// level uses it too.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q6_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: see the module docs. Layout: ql[128] | qh[64] | scales[16] | d.
-    unsafe {
-        let mut acc = [0f32; R];
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m2 = _mm256_set1_epi8(0x03);
-        // bytes 2g (×8) then 2g + 1 (×8)
-        let pick: [__m128i; 8] = std::array::from_fn(|g| _mm_set_epi64x(0x0101_0101_0101_0101 * (2 * g as i64 + 1), 0x0101_0101_0101_0101 * (2 * g as i64)));
-        for ib in 0..nb {
-            let wb = w.add(ib * Q6_K_B);
-            prefetch_decode::<R, Q6_K_B>(wb);
-            let wd = f16_at(wb.add(208));
-            let sc8 = _mm_loadu_si128(wb.add(192) as *const __m128i);
-            let sc16 = _mm256_cvtepi8_epi16(sc8);
-            let mut sumi = [_mm256_setzero_si256(); R];
-            for n in 0..2 {
-                let qh = load256(wb.add(128 + 32 * n));
-                let ql0 = load256(wb.add(64 * n));
-                let ql1 = load256(wb.add(64 * n + 32));
-                for s in 0..4 {
-                    let lowbytes = if s % 2 == 0 { ql0 } else { ql1 };
-                    let low = if s < 2 { _mm256_and_si256(lowbytes, m4) } else { _mm256_and_si256(_mm256_srli_epi16(lowbytes, 4), m4) };
-                    let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * s as i32)), m2);
-                    let q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-                    let g = 4 * n + s;
-                    // sub-block 2g's scale in the low half's 16-bit lanes, 2g + 1's in the high half's
-                    let scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[g]));
-                    for r in 0..R {
-                        let aq = a.add(r * a_stride + ib * Q8_K_B + 4 + 32 * g);
-                        let p = _mm256_madd_epi16(scv, _mm256_maddubs_epi16(q, load256(aq)));
-                        sumi[r] = _mm256_add_epi32(sumi[r], p);
-                    }
-                }
-            }
-            for r in 0..R {
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let bs = load256(ab.add(4 + QK_K));
-                let sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
-                let s = _mm256_sub_epi32(sumi[r], sub);
-                // the tiled matmul's: the block's exact sum, r = d · s1, fma(r, d_a, acc)
-                acc[r] = (wd * hsum_epi32_8(s) as f32).mul_add(f32_at(ab), acc[r]);
-            }
-        }
-        for r in 0..R {
-            *out.add(r * out_stride) = acc[r];
-        }
-    }
+    // SAFETY: forwarded contract.
+    unsafe { dot_q6_k_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 // ---------------------------------------------------------------------------------------------
