@@ -518,10 +518,11 @@ unsafe fn qk45_sumi_pair<const R: usize, const QH: bool>(wb: *const u8, scales: 
 /// selected by byte shuffles of the block's scale vector; the mins' products with the
 /// activation's 16-element sums by one `madd` of the mins doubled to 16-bit pairs.
 #[inline(always)]
-unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+unsafe fn dot_qk_45<const R: usize, const QH: bool, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     let wbytes = if QH { Q5_K_B } else { Q4_K_B };
     // SAFETY: see the module docs.
     unsafe {
+        let mut tiled = [0f32; R];
         let mut acc = [_mm256_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         let mut summs = [0f32; R];
@@ -542,6 +543,19 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             let sumi = qk45_sumi::<R, QH>(wb, scales, a.add(ib * Q8_K_B), a_stride, &splat);
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
+                if TILED {
+                    // the tiled matmul's: the scaled quant sum and the mins' sum reduced exactly
+                    // to two integers, r = d · s1, r = fnmadd(dmin, s2, r), fma(r, d_a, acc)
+                    let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
+                    let h = _mm256_hadd_epi32(sumi[r], t);
+                    let q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                    // [isum, imin, isum, imin]
+                    let q = _mm_hadd_epi32(q, q);
+                    let (s1, s2) = (_mm_cvtsi128_si32(q), _mm_extract_epi32::<1>(q));
+                    let rr = (-wdmin).mul_add(s2 as f32, wd * s1 as f32);
+                    tiled[r] = rr.mul_add(f32_at(ab), tiled[r]);
+                    continue;
+                }
                 let yd = f32_at(ab);
                 // lane j: m[j] * (bs[2j] + bs[2j+1]); prod[k] = lane 2k + lane 2k+1
                 let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
@@ -560,6 +574,10 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
             }
         }
         for r in 0..R {
+            if TILED {
+                *out.add(r * out_stride) = tiled[r];
+                continue;
+            }
             let extra = if QH {
                 summs[r]
             } else {
@@ -575,13 +593,13 @@ unsafe fn dot_qk_45<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk_45::<R, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk_45::<R, false, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q5_k<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk_45::<R, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk_45::<R, true, false>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q4_K × Q8_K in the order of llama.cpp's repacked kernels (`quant::vec_dot_repacked`): per
@@ -633,60 +651,20 @@ unsafe fn hsum_epi32_8(v: __m256i) -> i32 {
     }
 }
 
-/// Q4_K / Q5_K (`QH`) × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`):
-/// per super-block the scaled quant sum and the mins' sum reduced exactly to two integers,
-/// then `r = d · s1`, `r = fnmadd(dmin, s2, r)`, `acc = fma(r, d_a, acc)`. One weight row × R
-/// activation rows; the AVX-512 level uses it too.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_qk45_tiled<const R: usize, const QH: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    let wbytes = if QH { Q5_K_B } else { Q4_K_B };
-    // SAFETY: see the module docs.
-    unsafe {
-        let mut acc = [0f32; R];
-        let splat = word_splats();
-        // mins byte j to 16-bit lanes 2j and 2j + 1
-        let dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
-        let dup_hi = _mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
-        for ib in 0..nb {
-            let wb = w.add(ib * wbytes);
-            if QH {
-                prefetch_decode::<R, Q5_K_B>(wb);
-            } else {
-                prefetch_decode::<R, Q4_K_B>(wb);
-            }
-            let (wd, wdmin) = f16_pair(wb, wb.add(2));
-            let (scales, mins8) = scales_mins_k4(wb.add(4));
-            let mins = _mm256_set_m128i(_mm_shuffle_epi8(mins8, dup_hi), _mm_shuffle_epi8(mins8, dup));
-            let sumi = qk45_sumi::<R, QH>(wb, scales, a.add(ib * Q8_K_B), a_stride, &splat);
-            for r in 0..R {
-                let ab = a.add(r * a_stride + ib * Q8_K_B);
-                // lanes summing to the mins' products with the activation's group sums
-                let t = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), mins);
-                let h = _mm256_hadd_epi32(sumi[r], t);
-                let q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                // [isum, imin, isum, imin]
-                let q = _mm_hadd_epi32(q, q);
-                let (s1, s2) = (_mm_cvtsi128_si32(q), _mm_extract_epi32::<1>(q));
-                let rr = (-wdmin).mul_add(s2 as f32, wd * s1 as f32);
-                acc[r] = rr.mul_add(f32_at(ab), acc[r]);
-            }
-        }
-        for r in 0..R {
-            *out.add(r * out_stride) = acc[r];
-        }
-    }
-}
-
+/// Q4_K / Q5_K × Q8_K in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`): per
+/// super-block the scaled quant sum and the mins' sum reduced exactly to two integers, then
+/// `r = d · s1`, `r = fnmadd(dmin, s2, r)`, `acc = fma(r, d_a, acc)`. One weight row × R
+/// activation rows; the AVX-512 level uses them too.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45_tiled::<R, false>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk_45::<R, false, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q5_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { dot_qk45_tiled::<R, true>(nb, w, a, a_stride, out, out_stride) }
+    unsafe { dot_qk_45::<R, true, true>(nb, w, a, a_stride, out, out_stride) }
 }
 
 /// Q4_K × Q8_K in the order of llama.cpp's repacked GEMM (`quant::vec_dot_repacked` with
