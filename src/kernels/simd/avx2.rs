@@ -978,7 +978,7 @@ unsafe fn grid64x4(g: &[u64], i: [usize; 4]) -> __m256i {
 /// Entry `i` of a block's precomputed grid indices, read back from memory: a load per index
 /// instead of the two-µop register extractions the compiler would otherwise make of them.
 #[inline(always)]
-fn idx_at(idx: &[u32; 32], i: usize) -> u32 {
+fn idx_at<const N: usize>(idx: &[u32; N], i: usize) -> u32 {
     // SAFETY: i < 32 (checked), an aligned u32 of the array.
     unsafe { std::ptr::read_volatile(&idx[i]) }
 }
@@ -1207,15 +1207,23 @@ pub unsafe fn dot_iq2_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const
 unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[64] | qh[8] | signs[32] | scales[4].
     unsafe {
-        let group = |wb: *const u8, _: &(), g: usize| {
-            let qs = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u8; 8]);
-            let qh = *wb.add(66 + g) as usize;
-            let idx: [usize; 8] = std::array::from_fn(|i| qs[i] as usize | ((qh << (8 - i)) & 256));
+        // the block's 64 grid indices at once (8g + i: qs[8g + i] | bit i of qh[g] above it)
+        let block = |wb: *const u8| {
+            let mut idx = [0u32; 64];
+            for g in 0..8 {
+                let hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(*wb.add(66 + g) as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), _mm256_set1_epi32(1));
+                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(2 + 8 * g) as *const __m128i));
+                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * g) as *mut __m256i, _mm256_or_si256(lo, _mm256_slli_epi32::<8>(hi)));
+            }
+            idx
+        };
+        let group = |wb: *const u8, idx: &[u32; 64], g: usize| {
             let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(74 + 4 * g) as *const u32));
             let ls = (*wb.add(106 + g / 2) >> (4 * (g % 2))) as u32 & 15;
-            odd_scale(grid32x8(&IQ3S_GRID, idx), signs, ls)
+            // (9-bit indices: the grid has 512 entries)
+            odd_scale(grid32x8(&IQ3S_GRID, std::array::from_fn(|i| (idx_at(idx, 8 * g + i) & 511) as usize)), signs, ls)
         };
-        dot_iq::<R, IQ3_S_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 1.0, |_| (), group, |_| _mm256_setzero_si256())
+        dot_iq::<R, IQ3_S_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 1.0, block, group, |_| _mm256_setzero_si256())
     }
 }
 
