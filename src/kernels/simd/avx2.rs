@@ -1140,13 +1140,34 @@ fn nibble_scales(ax: __m256i, s: __m256i, sc: u8) -> IqGroup {
 unsafe fn dot_iq2_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | u16 qs[32] (9-bit index, 7 sign bits) | scales[8].
     unsafe {
-        let group = |wb: *const u8, _: &(), g: usize| {
-            let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
-            let k = |i: usize| KSIGNS64[(v[i] >> 9) as usize] as i64;
-            let signs = _mm256_set_epi64x(k(3), k(2), k(1), k(0));
-            nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), signs, *wb.add(66 + g))
+        // the block's 32 sign bytes at once (`ksigns_iq2xs`: the 7 sign bits of each index and
+        // their parity as bit 7), 16 per register: the parity of the 7 bits is that of the low
+        // nibble of s ^ (s >> 4), looked up by one byte shuffle
+        let block = |wb: *const u8| {
+            let parity = _mm256_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0, 0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0);
+            let bits = |v: __m256i| {
+                let s7 = _mm256_srli_epi16::<9>(v);
+                (s7, _mm256_and_si256(_mm256_xor_si256(s7, _mm256_srli_epi16::<13>(v)), _mm256_set1_epi16(15)))
+            };
+            let (s0, n0) = bits(load256(wb.add(2)));
+            let (s1, n1) = bits(load256(wb.add(34)));
+            // packus interleaves the 128-bit lanes: back to index order
+            let s7 = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(s0, s1));
+            let nib = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi16(n0, n1));
+            let mut signs = [0u8; 32];
+            _mm256_storeu_si256(signs.as_mut_ptr() as *mut __m256i, _mm256_or_si256(s7, _mm256_shuffle_epi8(parity, nib)));
+            signs
         };
-        dot_iq::<R, IQ2_XS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.125, |_| (), group, |_| _mm256_setzero_si256())
+        let group = |wb: *const u8, signs: &[u8; 32], g: usize| {
+            let v = std::ptr::read_unaligned(wb.add(2 + 8 * g) as *const [u16; 4]);
+            // sign byte l of the group to bytes 8l..8l + 8, then bit j of byte 8l + j: −1 where set
+            let four = _mm256_set1_epi32(std::ptr::read_unaligned(signs.as_ptr().add(4 * g) as *const i32));
+            let spread = _mm256_shuffle_epi8(four, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+            let sel = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            let sv = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel), _mm256_set1_epi8(1));
+            nibble_scales(grid64x4(&IQ2XS_GRID, v.map(|v| (v & 511) as usize)), sv, *wb.add(66 + g))
+        };
+        dot_iq::<R, IQ2_XS_B, false, TILED, _>(nb, w, a, a_stride, out, out_stride, 0.125, block, group, |_| _mm256_setzero_si256())
     }
 }
 
