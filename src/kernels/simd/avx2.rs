@@ -920,6 +920,25 @@ pub unsafe fn dot_q6_k_tiled<const R: usize>(nb: usize, w: *const u8, a: *const 
 // ---------------------------------------------------------------------------------------------
 // IQ formats against Q8_K (the reference: `quant::iquant`)
 
+/// The two row kernels of an IQ type from its `_any::<R, TILED>` body: `$name` in `vec_dot`'s
+/// order and `$tiled` in llama.cpp's tiled matmul's (`quant::vec_dot_tiled`).
+macro_rules! row_kernels {
+    ($name:ident, $tiled:ident, $any:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+            // SAFETY: forwarded contract.
+            unsafe { $any::<R, false>(nb, w, a, a_stride, out, out_stride) }
+        }
+
+        /// As the kernel without `_tiled` in the order of llama.cpp's tiled matmul.
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+            // SAFETY: forwarded contract.
+            unsafe { $any::<R, true>(nb, w, a, a_stride, out, out_stride) }
+        }
+    };
+}
+
 /// One 32-weight group of an IQ block: the weights' magnitudes `ax`, a sign source `s` for
 /// `sign_epi8(a, s)` (the signed weights themselves, or ±1 bytes) and the scales of its two
 /// halves: the group's lane sums are `madd(maddubs(ax, sign_epi8(a, s)), scales)`.
@@ -975,11 +994,30 @@ unsafe fn grid64x4(g: &[u64], i: [usize; 4]) -> __m256i {
     unsafe { _mm256_set_epi64x(g[i[3]] as i64, g[i[2]] as i64, g[i[1]] as i64, g[i[0]] as i64) }
 }
 
+/// A block's 32 grid indices of 4 per group, 8 per register: index 4g + l is the byte
+/// `qs[4g + l]` with, above bit 8, the field `(h_g >> shifts[l]) & mask` of the group's high bits
+/// `h_g` (32-bit lane g of `hv`).
+#[inline(always)]
+unsafe fn grid_indices_4x8(qs: *const u8, hv: __m256i, shifts: [i32; 4], mask: i32) -> [u32; 32] {
+    // SAFETY: register-only AVX2 intrinsics but for the caller's 32 readable bytes at qs.
+    unsafe {
+        let sh = _mm256_setr_epi32(shifts[0], shifts[1], shifts[2], shifts[3], shifts[0], shifts[1], shifts[2], shifts[3]);
+        let mut idx = [0u32; 32];
+        for k in 0..4 {
+            let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
+            let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, sh), _mm256_set1_epi32(mask)));
+            let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(qs.add(8 * k as usize) as *const __m128i));
+            _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
+        }
+        idx
+    }
+}
+
 /// Entry `i` of a block's precomputed grid indices, read back from memory: a load per index
 /// instead of the two-µop register extractions the compiler would otherwise make of them.
 #[inline(always)]
 fn idx_at<const N: usize>(idx: &[u32; N], i: usize) -> u32 {
-    // SAFETY: i < 32 (checked), an aligned u32 of the array.
+    // SAFETY: `&idx[i]` is bounds-checked: an aligned u32 of the array.
     unsafe { std::ptr::read_volatile(&idx[i]) }
 }
 
@@ -1089,19 +1127,7 @@ unsafe fn dot_iq2_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *cons
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_xxs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq2_xxs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xxs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_xxs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq2_xxs, dot_iq2_xxs_tiled, dot_iq2_xxs_any);
 
 #[inline(always)]
 unsafe fn dot_iq3_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
@@ -1116,19 +1142,7 @@ unsafe fn dot_iq3_xxs_any<const R: usize, const TILED: bool>(nb: usize, w: *cons
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_xxs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq3_xxs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq3_xxs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_xxs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq3_xxs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq3_xxs, dot_iq3_xxs_tiled, dot_iq3_xxs_any);
 
 /// Two 4-bit scales of a byte as the per-16 factors `2·s + 1` (low nibble first).
 #[inline(always)]
@@ -1171,36 +1185,14 @@ unsafe fn dot_iq2_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_xs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq2_xs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_xs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_xs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq2_xs, dot_iq2_xs_tiled, dot_iq2_xs_any);
 
 #[inline(always)]
 unsafe fn dot_iq2_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract. Layout: d | qs[32] | signs[32] | qh[8] | scales[8].
     unsafe {
         // the block's 32 grid indices at once (4g + l: qs[4g + l] | 2 bits of qh[g] at 2l above it)
-        let block = |wb: *const u8| {
-            let hv = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(66) as *const __m128i));
-            let mut idx = [0u32; 32];
-            for k in 0..4 {
-                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
-                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi32(3)));
-                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(2 + 8 * k as usize) as *const __m128i));
-                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
-            }
-            idx
-        };
+        let block = |wb: *const u8| grid_indices_4x8(wb.add(2), _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(66) as *const __m128i)), [0, 2, 4, 6], 3);
         let group = |wb: *const u8, idx: &[u32; 32], g: usize| {
             let signs = signs_from_bits(std::ptr::read_unaligned(wb.add(34 + 4 * g) as *const u32));
             // (10-bit indices: the grid has 1024 entries)
@@ -1210,19 +1202,7 @@ unsafe fn dot_iq2_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq2_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq2_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq2_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq2_s, dot_iq2_s_tiled, dot_iq2_s_any);
 
 #[inline(always)]
 unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
@@ -1248,19 +1228,7 @@ unsafe fn dot_iq3_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq3_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq3_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq3_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq3_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq3_s, dot_iq3_s_tiled, dot_iq3_s_any);
 
 #[inline(always)]
 unsafe fn dot_iq4_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
@@ -1277,19 +1245,7 @@ unsafe fn dot_iq4_xs_any<const R: usize, const TILED: bool>(nb: usize, w: *const
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq4_xs<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq4_xs_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq4_xs`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq4_xs_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq4_xs_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq4_xs, dot_iq4_xs_tiled, dot_iq4_xs_any);
 
 #[inline(always)]
 unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
@@ -1298,18 +1254,7 @@ unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
         let qh = |wb: *const u8, g: usize| std::ptr::read_unaligned(wb.add(34 + 2 * g) as *const u16) as usize;
         // the block's 32 grid indices at once (index 4g + l: qs[4g + l] | 3 bits of qh[g] at 3l
         // above it), 8 per register: a quarter of the scalar shifts and masks
-        let block = |wb: *const u8| {
-            let hv = _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(34) as *const __m128i));
-            let shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
-            let mut idx = [0u32; 32];
-            for k in 0..4 {
-                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
-                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, shifts), _mm256_set1_epi32(7)));
-                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(2 + 8 * k as usize) as *const __m128i));
-                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
-            }
-            idx
-        };
+        let block = |wb: *const u8| grid_indices_4x8(wb.add(2), _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(34) as *const __m128i)), [0, 3, 6, 9], 7);
         let group = |wb: *const u8, idx: &[u32; 32], g: usize| {
             let h = qh(wb, g);
             let sc = 2 * ((h >> 12) & 7) as i16 + 1;
@@ -1328,19 +1273,7 @@ unsafe fn dot_iq1_s_any<const R: usize, const TILED: bool>(nb: usize, w: *const 
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq1_s<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq1_s_any::<R, false>(nb, w, a, a_stride, out, out_stride) }
-}
-
-/// As [`dot_iq1_s`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_iq1_s_tiled<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { dot_iq1_s_any::<R, true>(nb, w, a, a_stride, out, out_stride) }
-}
-
+row_kernels!(dot_iq1_s, dot_iq1_s_tiled, dot_iq1_s_any);
 
 /// ±1 bytes for the 4 × 8 weights of an IQ1_M group from its 4 delta-sign bits (bit k: the
 /// k-th 8 weights' delta is negative).
@@ -1375,14 +1308,7 @@ pub unsafe fn dot_iq1_m<const R: usize>(nb: usize, w: *const u8, a: *const u8, a
             // per block, in registers: the 32 grid indices (4g + k: qs[4g + k] | 3 bits of the
             // group's qh nibble k above it) and the 16 per-16 factors 2·s + 1 (s_j: bits 3(j % 4)
             // of the j/4-th scale word; group g's halves are j = 2g, 2g + 1)
-            let hv = _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(32) as *const __m128i));
-            let mut idx = [0u32; 32];
-            for k in 0..4 {
-                let rep = _mm256_permutevar8x32_epi32(hv, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1));
-                let hi = _mm256_slli_epi32::<8>(_mm256_and_si256(_mm256_srlv_epi32(rep, _mm256_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12)), _mm256_set1_epi32(7)));
-                let lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(wb.add(8 * k as usize) as *const __m128i));
-                _mm256_storeu_si256(idx.as_mut_ptr().add(8 * k as usize) as *mut __m256i, _mm256_or_si256(lo, hi));
-            }
+            let idx = grid_indices_4x8(wb, _mm256_cvtepu16_epi32(_mm_loadu_si128(wb.add(32) as *const __m128i)), [0, 4, 8, 12], 7);
             let words = _mm256_shuffle_epi8(
                 _mm256_broadcastsi128_si256(_mm_loadl_epi64(wb.add(48) as *const __m128i)),
                 _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7),
