@@ -2,8 +2,9 @@
 //! on a matrix that stays in L2 (compute-bound) and on one far larger than the caches (streams
 //! from DRAM), so kernel cost and memory bandwidth can be told apart.
 //!
-//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [--fast] [TYPE ...]
-//!        (--fast: the dense recipes' prefill order; default the reference's, as the MoE recipes)
+//! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [--fast] [--experts] [TYPE ...]
+//!        (--fast: the dense recipes' prefill order; default the reference's, as the MoE recipes;
+//!        --experts: the matrix multiplied as an expert stack, `quant::Repacked::of(.., true)`)
 //!        cargo bench --bench kernels -- attention   (decode attention, one thread: ns per cell
 //!        for a GQA group of the 0.5B/1.5B models and for MLA's 16 heads, at 512 and 4096 cells)
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
@@ -54,6 +55,7 @@ fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
 fn main() {
     let (mut threads, mut n_act, mut cols) = (1usize, 1usize, 2048usize);
     let mut order = deepseek::kernels::simd::SumOrder::Reference;
+    let mut experts = false;
     let mut types = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -62,6 +64,7 @@ fn main() {
             "-n" => n_act = it.next().unwrap().parse().unwrap(),
             "-c" => cols = it.next().unwrap().parse().unwrap(),
             "--fast" => order = deepseek::kernels::simd::SumOrder::Fast,
+            "--experts" => experts = true,
             "--bench" => {}
             name => types.push(name.to_string()),
         }
@@ -79,15 +82,16 @@ fn main() {
         );
     }
     let pool = ThreadPool::new(threads).unwrap();
-    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s), {order:?} order", deepseek::kernels::simd::level());
+    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s), {order:?} order{}", deepseek::kernels::simd::level(), if experts { ", expert stacks" } else { "" });
     for name in types {
         let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
         let rb = ty.row_bytes(cols).unwrap();
         let mut line = format!("{:>7}", ty.name());
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
-            let rows = bytes / rb;
+            // (a multiple of 16: whole panels, and an expert stack as upstream repacks it)
+            let rows = bytes / rb / 16 * 16;
             let data = random_rows(ty, rows, cols);
-            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: deepseek::quant::Repacked::No };
+            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: if experts { deepseek::quant::Repacked::of(ty, rows, true) } else { deepseek::quant::Repacked::No } };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
             quantize_activations(&pool, ty, &x, cols, n_act, &mut act);

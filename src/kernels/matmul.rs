@@ -282,8 +282,11 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 // that order too (as the K-quant panels: unpacking pays from two tiles of rows)
                 let from = if simd::dot_fns_tiled(w.ty).is_some() { TILE + 1 } else { 1 };
                 simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= g.min_act_rows.max(from))
+            } else if gemv_only {
+                // (the panels that sum in the GEMV's order)
+                simd::panel_fns_gemv(w.ty).filter(|g| n_rows >= g.min_act_rows)
             } else {
-                simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !gemv_only && !sgemm)
+                simd::panel_fns(w.ty, w.order, repacked).filter(|g| panel_rows >= g.min_act_rows && !sgemm)
             };
             if panels.is_some() {
                 // (the K-quant panels read what they need from the Q8_K blocks)

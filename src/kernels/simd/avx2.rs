@@ -2130,7 +2130,23 @@ pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut
 /// repacked GEMM (`quant::vec_dot_repacked` with `gemm`), so used for the matrices it repacks.
 /// Activation rows go four at a time, so each run of the panel is loaded once for four.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8_q4_k_in::<R, false>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// As [`gemm8_q4_k`] in the order of llama.cpp's repacked Q4_K GEMV (`quant::vec_dot_repacked`
+/// without `gemm`: what its `ggml_mul_mat_id` takes for every routed row of an expert): the
+/// integer sums of a whole super-block, then one FMA for each part.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q4_k_gemv<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8_q4_k_in::<R, true>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// [`gemm8_q4_k`] (`GEMV`: [`gemm8_q4_k_gemv`]).
+#[inline(always)]
+unsafe fn gemm8_q4_k_in<const R: usize, const GEMV: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
@@ -2141,10 +2157,10 @@ pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const 
             while r0 < R {
                 let ar = a.add(r0 * a_stride + ib * Q8_K_B);
                 match R - r0 {
-                    1 => q4k8_rows::<1>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
-                    2 => q4k8_rows::<2>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
-                    3 => q4k8_rows::<3>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
-                    _ => q4k8_rows::<4>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    1 => q4k8_rows::<1, GEMV>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    2 => q4k8_rows::<2, GEMV>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    3 => q4k8_rows::<3, GEMV>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
+                    _ => q4k8_rows::<4, GEMV>(pb, ar, a_stride, &mut acc[r0..], &mut acc_m[r0..]),
                 }
                 r0 += 4;
             }
@@ -2158,7 +2174,7 @@ pub unsafe fn gemm8_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const 
 /// One super-block of an 8-row Q4_K panel (`pb`) × `N` activation blocks (`ab + i * a_stride`),
 /// added to `acc[i]` (see [`gemm8_q4_k`]).
 #[inline(always)]
-unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usize, acc: &mut [__m256], acc_m: &mut [__m256]) {
+unsafe fn q4k8_rows<const N: usize, const GEMV: bool>(pb: *const u8, ab: *const u8, a_stride: usize, acc: &mut [__m256], acc_m: &mut [__m256]) {
     // SAFETY: the caller's panel block and N activation blocks.
     unsafe {
         let row = |i: usize| ab.add(i * a_stride);
@@ -2172,9 +2188,18 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
             let bs = load256(row(i).add(4 + QK_K));
             let gs = _mm256_hadd_epi16(bs, bs);
             let mut m = acc_m[i];
+            let mut mtot = _mm256_setzero_si256();
             for (p, lane) in [0, 1, 4, 5].into_iter().enumerate() {
                 let msum = _mm256_madd_epi16(_mm256_load_si256(pb.add(Q4K8_MIN + 32 * p) as *const __m256i), _mm256_permutevar8x32_epi32(gs, _mm256_set1_epi32(lane)));
-                m = _mm256_fmadd_ps(dminy, _mm256_cvtepi32_ps(msum), m);
+                if GEMV {
+                    // (the GEMV's: one FMA for the super-block)
+                    mtot = _mm256_add_epi32(mtot, msum);
+                } else {
+                    m = _mm256_fmadd_ps(dminy, _mm256_cvtepi32_ps(msum), m);
+                }
+            }
+            if GEMV {
+                m = _mm256_fmadd_ps(dminy, _mm256_cvtepi32_ps(mtot), m);
             }
             acc_m[i] = m;
         }
@@ -2192,8 +2217,9 @@ unsafe fn q4k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usiz
             for i in 0..N {
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
             }
-            if g % 2 == 1 {
-                // a pair of groups done: its scaled sum by one FMA with d · d_a, as upstream's GEMM
+            if g % 2 == 1 && (!GEMV || g == 7) {
+                // a pair of groups done: its scaled sum by one FMA with d · d_a, as upstream's
+                // GEMM (its GEMV: the super-block's)
                 for i in 0..N {
                     let dy = _mm256_mul_ps(d, _mm256_set1_ps(f32_at(row(i))));
                     acc[i] = _mm256_fmadd_ps(dy, _mm256_cvtepi32_ps(isum[i]), acc[i]);

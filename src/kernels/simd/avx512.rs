@@ -789,6 +789,17 @@ unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
 unsafe fn store_transposed(pb: *mut u8, z: [__m512i; 8]) {
     // SAFETY: the caller guarantees 512 writable bytes at pb.
     unsafe {
+        for (k, v) in transposed(z).into_iter().enumerate() {
+            _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, v);
+        }
+    }
+}
+
+/// [`store_transposed`]'s 512 bytes, as the 8 vectors stored in order.
+#[inline(always)]
+unsafe fn transposed(z: [__m512i; 8]) -> [__m512i; 8] {
+    // SAFETY: register-only AVX-512F intrinsics.
+    unsafe {
         let lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
         let hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
         let t: [__m512i; 8] = std::array::from_fn(|i| {
@@ -809,10 +820,7 @@ unsafe fn store_transposed(pb: *mut u8, z: [__m512i; 8]) {
                 _mm512_unpackhi_epi64(a, b)
             }
         });
-        for k in 0..4 {
-            _mm512_storeu_si512(pb.add(64 * k) as *mut __m512i, _mm512_permutex2var_epi64(u[k], lo, u[4 + k]));
-            _mm512_storeu_si512(pb.add(64 * (k + 4)) as *mut __m512i, _mm512_permutex2var_epi64(u[k], hi, u[4 + k]));
-        }
+        std::array::from_fn(|k| if k < 4 { _mm512_permutex2var_epi64(u[k], lo, u[4 + k]) } else { _mm512_permutex2var_epi64(u[k - 4], hi, u[k]) })
     }
 }
 
@@ -972,52 +980,96 @@ pub unsafe fn unpack16_q5_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 
 /// 16 Q4_K (or, with `QH`, Q5_K) rows of nb super-blocks at `w` into nb * Q4K_PANEL_BLOCK
 /// bytes at `panel`. Both types start with d, dmin and the same 12 bytes of 6-bit scales/mins.
+/// The 32 quant bytes of a pair of groups (low nibbles group 2c, high nibbles 2c + 1) are
+/// transposed once for both groups; the scales and mins are decoded per row in two u64 and
+/// transposed to per-group vectors of the 16 rows.
 #[inline(always)]
 unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     let (wbytes, qs_off) = if QH { (Q5_K_B, 48) } else { (Q4_K_B, 16) };
     // SAFETY: the caller guarantees 16 rows of nb super-blocks at w and nb * Q4K_PANEL_BLOCK
     // bytes at panel.
     unsafe {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let one = _mm256_set1_epi8(1);
+        let m4 = _mm512_set1_epi8(0x0f);
+        // in each 128-bit lane (two rows' 8 bytes), the bytes of group g of both rows together
+        let pair_bytes = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+        // word 4g + l of the result: word g of lane l (group g of rows 2l, 2l + 1)
+        let groups_first = _mm512_loadu_si512(GROUPS_FIRST.as_ptr() as *const __m512i);
         for ib in 0..nb {
-            if QH {
-                prefetch_next_panel::<Q5_K_B>(w, w_stride, ib);
-            } else {
-                prefetch_next_panel::<Q4_K_B>(w, w_stride, ib);
+            // the rows' blocks a few ahead (16 streams: more than the hardware follows)
+            // (and near the end the next panel's first blocks)
+            let (ahead_row, ahead_block) = if ib + PANEL_AHEAD < nb { (0, ib + PANEL_AHEAD) } else { (16, ib + PANEL_AHEAD - nb) };
+            for j in 0..16 {
+                for l in (0..wbytes).step_by(64) {
+                    // SAFETY: a prefetch never faults, wherever it points.
+                    _mm_prefetch::<_MM_HINT_T1>(w.wrapping_add((ahead_row + j) * w_stride + ahead_block * wbytes + l) as *const i8);
+                }
             }
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
             let row = |j: usize| w.add(j * w_stride + ib * wbytes);
-            for g in 0..8 {
-                let (c, h) = (g / 2, (g % 2) as i32);
-                let quants = |j: usize| {
-                    let low = _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(qs_off + 32 * c)), _mm_cvtsi32_si128(4 * h)), m4);
+            let rows32 = |off: usize| -> [__m512i; 8] { std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(load256(row(r).add(off))), load256(row(r + 8).add(off)), 1)) };
+            // bit g of qh[l] is the 5th bit of quant l of group g
+            let qh = if QH { transposed(rows32(16)) } else { [_mm512_setzero_si512(); 8] };
+            for c in 0..4 {
+                let t = transposed(rows32(qs_off + 32 * c));
+                for k in 0..8 {
+                    let mut lo = _mm512_and_si512(t[k], m4);
+                    let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(t[k]), m4);
                     if QH {
-                        // bit g of qh[l] is the 5th bit of quant l of group g
-                        let high = _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16)), _mm_cvtsi32_si128(g as i32)), one);
-                        _mm256_or_si256(low, _mm256_slli_epi16(high, 4))
-                    } else {
-                        low
+                        let sixteen = _mm512_set1_epi8(16);
+                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(1 << (2 * c))), lo, sixteen);
+                        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh[k], _mm512_set1_epi8(1 << (2 * c + 1))), hi, sixteen);
                     }
-                };
-                let z: [__m512i; 8] = std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(quants(r)), quants(r + 8), 1));
-                store_transposed(pb.add(512 * g), z);
-            }
-            let (sc, mn, d) = (pb.add(Q4K_SC) as *mut f32, pb.add(Q4K_MIN) as *mut f32, pb.add(Q4K_D) as *mut f32);
-            for j in 0..16 {
-                let b = row(j);
-                let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
-                for g in 0..8 {
-                    let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
-                    *sc.add(16 * g + j) = s as f32;
-                    *mn.add(16 * g + j) = m as f32;
+                    _mm512_storeu_si512(pb.add(512 * (2 * c) + 64 * k) as *mut __m512i, lo);
+                    _mm512_storeu_si512(pb.add(512 * (2 * c + 1) + 64 * k) as *mut __m512i, hi);
                 }
-                *d.add(j) = f16_at(b);
-                *d.add(16 + j) = f16_at(b.add(2));
             }
+            // per row the scales and mins (get_scale_min_k4) as 8 bytes each, d and dmin
+            let (mut scales, mut mins, mut dd) = ([0u64; 16], [0u64; 16], [0u32; 16]);
+            for j in 0..16 {
+                let h: [u32; 4] = std::ptr::read_unaligned(row(j) as *const [u32; 4]);
+                let s_lo = h[1] & 0x3f3f_3f3f;
+                let s_hi = (h[3] & 0x0f0f_0f0f) | ((h[1] >> 6) & 0x0303_0303) << 4;
+                let m_lo = h[2] & 0x3f3f_3f3f;
+                let m_hi = ((h[3] >> 4) & 0x0f0f_0f0f) | ((h[2] >> 6) & 0x0303_0303) << 4;
+                scales[j] = s_lo as u64 | (s_hi as u64) << 32;
+                mins[j] = m_lo as u64 | (m_hi as u64) << 32;
+                dd[j] = h[0];
+            }
+            for (src, dst) in [(&scales, Q4K_SC), (&mins, Q4K_MIN)] {
+                // [row][group] bytes to [group][row]: rows 0..8 in `a`, 8..16 in `b`, each
+                // group's 8 rows in one qword; then lane l of `lo` / `hi` holds groups 2l / 2l + 1
+                let a = _mm512_permutexvar_epi16(groups_first, _mm512_shuffle_epi8(_mm512_loadu_si512(src.as_ptr() as *const __m512i), pair_bytes));
+                let b = _mm512_permutexvar_epi16(groups_first, _mm512_shuffle_epi8(_mm512_loadu_si512(src.as_ptr().add(8) as *const __m512i), pair_bytes));
+                let (lo, hi) = (_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+                let lanes = |v: __m512i| -> [__m128i; 4] { [_mm512_castsi512_si128(v), _mm512_extracti32x4_epi32::<1>(v), _mm512_extracti32x4_epi32::<2>(v), _mm512_extracti32x4_epi32::<3>(v)] };
+                let (lo, hi) = (lanes(lo), lanes(hi));
+                for l in 0..4 {
+                    for (g, v) in [(2 * l, lo[l]), (2 * l + 1, hi[l])] {
+                        _mm512_storeu_ps(pb.add(dst + 64 * g) as *mut f32, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
+                    }
+                }
+            }
+            let dd = _mm512_loadu_si512(dd.as_ptr() as *const __m512i);
+            _mm512_storeu_ps(pb.add(Q4K_D) as *mut f32, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
+            _mm512_storeu_ps(pb.add(Q4K_D + 64) as *mut f32, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd))));
         }
     }
 }
+
+/// How many super-blocks ahead [`unpack16_qk45`] prefetches its rows.
+const PANEL_AHEAD: usize = 4;
+
+/// The word permutation of [`unpack16_qk45`]'s scale transpose: result word 4g + l is word g of
+/// 128-bit lane l.
+static GROUPS_FIRST: [u16; 32] = {
+    let mut t = [0u16; 32];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = ((i % 4) * 8 + i / 4) as u16;
+        i += 1;
+    }
+    t
+};
 
 /// A 16-row Q4_K (or Q5_K) panel × R Q8_K activation rows (`a + i * a_stride`); result
 /// (i, j) to `out + i * out_stride + j`. Per group the integer sums of quants × activations
@@ -1027,7 +1079,24 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
 /// into two accumulators, subtracted at the end: bit for bit llama.cpp's repacked Q4_K GEMM
 /// (`quant::vec_dot_repacked` with `gemm`), the same steps as [`super::avx2::gemm8_q4_k`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm16_q4_k_in::<R, false>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// As [`gemm16_q4_k`] in the order of llama.cpp's repacked Q4_K GEMV (`quant::vec_dot_repacked`
+/// without `gemm`: what its `ggml_mul_mat_id` takes for every routed row of an expert): the
+/// integer sums of a whole super-block, then one FMA for each part.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q4_k_gemv<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm16_q4_k_in::<R, true>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// [`gemm16_q4_k`] (`GEMV`: [`gemm16_q4_k_gemv`]). The super-block's integer sums stay exact:
+/// 8 groups × 63 × 32 · 15 · 128 < 2^31 (and a Q5_K block's below 2^27 per pair of groups).
+#[inline(always)]
+unsafe fn gemm16_q4_k_in<const R: usize, const GEMV: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); R];
@@ -1047,6 +1116,7 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                 _mm256_storeu_si256(group_sums[r].as_mut_ptr() as *mut __m256i, _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1)));
             }
             let mut itot = [_mm512_setzero_si512(); R];
+            let mut mtot = [_mm512_setzero_si512(); R];
             for g in 0..8 {
                 let mut isum = [_mm512_setzero_si512(); R];
                 for k in 0..8 {
@@ -1062,15 +1132,20 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
                     itot[r] = _mm512_add_epi32(itot[r], _mm512_mullo_epi32(isum[r], sc));
                 }
                 if g % 2 == 1 {
-                    // a pair of groups done, as upstream's GEMM: the mins of both groups ×
-                    // the activation's group sums, then one FMA for each part
+                    // a pair of groups done: the mins of both groups × the activation's group
+                    // sums; as upstream's GEMM one FMA for each part per pair, as its GEMV
+                    // per super-block
                     let m0 = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * (g - 1)) as *const f32));
                     let m1 = _mm512_cvttps_epi32(_mm512_loadu_ps(pb.add(Q4K_MIN + 64 * g) as *const f32));
                     for r in 0..R {
                         let msum = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(group_sums[r][g - 1])), _mm512_mullo_epi32(m1, _mm512_set1_epi32(group_sums[r][g])));
-                        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), dy[r], acc[r]);
-                        acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dminy[r], acc_m[r]);
-                        itot[r] = _mm512_setzero_si512();
+                        mtot[r] = _mm512_add_epi32(mtot[r], msum);
+                        if !GEMV || g == 7 {
+                            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), dy[r], acc[r]);
+                            acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot[r]), dminy[r], acc_m[r]);
+                            itot[r] = _mm512_setzero_si512();
+                            mtot[r] = _mm512_setzero_si512();
+                        }
                     }
                 }
             }

@@ -448,14 +448,20 @@ fn check_panels(ty: GgmlType, col_choices: &[usize]) {
                     continue;
                 }
                 if let Some(fns) = panel_fns_at(level, ty, order, repacked) {
-                    check_panels_at(level, fns, ty, col_choices, order == SumOrder::Reference && panel_is_exact(level, ty, repacked), repacked);
+                    check_panels_at(level, fns, ty, col_choices, order == SumOrder::Reference && panel_is_exact(level, ty, repacked), if repacked { Order::Gemm } else { Order::VecDot });
                 }
             }
+        }
+        // an expert stack's panels: bit for bit upstream's repacked GEMV
+        if let Some(fns) = panel_fns_gemv_at(level, ty) {
+            check_panels_at(level, fns, ty, col_choices, true, Order::Gemv);
         }
     }
 }
 
-fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize], exact: bool, repacked: bool) {
+/// Every (weight row, activation row) of the panels against the reference in `order` (bit for
+/// bit if `exact`, else within 1e-5 of the absolute products).
+fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[usize], exact: bool, order: Order) {
     let vt = ty.vec_dot_type();
     let pr = fns.rows;
     let mut rng = Rng(0x1234_5678 ^ ty as u64);
@@ -491,12 +497,12 @@ fn check_panels_at(level: Level, fns: &PanelFns, ty: GgmlType, col_choices: &[us
                             for j in 0..pr {
                                 let (t, wr) = (t0 + i, j0 + j);
                                 let (wrow, arow) = (&w[wr * wrb..(wr + 1) * wrb], &act[t * arb..(t + 1) * arb]);
-                                let want = dot_ref(ty, cols, wrow, arow, if repacked { Order::Gemm } else { Order::VecDot });
+                                let want = dot_ref(ty, cols, wrow, arow, order);
                                 let got = out[i * stride + j];
                                 if exact {
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs {want} (bit for bit)", ty.name());
                                 }
-                                if !repacked && panel_is_sgemm_exact(level, ty) {
+                                if order == Order::VecDot && panel_is_sgemm_exact(level, ty) {
                                     // the panels serve tinyBLAS's products (kernels::matmul)
                                     let want = dot_ref(ty, cols, wrow, arow, Order::Sgemm);
                                     assert_eq!(got.to_bits(), want.to_bits(), "{level:?} {} cols {cols} R {r} ({t}, {wr}): {got} vs tinyBLAS's {want} (bit for bit)", ty.name());
