@@ -84,9 +84,11 @@ pub fn forward(model: &Model, blocks: &[Block], ub: &UBatch<'_>, kv: &mut KvCach
         };
         attn_mla::forward(model, m, &b.attn, il, ub, kv, c, mla, pool, rope, dsa);
         head::residual(model, c, n);
+        // the last block's feed-forward only for the rows with outputs, as upstream
+        let n = if il + 1 == blocks.len() { head::keep_out_rows(model, ub, c) } else { n };
         head::norm_rows(model, c, &b.ffn_norm, n);
         b.ffn.forward(model, p, c, &mut s.ffn, ms, pool, n);
         head::residual(model, c, n);
     }
-    head::output(model, ub, c, pool, logits, embd);
+    head::output(model, ub, c, pool, logits, embd, true);
 }

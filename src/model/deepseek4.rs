@@ -124,5 +124,5 @@ pub fn forward(model: &Model, l: &Layers, ub: &UBatch<'_>, kv: &mut KvCache, s: 
         x.hc.post(&c.proj, e, n);
     }
     x.hc.head(model, pool, c, &l.head, d4.hc_eps, n);
-    head::output(model, ub, c, pool, logits, embd);
+    head::output(model, ub, c, pool, logits, embd, false);
 }

@@ -36,9 +36,25 @@ pub fn residual(model: &Model, c: &mut Common, n: usize) {
     crate::kernels::add_assign(&mut c.x[..n * e], &c.proj[..n * e]);
 }
 
+/// Moves the rows of `c.x` that produce outputs (`ub.out_rows`, ascending) to its first
+/// `ub.out_rows.len()` rows and returns that count: what upstream's recipes do before the last
+/// block's feed-forward (`ggml_get_rows(cur, inp_out_ids)`), which then runs on those rows only.
+pub fn keep_out_rows(model: &Model, ub: &UBatch<'_>, c: &mut Common) -> usize {
+    let e = model.hp.n_embd;
+    for (o, &t) in ub.out_rows.iter().enumerate() {
+        // (ascending: row t >= o is still in place when it moves)
+        assert!(t >= o && (o == 0 || t > ub.out_rows[o - 1]), "output rows ascend");
+        if t != o {
+            c.x.copy_within(t * e..(t + 1) * e, o * e);
+        }
+    }
+    ub.out_rows.len()
+}
+
 /// Final norm and output projection of `ub.out_rows` into `logits` (and the normed hidden
-/// states into `embd` when asked).
-pub fn output(model: &Model, ub: &UBatch<'_>, c: &mut Common, pool: &ThreadPool, logits: &mut [f32], embd: Option<&mut [f32]>) {
+/// states into `embd` when asked); `kept`: those rows are already the first of `c.x`
+/// ([`keep_out_rows`]).
+pub fn output(model: &Model, ub: &UBatch<'_>, c: &mut Common, pool: &ThreadPool, logits: &mut [f32], embd: Option<&mut [f32]>, kept: bool) {
     let (hp, w) = (&model.hp, &model.weights);
     let e = hp.n_embd;
     let n_out = ub.out_rows.len();
@@ -46,6 +62,7 @@ pub fn output(model: &Model, ub: &UBatch<'_>, c: &mut Common, pool: &ThreadPool,
         return;
     }
     for (o, &t) in ub.out_rows.iter().enumerate() {
+        let t = if kept { o } else { t };
         rms_norm(&c.x[t * e..(t + 1) * e], &w.output_norm, hp.rms_eps, &mut c.xn[o * e..(o + 1) * e]);
     }
     if let Some(embd) = embd {

@@ -53,9 +53,11 @@ pub fn forward(model: &Model, blocks: &[Block], ub: &UBatch<'_>, kv: &mut KvCach
         head::norm_rows(model, c, &b.attn_norm, n);
         attn_mha::forward(model, &b.attn, il, ub, kv, c, mha, pool, rope);
         head::residual(model, c, n);
+        // the last block's feed-forward only for the rows with outputs, as upstream
+        let n = if il + 1 == blocks.len() { head::keep_out_rows(model, ub, c) } else { n };
         head::norm_rows(model, c, &b.ffn_norm, n);
         ffn::forward(model, &b.ffn, c, &mut s.ffn, pool, n);
         head::residual(model, c, n);
     }
-    head::output(model, ub, c, pool, logits, embd);
+    head::output(model, ub, c, pool, logits, embd, true);
 }

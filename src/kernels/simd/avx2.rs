@@ -2092,32 +2092,67 @@ pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut
     unsafe {
         let m4 = _mm256_set1_epi8(0x0f);
         for ib in 0..nb {
-            let pb = panel.add(ib * Q4K_PANEL8_BLOCK);
-            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
-            for g in 0..8 {
-                let (c, h) = (g / 2, 4 * (g % 2) as i32);
-                let q: [__m256i; 8] = std::array::from_fn(|j| _mm256_and_si256(_mm256_srl_epi16(load256(row(j).add(16 + 32 * c)), _mm_cvtsi32_si128(h)), m4));
-                for (k, v) in transpose8x32(q).into_iter().enumerate() {
-                    _mm256_store_si256(pb.add(256 * g + 32 * k) as *mut __m256i, v);
+            // the rows' blocks a few ahead, into L2 (8 streams)
+            let (ahead_row, ahead_block) = if ib + PANEL8_AHEAD < nb { (0, ib + PANEL8_AHEAD) } else { (8, ib + PANEL8_AHEAD - nb) };
+            for j in 0..8 {
+                for l in (0..Q4_K_B).step_by(64) {
+                    // SAFETY: a prefetch never faults, wherever it points.
+                    _mm_prefetch::<_MM_HINT_T1>(w.wrapping_add((ahead_row + j) * w_stride + ahead_block * Q4_K_B + l) as *const i8);
                 }
             }
-            let (sc, mn) = (pb.add(Q4K8_SC) as *mut u16, pb.add(Q4K8_MIN) as *mut u16);
-            let (mut dh, mut mh) = ([0u16; 8], [0u16; 8]);
-            for j in 0..8 {
-                let b = row(j);
-                let q: [u8; 12] = std::ptr::read_unaligned(b.add(4) as *const [u8; 12]);
-                for g in 0..8 {
-                    let (s, m) = if g < 4 { (q[g] & 63, q[g + 4] & 63) } else { ((q[g + 4] & 0x0f) | ((q[g - 4] >> 6) << 4), (q[g + 4] >> 4) | ((q[g] >> 6) << 4)) };
-                    *sc.add(16 * g + 2 * j) = s as u16;
-                    *sc.add(16 * g + 2 * j + 1) = s as u16;
-                    *mn.add(16 * (g / 2) + 2 * j + g % 2) = m as u16;
+            let pb = panel.add(ib * Q4K_PANEL8_BLOCK);
+            let row = |j: usize| w.add(j * w_stride + ib * Q4_K_B);
+            // the 32 bytes of a pair of groups transposed once: low nibbles group 2c, high 2c + 1
+            for c in 0..4 {
+                let q: [__m256i; 8] = std::array::from_fn(|j| load256(row(j).add(16 + 32 * c)));
+                for (k, v) in transpose8x32(q).into_iter().enumerate() {
+                    _mm256_store_si256(pb.add(256 * (2 * c) + 32 * k) as *mut __m256i, _mm256_and_si256(v, m4));
+                    _mm256_store_si256(pb.add(256 * (2 * c + 1) + 32 * k) as *mut __m256i, _mm256_and_si256(_mm256_srli_epi16::<4>(v), m4));
                 }
-                dh[j] = std::ptr::read_unaligned(b as *const u16);
-                mh[j] = std::ptr::read_unaligned(b.add(2) as *const u16);
+            }
+            // per row the scales and mins (get_scale_min_k4) as 8 bytes each, then an 8 × 8 byte
+            // transpose: byte j of qword g of `cols` is row j's value of group g
+            let (mut scales, mut mins, mut dh, mut mh) = ([0u64; 8], [0u64; 8], [0u16; 8], [0u16; 8]);
+            for j in 0..8 {
+                let h: [u32; 4] = std::ptr::read_unaligned(row(j) as *const [u32; 4]);
+                let s_lo = h[1] & 0x3f3f_3f3f;
+                let s_hi = (h[3] & 0x0f0f_0f0f) | ((h[1] >> 6) & 0x0303_0303) << 4;
+                let m_lo = h[2] & 0x3f3f_3f3f;
+                let m_hi = ((h[3] >> 4) & 0x0f0f_0f0f) | ((h[2] >> 6) & 0x0303_0303) << 4;
+                scales[j] = s_lo as u64 | (s_hi as u64) << 32;
+                mins[j] = m_lo as u64 | (m_hi as u64) << 32;
+                (dh[j], mh[j]) = (h[0] as u16, (h[0] >> 16) as u16);
+            }
+            // scales: per group the rows' scale twice in u16 (for madd with maddubs's pairs)
+            for (p, v) in transpose8x8(&scales).into_iter().enumerate() {
+                for (g, col) in [(2 * p, v), (2 * p + 1, _mm_srli_si128::<8>(v))] {
+                    _mm256_store_si256(pb.add(Q4K8_SC + 32 * g) as *mut __m256i, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(col, col)));
+                }
+            }
+            // mins: per pair of groups the rows' two mins in u16
+            for (p, v) in transpose8x8(&mins).into_iter().enumerate() {
+                _mm256_store_si256(pb.add(Q4K8_MIN + 32 * p) as *mut __m256i, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, _mm_srli_si128::<8>(v))));
             }
             _mm256_store_ps(pb.add(Q4K8_D) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
             _mm256_store_ps(pb.add(Q4K8_D + 32) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(mh.as_ptr() as *const __m128i)));
         }
+    }
+}
+
+/// How many super-blocks ahead [`unpack8_q4_k`] prefetches its rows.
+const PANEL8_AHEAD: usize = 4;
+
+/// An 8 × 8 byte transpose of `rows` (row j's bytes g = 0..8 in `rows[j]`): vector `p` holds
+/// column 2p (byte j = row j) in its low 8 bytes and column 2p + 1 in its high 8.
+#[inline(always)]
+unsafe fn transpose8x8(rows: &[u64; 8]) -> [__m128i; 4] {
+    // SAFETY: register-only SSE2 intrinsics.
+    unsafe {
+        let r = |j: usize| _mm_cvtsi64_si128(rows[j] as i64);
+        let x: [__m128i; 4] = std::array::from_fn(|i| _mm_unpacklo_epi8(r(2 * i), r(2 * i + 1)));
+        let (y0, y1) = (_mm_unpacklo_epi16(x[0], x[1]), _mm_unpackhi_epi16(x[0], x[1]));
+        let (y2, y3) = (_mm_unpacklo_epi16(x[2], x[3]), _mm_unpackhi_epi16(x[2], x[3]));
+        [_mm_unpacklo_epi32(y0, y2), _mm_unpackhi_epi32(y0, y2), _mm_unpacklo_epi32(y1, y3), _mm_unpackhi_epi32(y1, y3)]
     }
 }
 

@@ -820,7 +820,12 @@ unsafe fn transposed(z: [__m512i; 8]) -> [__m512i; 8] {
                 _mm512_unpackhi_epi64(a, b)
             }
         });
-        std::array::from_fn(|k| if k < 4 { _mm512_permutex2var_epi64(u[k], lo, u[4 + k]) } else { _mm512_permutex2var_epi64(u[k - 4], hi, u[k]) })
+        let mut out = [_mm512_setzero_si512(); 8];
+        for k in 0..4 {
+            out[k] = _mm512_permutex2var_epi64(u[k], lo, u[4 + k]);
+            out[k + 4] = _mm512_permutex2var_epi64(u[k], hi, u[4 + k]);
+        }
+        out
     }
 }
 
@@ -1006,11 +1011,11 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
             }
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
             let row = |j: usize| w.add(j * w_stride + ib * wbytes);
-            let rows32 = |off: usize| -> [__m512i; 8] { std::array::from_fn(|r| _mm512_inserti64x4(_mm512_castsi256_si512(load256(row(r).add(off))), load256(row(r + 8).add(off)), 1)) };
+            let rows = w.add(ib * wbytes);
             // bit g of qh[l] is the 5th bit of quant l of group g
-            let qh = if QH { transposed(rows32(16)) } else { [_mm512_setzero_si512(); 8] };
+            let qh = if QH { transposed(rows32(rows, w_stride, 16)) } else { [_mm512_setzero_si512(); 8] };
             for c in 0..4 {
-                let t = transposed(rows32(qs_off + 32 * c));
+                let t = transposed(rows32(rows, w_stride, qs_off + 32 * c));
                 for k in 0..8 {
                     let mut lo = _mm512_and_si512(t[k], m4);
                     let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(t[k]), m4);
@@ -1041,18 +1046,33 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
                 let a = _mm512_permutexvar_epi16(groups_first, _mm512_shuffle_epi8(_mm512_loadu_si512(src.as_ptr() as *const __m512i), pair_bytes));
                 let b = _mm512_permutexvar_epi16(groups_first, _mm512_shuffle_epi8(_mm512_loadu_si512(src.as_ptr().add(8) as *const __m512i), pair_bytes));
                 let (lo, hi) = (_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-                let lanes = |v: __m512i| -> [__m128i; 4] { [_mm512_castsi512_si128(v), _mm512_extracti32x4_epi32::<1>(v), _mm512_extracti32x4_epi32::<2>(v), _mm512_extracti32x4_epi32::<3>(v)] };
-                let (lo, hi) = (lanes(lo), lanes(hi));
-                for l in 0..4 {
-                    for (g, v) in [(2 * l, lo[l]), (2 * l + 1, hi[l])] {
-                        _mm512_storeu_ps(pb.add(dst + 64 * g) as *mut f32, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
-                    }
-                }
+                let store = |g: usize, v: __m128i| _mm512_storeu_ps(pb.add(dst + 64 * g) as *mut f32, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)));
+                store(0, _mm512_castsi512_si128(lo));
+                store(1, _mm512_castsi512_si128(hi));
+                store(2, _mm512_extracti32x4_epi32::<1>(lo));
+                store(3, _mm512_extracti32x4_epi32::<1>(hi));
+                store(4, _mm512_extracti32x4_epi32::<2>(lo));
+                store(5, _mm512_extracti32x4_epi32::<2>(hi));
+                store(6, _mm512_extracti32x4_epi32::<3>(lo));
+                store(7, _mm512_extracti32x4_epi32::<3>(hi));
             }
             let dd = _mm512_loadu_si512(dd.as_ptr() as *const __m512i);
             _mm512_storeu_ps(pb.add(Q4K_D) as *mut f32, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
             _mm512_storeu_ps(pb.add(Q4K_D + 64) as *mut f32, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd))));
         }
+    }
+}
+
+/// The 32 bytes at `off` of 16 rows (`rows + j * stride`) as [row r | row r + 8] pairs.
+#[inline(always)]
+unsafe fn rows32(rows: *const u8, stride: usize, off: usize) -> [__m512i; 8] {
+    // SAFETY: the caller guarantees 32 readable bytes at off in each of the 16 rows.
+    unsafe {
+        let mut z = [_mm512_setzero_si512(); 8];
+        for (r, v) in z.iter_mut().enumerate() {
+            *v = _mm512_inserti64x4(_mm512_castsi256_si512(load256(rows.add(r * stride + off))), load256(rows.add((r + 8) * stride + off)), 1);
+        }
+        z
     }
 }
 
@@ -1081,7 +1101,7 @@ static GROUPS_FIRST: [u16; 32] = {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { gemm16_q4_k_in::<R, false>(nb, panel, a, a_stride, aux, out, out_stride) }
+    unsafe { gemm16_q4_k_in::<R, Q4K_GEMM>(nb, panel, a, a_stride, aux, out, out_stride) }
 }
 
 /// As [`gemm16_q4_k`] in the order of llama.cpp's repacked Q4_K GEMV (`quant::vec_dot_repacked`
@@ -1090,13 +1110,27 @@ pub unsafe fn gemm16_q4_k<const R: usize>(nb: usize, panel: *const u8, a: *const
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub unsafe fn gemm16_q4_k_gemv<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
-    unsafe { gemm16_q4_k_in::<R, true>(nb, panel, a, a_stride, aux, out, out_stride) }
+    unsafe { gemm16_q4_k_in::<R, Q4K_GEMV>(nb, panel, a, a_stride, aux, out, out_stride) }
 }
 
-/// [`gemm16_q4_k`] (`GEMV`: [`gemm16_q4_k_gemv`]). The super-block's integer sums stay exact:
-/// 8 groups × 63 × 32 · 15 · 128 < 2^31 (and a Q5_K block's below 2^27 per pair of groups).
+/// As [`gemm16_q4_k`] in the order of llama.cpp's tiled matmul (`quant::vec_dot_tiled`: per
+/// super-block `r = d · s1`, `r = fnmadd(dmin, s2, r)`, `acc = fma(r, d_a, acc)`), for the Q4_K
+/// and Q5_K matrices upstream does not repack.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub unsafe fn gemm16_q4_k_tiled<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm16_q4_k_in::<R, Q4K_TILED>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// The orders of [`gemm16_q4_k_in`]: upstream's repacked GEMM and GEMV, its tiled matmul.
+const Q4K_GEMM: u8 = 0;
+const Q4K_GEMV: u8 = 1;
+const Q4K_TILED: u8 = 2;
+
+/// [`gemm16_q4_k`] in `ORDER`. The super-block's integer sums stay exact: 8 groups × 63 ×
+/// 32 · 31 · 128 < 2^31.
 #[inline(always)]
-unsafe fn gemm16_q4_k_in<const R: usize, const GEMV: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+unsafe fn gemm16_q4_k_in<const R: usize, const ORDER: u8>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb super-blocks.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); R];
@@ -1140,7 +1174,10 @@ unsafe fn gemm16_q4_k_in<const R: usize, const GEMV: bool>(nb: usize, panel: *co
                     for r in 0..R {
                         let msum = _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(group_sums[r][g - 1])), _mm512_mullo_epi32(m1, _mm512_set1_epi32(group_sums[r][g])));
                         mtot[r] = _mm512_add_epi32(mtot[r], msum);
-                        if !GEMV || g == 7 {
+                        if ORDER == Q4K_TILED && g == 7 {
+                            let res = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mtot[r]), _mm512_mul_ps(d, _mm512_cvtepi32_ps(itot[r])));
+                            acc[r] = _mm512_fmadd_ps(res, _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B))), acc[r]);
+                        } else if ORDER == Q4K_GEMM || g == 7 {
                             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), dy[r], acc[r]);
                             acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot[r]), dminy[r], acc_m[r]);
                             itot[r] = _mm512_setzero_si512();
@@ -1151,6 +1188,7 @@ unsafe fn gemm16_q4_k_in<const R: usize, const GEMV: bool>(nb: usize, panel: *co
             }
         }
         for r in 0..R {
+            // (the tiled order's sum is all in acc)
             _mm512_storeu_ps(out.add(r * out_stride), _mm512_sub_ps(acc[r], acc_m[r]));
         }
     }

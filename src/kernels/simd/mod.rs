@@ -337,6 +337,30 @@ pub fn panel_fns_tiled(ty: GgmlType) -> Option<&'static PanelFns> {
     panel_fns_tiled_at(level(), ty)
 }
 
+macro_rules! panel {
+    ($m:ident, $rows:expr, $u:ident, $f:ident) => {
+        panel!($m, $rows, 2, $m::PANEL_BLOCK, $u, $f)
+    };
+    ($m:ident, $rows:expr, $min:expr, $bytes:expr, $u:ident, $f:ident) => {
+        PanelFns {
+            rows: $rows,
+            min_act_rows: $min,
+            block_bytes: $bytes,
+            unpack: $m::$u as UnpackFn,
+            gemm: [
+                $m::$f::<1> as PanelFn,
+                $m::$f::<2> as PanelFn,
+                $m::$f::<3> as PanelFn,
+                $m::$f::<4> as PanelFn,
+                $m::$f::<5> as PanelFn,
+                $m::$f::<6> as PanelFn,
+                $m::$f::<7> as PanelFn,
+                $m::$f::<8> as PanelFn,
+            ],
+        }
+    };
+}
+
 macro_rules! tiled_panel {
     ($rows:expr, $bytes:expr, $u:ident, $g:ident, $ty:ident, $nsub:expr, $min:expr) => {
         PanelFns {
@@ -398,6 +422,17 @@ pub fn panel_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static PanelFn
         Level::Scalar => None,
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => per_type!(8, tiled::P8_BLOCK, unpack8, gemm8),
+        // Q4_K and Q5_K: their own panels (unpacked in registers), in the tiled order
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 if ty == GgmlType::Q4K => {
+            static Q4K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q4_k, gemm16_q4_k_tiled);
+            Some(&Q4K)
+        }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 if ty == GgmlType::Q5K => {
+            static Q5K: PanelFns = panel!(avx512, 16, 9, avx512::Q4K_PANEL_BLOCK, unpack16_q5_k, gemm16_q4_k_tiled);
+            Some(&Q5K)
+        }
         #[cfg(target_arch = "x86_64")]
         Level::Avx512 => per_type!(16, tiled::P16_BLOCK, unpack16, gemm16),
         #[cfg(not(target_arch = "x86_64"))]
@@ -505,30 +540,6 @@ pub fn panel_is_sgemm_exact(level: Level, ty: GgmlType) -> bool {
     level == Level::Avx512 && ty == GgmlType::IQ4_NL
 }
 
-macro_rules! panel {
-    ($m:ident, $rows:expr, $u:ident, $f:ident) => {
-        panel!($m, $rows, 2, $m::PANEL_BLOCK, $u, $f)
-    };
-    ($m:ident, $rows:expr, $min:expr, $bytes:expr, $u:ident, $f:ident) => {
-        PanelFns {
-            rows: $rows,
-            min_act_rows: $min,
-            block_bytes: $bytes,
-            unpack: $m::$u as UnpackFn,
-            gemm: [
-                $m::$f::<1> as PanelFn,
-                $m::$f::<2> as PanelFn,
-                $m::$f::<3> as PanelFn,
-                $m::$f::<4> as PanelFn,
-                $m::$f::<5> as PanelFn,
-                $m::$f::<6> as PanelFn,
-                $m::$f::<7> as PanelFn,
-                $m::$f::<8> as PanelFn,
-            ],
-        }
-    };
-}
-
 /// The panel kernels for an expert stack of type `ty` that llama.cpp repacks and multiplies in
 /// its GEMV's order (`quant::Repacked::MulMatId`: every routed row as `quant::vec_dot_repacked`
 /// without `gemm`), bit for bit that order, or None.
@@ -536,11 +547,10 @@ pub fn panel_fns_gemv(ty: GgmlType) -> Option<&'static PanelFns> {
     panel_fns_gemv_at(level(), ty)
 }
 
-/// As [`panel_fns_gemv`] at a given level. An expert's matrix takes them from 3 routed rows at
-/// AVX-512, 4 at AVX2, where they beat the batched per-row kernels (`cargo bench --bench
-/// kernels -- --experts -c 7168 -n N q4_K`, Zen 4, ns per weight row in L2 / streamed from
-/// DRAM: at 3 rows 326 / 396 against 354 / 433 at AVX-512; at 4 rows 516 / 606 against
-/// 651 / 802 at AVX2).
+/// As [`panel_fns_gemv`] at a given level. An expert's matrix takes them from 3 routed rows,
+/// where they beat the batched per-row kernels (`cargo bench --bench kernels -- --experts -c
+/// 7168 -n 3 q4_K`, Zen 4, ns per weight row in L2 / streamed from DRAM: 328 / 393 against
+/// 354 / 433 at AVX-512, 364 / 465 against 384 / 599 at AVX2).
 pub fn panel_fns_gemv_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns> {
     match (level, ty) {
         #[cfg(target_arch = "x86_64")]
@@ -550,7 +560,7 @@ pub fn panel_fns_gemv_at(level: Level, ty: GgmlType) -> Option<&'static PanelFns
         }
         #[cfg(target_arch = "x86_64")]
         (Level::Avx2, GgmlType::Q4K) => {
-            static Q4_K: PanelFns = panel!(avx2, 8, 4, avx2::Q4K_PANEL8_BLOCK, unpack8_q4_k, gemm8_q4_k_gemv);
+            static Q4_K: PanelFns = panel!(avx2, 8, 3, avx2::Q4K_PANEL8_BLOCK, unpack8_q4_k, gemm8_q4_k_gemv);
             Some(&Q4_K)
         }
         _ => None,
