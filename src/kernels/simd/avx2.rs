@@ -443,13 +443,9 @@ prepped_legacy!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0);
 unsafe fn scales_mins_k4(p: *const u8) -> (__m256i, __m128i) {
     // SAFETY: caller guarantees 12 readable bytes at p; register-only intrinsics otherwise.
     unsafe {
-        let q: [u32; 3] = std::ptr::read_unaligned(p as *const [u32; 3]);
-        let s_lo = q[0] & 0x3f3f_3f3f;
-        let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
-        let m_lo = q[1] & 0x3f3f_3f3f;
-        let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
-        let sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((s_lo as u64 | (s_hi as u64) << 32) as i64));
-        (_mm256_broadcastsi128_si256(sc16), _mm_cvtsi64_si128((m_lo as u64 | (m_hi as u64) << 32) as i64))
+        let (sc, mn) = super::k4_scales_mins(std::ptr::read_unaligned(p as *const [u32; 3]));
+        let sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64));
+        (_mm256_broadcastsi128_si256(sc16), _mm_cvtsi64_si128(mn as i64))
     }
 }
 
@@ -2115,12 +2111,7 @@ pub unsafe fn unpack8_q4_k(nb: usize, w: *const u8, w_stride: usize, panel: *mut
             let (mut scales, mut mins, mut dh, mut mh) = ([0u64; 8], [0u64; 8], [0u16; 8], [0u16; 8]);
             for j in 0..8 {
                 let h: [u32; 4] = std::ptr::read_unaligned(row(j) as *const [u32; 4]);
-                let s_lo = h[1] & 0x3f3f_3f3f;
-                let s_hi = (h[3] & 0x0f0f_0f0f) | ((h[1] >> 6) & 0x0303_0303) << 4;
-                let m_lo = h[2] & 0x3f3f_3f3f;
-                let m_hi = ((h[3] >> 4) & 0x0f0f_0f0f) | ((h[2] >> 6) & 0x0303_0303) << 4;
-                scales[j] = s_lo as u64 | (s_hi as u64) << 32;
-                mins[j] = m_lo as u64 | (m_hi as u64) << 32;
+                (scales[j], mins[j]) = super::k4_scales_mins([h[1], h[2], h[3]]);
                 (dh[j], mh[j]) = (h[0] as u16, (h[0] >> 16) as u16);
             }
             // scales: per group the rows' scale twice in u16 (for madd with maddubs's pairs)

@@ -564,13 +564,9 @@ unsafe fn dot_qk45<const R: usize, const QH: bool, const PREPPED: bool, const RE
             }
             let (wd, wdmin) = f16_pair_at(wb);
             // the 6-bit scales and mins (get_scale_min_k4): bytes 0..8 scales, 8..16 mins
-            let q: [u32; 3] = std::ptr::read_unaligned(wb.add(4) as *const [u32; 3]);
-            let s_lo = q[0] & 0x3f3f_3f3f;
-            let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
-            let m_lo = q[1] & 0x3f3f_3f3f;
-            let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
-            let scales = _mm512_set1_epi64((s_lo as u64 | (s_hi as u64) << 32) as i64);
-            let mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((m_lo as u64 | (m_hi as u64) << 32) as i64));
+            let (sc, mn) = super::k4_scales_mins(std::ptr::read_unaligned(wb.add(4) as *const [u32; 3]));
+            let scales = _mm512_set1_epi64(sc as i64);
+            let mins16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
             let hbits = if QH { _mm512_broadcast_i64x4(load256(wb.add(16))) } else { _mm512_setzero_si512() };
             let mut sumi = [_mm512_setzero_si512(); R];
             for c in 0..4 {
@@ -1032,12 +1028,7 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
             let (mut scales, mut mins, mut dd) = ([0u64; 16], [0u64; 16], [0u32; 16]);
             for j in 0..16 {
                 let h: [u32; 4] = std::ptr::read_unaligned(row(j) as *const [u32; 4]);
-                let s_lo = h[1] & 0x3f3f_3f3f;
-                let s_hi = (h[3] & 0x0f0f_0f0f) | ((h[1] >> 6) & 0x0303_0303) << 4;
-                let m_lo = h[2] & 0x3f3f_3f3f;
-                let m_hi = ((h[3] >> 4) & 0x0f0f_0f0f) | ((h[2] >> 6) & 0x0303_0303) << 4;
-                scales[j] = s_lo as u64 | (s_hi as u64) << 32;
-                mins[j] = m_lo as u64 | (m_hi as u64) << 32;
+                (scales[j], mins[j]) = super::k4_scales_mins([h[1], h[2], h[3]]);
                 dd[j] = h[0];
             }
             for (src, dst) in [(&scales, Q4K_SC), (&mins, Q4K_MIN)] {

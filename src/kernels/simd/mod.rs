@@ -509,6 +509,18 @@ pub enum SumOrder {
     Fast,
 }
 
+/// A Q4_K/Q5_K block's 6-bit scales and mins (`get_scale_min_k4`) from its 12 scale bytes as
+/// three little-endian words (upstream's kmask steps): (scales, mins), byte g of each being
+/// group g's.
+#[inline(always)]
+pub(crate) fn k4_scales_mins(q: [u32; 3]) -> (u64, u64) {
+    let s_lo = q[0] & 0x3f3f_3f3f;
+    let s_hi = (q[2] & 0x0f0f_0f0f) | ((q[0] >> 6) & 0x0303_0303) << 4;
+    let m_lo = q[1] & 0x3f3f_3f3f;
+    let m_hi = ((q[2] >> 4) & 0x0f0f_0f0f) | ((q[1] >> 6) & 0x0303_0303) << 4;
+    (s_lo as u64 | (s_hi as u64) << 32, m_lo as u64 | (m_hi as u64) << 32)
+}
+
 /// The types llama.cpp b11312 repacks into interleaved rows on x86 (`ggml_repack_get_optimal_
 /// repack_type`) and multiplies in that layout's order.
 fn upstream_repacks(ty: GgmlType) -> bool {
