@@ -1006,7 +1006,6 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
                 }
             }
             let pb = panel.add(ib * Q4K_PANEL_BLOCK);
-            let row = |j: usize| w.add(j * w_stride + ib * wbytes);
             let rows = w.add(ib * wbytes);
             // bit g of qh[l] is the 5th bit of quant l of group g
             let qh = if QH { transposed(rows32(rows, w_stride, 16)) } else { [_mm512_setzero_si512(); 8] };
@@ -1027,7 +1026,7 @@ unsafe fn unpack16_qk45<const QH: bool>(nb: usize, w: *const u8, w_stride: usize
             // per row the scales and mins (get_scale_min_k4) as 8 bytes each, d and dmin
             let (mut scales, mut mins, mut dd) = ([0u64; 16], [0u64; 16], [0u32; 16]);
             for j in 0..16 {
-                let h: [u32; 4] = std::ptr::read_unaligned(row(j) as *const [u32; 4]);
+                let h: [u32; 4] = std::ptr::read_unaligned(rows.add(j * w_stride) as *const [u32; 4]);
                 (scales[j], mins[j]) = super::k4_scales_mins([h[1], h[2], h[3]]);
                 dd[j] = h[0];
             }
@@ -1131,13 +1130,14 @@ unsafe fn gemm16_q4_k_in<const R: usize, const ORDER: u8>(nb: usize, panel: *con
             let d = _mm512_loadu_ps(pb.add(Q4K_D) as *const f32);
             let dmin = _mm512_loadu_ps(pb.add(Q4K_D + 64) as *const f32);
             // per activation row: d · d_a, dmin · d_a, and the groups' activation sums
+            let mut yd = [_mm512_setzero_ps(); R];
             let mut dy = [_mm512_setzero_ps(); R];
             let mut dminy = [_mm512_setzero_ps(); R];
             let mut group_sums = [[0i32; 8]; R];
             for r in 0..R {
                 let ab = a.add(r * a_stride + ib * Q8_K_B);
-                let yd = _mm512_set1_ps(f32_at(ab));
-                (dy[r], dminy[r]) = (_mm512_mul_ps(d, yd), _mm512_mul_ps(dmin, yd));
+                yd[r] = _mm512_set1_ps(f32_at(ab));
+                (dy[r], dminy[r]) = (_mm512_mul_ps(d, yd[r]), _mm512_mul_ps(dmin, yd[r]));
                 _mm256_storeu_si256(group_sums[r].as_mut_ptr() as *mut __m256i, _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1)));
             }
             let mut itot = [_mm512_setzero_si512(); R];
@@ -1167,7 +1167,7 @@ unsafe fn gemm16_q4_k_in<const R: usize, const ORDER: u8>(nb: usize, panel: *con
                         mtot[r] = _mm512_add_epi32(mtot[r], msum);
                         if ORDER == Q4K_TILED && g == 7 {
                             let res = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mtot[r]), _mm512_mul_ps(d, _mm512_cvtepi32_ps(itot[r])));
-                            acc[r] = _mm512_fmadd_ps(res, _mm512_set1_ps(f32_at(a.add(r * a_stride + ib * Q8_K_B))), acc[r]);
+                            acc[r] = _mm512_fmadd_ps(res, yd[r], acc[r]);
                         } else if ORDER == Q4K_GEMM || g == 7 {
                             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[r]), dy[r], acc[r]);
                             acc_m[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot[r]), dminy[r], acc_m[r]);
