@@ -267,7 +267,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         // the activation preparation this product needs, if any: (function, bytes per row)
         let mut prep_fn = None;
         if n_rows == 1 {
-            gemv = single.filter(|_| !repacked).and_then(|_| simd::gemv_fns(w.ty));
+            gemv = single.and_then(|_| if repacked { simd::gemv_fns_repacked(w.ty) } else { simd::gemv_fns(w.ty) });
             prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
             // a repacked matrix's panels sum in upstream's GEMM order: its GEMM rows only
@@ -389,6 +389,10 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
             if r + 2 <= rows.end {
                 (g.rows2)(nb, wp.add(r * rb), rb, prep, op.add(r));
                 r += 2;
+            }
+            if let (Some(one), true) = (g.rows1, r < rows.end) {
+                one(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 1;
             }
         }
         for r in r..rows.end {

@@ -656,14 +656,15 @@ pub type PrepFn = unsafe fn(nb: usize, act: *const u8, prep: *mut u8);
 /// As [`PrepFn`]; `prep` must come from the matching prepare function for the same `nb`.
 pub type GemvFn = unsafe fn(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32);
 
-/// The decode (one activation row) kernels of a weight type that take several weight rows per
-/// pass: the activation row's preparation and kernels for 4 and 2 rows (a last odd row goes to
-/// the type's [`DotFns`]).
+/// The decode (one activation row) kernels of a weight type on an activation row prepared once:
+/// the preparation and kernels for 4 and 2 weight rows, and for one where the type has it (else
+/// a last odd row goes to the type's [`DotFns`]).
 pub struct GemvFns {
     pub prep: PrepFn,
     pub prep_bytes: fn(usize) -> usize,
     pub rows4: GemvFn,
     pub rows2: GemvFn,
+    pub rows1: Option<GemvFn>,
 }
 
 /// The several-rows decode kernels for weights of type `ty`, or None.
@@ -683,6 +684,7 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
                         prep_bytes: avx512::prep_bytes,
                         rows4: avx512::$f::<2> as GemvFn,
                         rows2: avx512::$f::<1> as GemvFn,
+                        rows1: None,
                     }
                 };
             }
@@ -692,9 +694,25 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
             static Q8_0: GemvFns = g!(128, gemv_q8_0);
             static IQ4_NL: GemvFns = g!(128, gemv_iq4_nl);
             static MXFP4: GemvFns = g!(128, gemv_mxfp4);
-            // Q4_K and Q5_K had 4- and 2-row kernels too: against the one-row ones they lost 17%
-            // of 1.5B generation when the machine's memory was contended, 3% when it was not
+            // (Q4_K and Q5_K had kernels interleaving 4 and 2 rows: against one-row ones they
+            // lost 17% of 1.5B generation when the machine's memory was contended, 3% when it
+            // was not. These run their rows one after the other, each in one ascending stream.)
+            macro_rules! k {
+                ($f:ident) => {
+                    GemvFns {
+                        prep: avx512::prep_q8_k_row as PrepFn,
+                        prep_bytes: avx512::krow_bytes,
+                        rows4: avx512::$f::<4> as GemvFn,
+                        rows2: avx512::$f::<2> as GemvFn,
+                        rows1: Some(avx512::$f::<1> as GemvFn),
+                    }
+                };
+            }
+            static Q4_K: GemvFns = k!(gemv_q4_k);
+            static Q5_K: GemvFns = k!(gemv_q5_k);
             match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                GgmlType::Q5K => Some(&Q5_K),
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 if gfni => Some(&Q5_0_GFNI),
                 GgmlType::Q5_0 => Some(&Q5_0),
@@ -708,7 +726,7 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
         Level::Avx2 => {
             macro_rules! g {
                 ($f:ident) => {
-                    GemvFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn }
+                    GemvFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn, rows1: None }
                 };
             }
             static Q4_0: GemvFns = g!(gemv_q4_0);
@@ -718,6 +736,33 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
                 GgmlType::Q8_0 => Some(&Q8_0),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The decode kernels on a prepared activation row for a matrix of type `ty` that llama.cpp
+/// repacks, in its repacked GEMV's order (`quant::vec_dot_repacked(.., false)`), or None.
+pub fn gemv_fns_repacked(ty: GgmlType) -> Option<&'static GemvFns> {
+    gemv_fns_repacked_at(level(), ty)
+}
+
+/// As [`gemv_fns_repacked`] at a given level.
+pub fn gemv_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => {
+            static Q4_K: GemvFns = GemvFns {
+                prep: avx512::prep_q8_k_row as PrepFn,
+                prep_bytes: avx512::krow_bytes,
+                rows4: avx512::gemv_q4_k_repacked::<4> as GemvFn,
+                rows2: avx512::gemv_q4_k_repacked::<2> as GemvFn,
+                rows1: Some(avx512::gemv_q4_k_repacked::<1> as GemvFn),
+            };
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
                 _ => None,
             }
         }

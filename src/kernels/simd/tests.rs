@@ -205,12 +205,14 @@ fn check_type_at(level: Level, ty: GgmlType, col_choices: &[usize], order: Order
     assert_eq!(exact, total, "{level:?} {}: {exact} of {total} bit-identical", ty.name());
 }
 
-/// The several-rows decode kernels give every row's reference `vec_dot` bit for bit, for 4, 2
-/// (and, through the driver, odd) row counts, on quantized and raw random blocks.
-fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
+/// The decode kernels on a prepared activation row give every row's reference `vec_dot` (for
+/// `repacked` matrices `vec_dot_repacked`'s GEMV order) bit for bit, for 4, 2 and 1 rows (where
+/// a type has no one-row kernel the driver takes its `DotFns`), on quantized and raw random
+/// blocks.
+fn check_gemv(ty: GgmlType, col_choices: &[usize], repacked: bool) {
     let gfni_choices: &[bool] = if crate::kernels::cpu_features().gfni { &[false, true] } else { &[false] };
     for (level, &gfni) in levels().into_iter().flat_map(|l| gfni_choices.iter().map(move |g| (l, g))) {
-        let Some(g) = gemv_fns_at(level, gfni, ty) else { continue };
+        let Some(g) = (if repacked { gemv_fns_repacked_at(level, ty) } else { gemv_fns_at(level, gfni, ty) }) else { continue };
         let vt = ty.vec_dot_type();
         let mut rng = Rng(0x5151_7272 ^ ty as u64);
         for &cols in col_choices {
@@ -227,14 +229,15 @@ fn check_gemv(ty: GgmlType, col_choices: &[usize]) {
                 // SAFETY: act holds nb blocks; the buffer holds prep_bytes(nb) bytes, 64-byte
                 // aligned; the level is supported.
                 unsafe { (g.prep)(nb, act.as_ptr(), aligned.as_mut_ptr() as *mut u8) };
-                for (n, f) in [(4, g.rows4), (2, g.rows2)] {
+                for (n, f) in [(4, g.rows4), (2, g.rows2)].into_iter().chain(g.rows1.map(|f| (1, f))) {
                     for j0 in 0..=6 - n {
                         let mut out = vec![f32::NAN; n + 1];
                         // SAFETY: rows j0..j0+n of nb blocks exist; out has n slots (+1 guard).
                         unsafe { f(nb, w.as_ptr().add(j0 * wrb), wrb, aligned.as_ptr() as *const u8, out.as_mut_ptr()) };
                         for j in 0..n {
-                            let want = quant::vec_dot(ty, cols, &w[(j0 + j) * wrb..(j0 + j + 1) * wrb], &act);
-                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} gfni {gfni} {} cols {cols} raw {raw} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
+                            let row = &w[(j0 + j) * wrb..(j0 + j + 1) * wrb];
+                            let want = if repacked { quant::vec_dot_repacked(ty, cols, row, &act, false) } else { quant::vec_dot(ty, cols, row, &act) };
+                            assert_eq!(out[j].to_bits(), want.to_bits(), "{level:?} gfni {gfni} {} cols {cols} raw {raw} repacked {repacked} rows {n} row {}: {} vs {want}", ty.name(), j0 + j, out[j]);
                         }
                         assert!(out[n].is_nan(), "wrote past its rows");
                     }
@@ -314,26 +317,37 @@ fn batch_legacy() {
 struct Align64([u8; 64]);
 
 #[test]
+fn gemv_q4_k() {
+    // 1, 3, 6, 8 and 9 blocks: every remainder of the repacked order's four-block steps
+    let cols = [256, 768, 1536, 2048, 2304];
+    check_gemv(GgmlType::Q4K, &cols, false);
+    check_gemv(GgmlType::Q4K, &cols, true);
+}
+#[test]
+fn gemv_q5_k() {
+    check_gemv(GgmlType::Q5K, &[256, 768, 1536, 2048, 2304], false);
+}
+#[test]
 fn gemv_q4_0() {
-    check_gemv(GgmlType::Q4_0, &[32, 96, 896]);
+    check_gemv(GgmlType::Q4_0, &[32, 96, 896], false);
 }
 #[test]
 fn gemv_q5_0() {
-    check_gemv(GgmlType::Q5_0, &[32, 96, 896]);
+    check_gemv(GgmlType::Q5_0, &[32, 96, 896], false);
 }
 #[test]
 fn gemv_q8_0() {
-    check_gemv(GgmlType::Q8_0, &[32, 96, 896]);
+    check_gemv(GgmlType::Q8_0, &[32, 96, 896], false);
 }
 
 #[test]
 fn gemv_iq4_nl() {
-    check_gemv(GgmlType::IQ4_NL, &[32, 96, 896]);
+    check_gemv(GgmlType::IQ4_NL, &[32, 96, 896], false);
 }
 
 #[test]
 fn gemv_mxfp4() {
-    check_gemv(GgmlType::MXFP4, &[32, 96, 896]);
+    check_gemv(GgmlType::MXFP4, &[32, 96, 896], false);
 }
 
 #[test]
