@@ -101,15 +101,7 @@ impl HcScratch {
                 self.post[t * hc + s] = sigmoid(mx[hc + s] * w.scale[1] + w.base[hc + s]) * 2.0;
             }
             sinkhorn(mx, w.scale[2], &w.base, hc, eps, iters, &mut self.comb[t * hc * hc..(t + 1) * hc * hc]);
-            let x = &self.x[t * hc * e..(t + 1) * hc * e];
-            let out = &mut c.x[t * e..(t + 1) * e];
-            for i in 0..e {
-                let mut sum = 0.0f32;
-                for s in 0..hc {
-                    sum += x[s * e + i] * self.pre[t * hc + s];
-                }
-                out[i] = sum;
-            }
+            weigh_streams(&self.x[t * hc * e..(t + 1) * hc * e], &self.pre[t * hc..(t + 1) * hc], &mut c.x[t * e..(t + 1) * e]);
         }
     }
 
@@ -124,12 +116,16 @@ impl HcScratch {
             for dst in 0..hc {
                 let post = self.post[t * hc + dst];
                 let out = &mut self.row[dst * e..(dst + 1) * e];
-                for i in 0..e {
-                    let mut v = at[i] * post;
-                    for src in 0..hc {
-                        v += x[src * e + i] * comb[src * hc + dst];
+                // per element: post · a, then + stream_src · comb in src order (one pass per
+                // term, each element's sums in the same order: the loops vectorise)
+                for (o, &a) in out.iter_mut().zip(at) {
+                    *o = a * post;
+                }
+                for src in 0..hc {
+                    let w = comb[src * hc + dst];
+                    for (o, &v) in out.iter_mut().zip(&x[src * e..(src + 1) * e]) {
+                        *o += v * w;
                     }
-                    out[i] = v;
                 }
             }
             self.x[t * hc * e..(t + 1) * hc * e].copy_from_slice(&self.row);
@@ -145,14 +141,19 @@ impl HcScratch {
             for s in 0..hc {
                 self.pre[t * hc + s] = 1.0 / (1.0 + (-(self.mixes[t * hc + s] * w.scale[0] + w.base[s])).exp()) + eps;
             }
-            let x = &self.x[t * hc * e..(t + 1) * hc * e];
-            for i in 0..e {
-                let mut sum = 0.0f32;
-                for s in 0..hc {
-                    sum += x[s * e + i] * self.pre[t * hc + s];
-                }
-                c.x[t * e + i] = sum;
-            }
+            weigh_streams(&self.x[t * hc * e..(t + 1) * hc * e], &self.pre[t * hc..(t + 1) * hc], &mut c.x[t * e..(t + 1) * e]);
+        }
+    }
+}
+
+/// `out` = Σ_s weights_s · stream_s (the streams one after the other in `x`), each element
+/// summed from 0 in stream order, one pass per stream (the loops vectorise).
+fn weigh_streams(x: &[f32], weights: &[f32], out: &mut [f32]) {
+    let e = out.len();
+    out.fill(0.0);
+    for (s, &w) in weights.iter().enumerate() {
+        for (o, &v) in out.iter_mut().zip(&x[s * e..(s + 1) * e]) {
+            *o += v * w;
         }
     }
 }
