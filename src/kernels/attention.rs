@@ -523,9 +523,7 @@ impl TileScratch {
                 let (scale_old, scale_new) = ((m_old - m_new).exp(), (m - m_new).exp());
                 // GCC contracts upstream's `VKQ_final*scale_old + VKQ_chunk*scale_new` into an FMA
                 // over the first product (and the sum's likewise)
-                for (f, &a) in self.split_acc[row * dvp..(row + 1) * dvp].iter_mut().zip(acc.iter()) {
-                    *f = f.mul_add(scale_old, a * scale_new);
-                }
+                rescale_add(self.level, &mut self.split_acc[row * dvp..(row + 1) * dvp], scale_old, acc, scale_new);
                 self.split_sum[row] = self.split_sum[row].mul_add(scale_old, s * scale_new);
                 self.split_max[row] = m_new;
             }
@@ -956,6 +954,20 @@ fn expf_libm(level: Level, x: &mut [f32]) {
     }
     let _ = level;
     x.iter_mut().for_each(|v| *v = v.exp());
+}
+
+/// f[i] = fma(f[i], scale_f, a[i] · scale_a)
+fn rescale_add(level: Level, f: &mut [f32], scale_f: f32, a: &[f32], scale_a: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if level >= Level::Avx2 {
+        // SAFETY: the AVX2/FMA/F16C level was detected.
+        unsafe { simd::vmath::rescale_add(f, scale_f, a, scale_a) };
+        return;
+    }
+    let _ = level;
+    for (f, &a) in f.iter_mut().zip(a) {
+        *f = f.mul_add(scale_f, a * scale_a);
+    }
 }
 
 /// x[i] = e^(x[i] - shift)

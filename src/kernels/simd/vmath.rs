@@ -239,6 +239,25 @@ pub unsafe fn sum_squares_f64(x: &[f32]) -> f64 {
     sum
 }
 
+/// f[i] = fma(f[i], scale_f, a[i] · scale_a) (the scalar code's `mul_add`, the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn rescale_add(f: &mut [f32], scale_f: f32, a: &[f32], scale_a: f32) {
+    let n = f.len().min(a.len());
+    let n8 = n / 8;
+    // SAFETY: chunk i touches elements 8i..8i+8 < n of both slices.
+    unsafe {
+        let (sf, sa) = (_mm256_set1_ps(scale_f), _mm256_set1_ps(scale_a));
+        for i in 0..n8 {
+            let p = f.as_mut_ptr().add(8 * i);
+            let av = _mm256_mul_ps(_mm256_loadu_ps(a.as_ptr().add(8 * i)), sa);
+            _mm256_storeu_ps(p, _mm256_fmadd_ps(_mm256_loadu_ps(p), sf, av));
+        }
+    }
+    for i in 8 * n8..n {
+        f[i] = f[i].mul_add(scale_f, a[i] * scale_a);
+    }
+}
+
 /// out[i] = (x[i] · scale) · w[i], two f32 multiplications as in the scalar code (the same bits).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn scale_mul(x: &[f32], scale: f32, w: &[f32], out: &mut [f32]) {
@@ -406,6 +425,28 @@ mod tests {
         }
         buf.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e30, -1e30, -103.972_08, -103.972_09, 88.722_83, 88.722_84]);
         check(&mut buf);
+    }
+
+    /// rescale_add is the scalar `mul_add` bit for bit (a whole-vector part and a tail; values
+    /// whose unfused rounding would differ).
+    #[test]
+    fn rescale_add_is_the_scalar_fma() {
+        if !available() {
+            return;
+        }
+        let a: Vec<f32> = (0..203).map(|i| (i as f32 * 0.37).sin() * 3.1).collect();
+        let f0: Vec<f32> = (0..203).map(|i| (i as f32 * 0.13).cos() * 1.7 + 1e-3).collect();
+        let (sf, sa) = (0.812_345_7f32, 1.000_001_2f32);
+        let mut got = f0.clone();
+        // SAFETY: the AVX2 level was detected.
+        unsafe { rescale_add(&mut got, sf, &a, sa) };
+        let mut fused_differs = false;
+        for i in 0..203 {
+            let want = f0[i].mul_add(sf, a[i] * sa);
+            assert_eq!(got[i].to_bits(), want.to_bits(), "element {i}");
+            fused_differs |= want != f0[i] * sf + a[i] * sa;
+        }
+        assert!(fused_differs, "the inputs must tell a fused multiply-add from an unfused one");
     }
 
     #[test]
