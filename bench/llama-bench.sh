@@ -118,7 +118,14 @@ done
 
 mkdir -p bench/results
 REPORT="bench/results/${START}-llama-bench.md"
-python3 - "$RECORDS" "$START" "$(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')" "$LOAD_START $(cut -d' ' -f1-3 /proc/loadavg)" "$THREADS" "$KERNELS" "$(basename "$LLAMA_BENCH")" "${IK_BENCH:-}" "${MODELS[@]}" > "$REPORT" <<'PY'
+# how upstream was built (its CMake cache beside bin/): an AVX2-only build of it on an AVX-512
+# machine is a proxy for an AVX2 CPU, and the report must say so
+UPSTREAM_BUILD=""
+CACHE="$(dirname "$LLAMA_BENCH")/../CMakeCache.txt"
+if [ -f "$CACHE" ]; then
+  UPSTREAM_BUILD=" (build $(grep -E '^GGML_(NATIVE|AVX2|AVX512):' "$CACHE" | sed 's/:BOOL//' | tr '\n' ' ' | sed 's/ $//'))"
+fi
+python3 - "$RECORDS" "$START" "$(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty')" "$LOAD_START $(cut -d' ' -f1-3 /proc/loadavg)" "$THREADS" "$KERNELS" "$(basename "$LLAMA_BENCH")$UPSTREAM_BUILD" "${IK_BENCH:-}" "${MODELS[@]}" > "$REPORT" <<'PY'
 import statistics, sys
 records, start, commit, load, threads, kernels, bench, ik = sys.argv[1:9]
 models = sys.argv[9:]
@@ -139,6 +146,7 @@ print(f"# llama-bench: deepseek (LD_PRELOAD) vs llama.cpp b11312{' vs ik_llama.c
 print(f"- CPU: {model_name}; flags: {' '.join(f for f in flags_of_interest if f in flags)}; {threads} threads")
 print(kernels)
 print(f"- commit {commit}; load average at start / end: {load}")
+print(f"- upstream: {bench}")
 print(f"- harness: upstream's `llama-bench` (-r 1 per sample), fresh processes alternating engines per pair; medians; ratio = median of per-pair ratios\n")
 for mi, m in enumerate(models):
     print(f"## {m.split('/')[-1]}\n")
