@@ -845,10 +845,9 @@ unsafe fn dot_qk45_row<const QH: bool, const REPACKED: bool>(nb: usize, w: *cons
         while ib < nb {
             if REPACKED && ib + 4 <= nb {
                 // 4 blocks: their sums, then the exact [isum, imin] of each in one pass
-                let n = 4;
                 let mut sumi = [_mm512_setzero_si512(); 4];
                 let mut mn = [0u64; 4];
-                for b in 0..n {
+                for b in 0..4 {
                     let wb = w.add((ib + b) * wbytes);
                     prefetch_row_block(wb, wbytes, to_l2);
                     (sumi[b], mn[b]) = qk45_block_row_total::<QH>(wb, prep.add((ib + b) * QK_K));
@@ -865,12 +864,12 @@ unsafe fn dot_qk45_row<const QH: bool, const REPACKED: bool>(nb: usize, w: *cons
                 let z = _mm512_add_epi32(_mm512_unpacklo_epi32(u, p), _mm512_unpackhi_epi32(u, p));
                 let v = _mm512_cvtepi32_ps(_mm512_add_epi32(z, _mm512_shuffle_epi32::<0b01_00_11_10>(z)));
                 let f = [_mm512_castps512_ps128(v), _mm512_extractf32x4_ps::<1>(v), _mm512_extractf32x4_ps::<2>(v), _mm512_extractf32x4_ps::<3>(v)];
-                for b in 0..n {
+                for b in 0..4 {
                     let (wd, wdmin) = f16_pair_at(w.add((ib + b) * wbytes));
                     let yd = f32_at(prep.add(d_at + 4 * (ib + b)));
                     acc_r = _mm_fmadd_ps(f[b], _mm_mul_ps(_mm_setr_ps(wd, wdmin, 0.0, 0.0), _mm_set1_ps(yd)), acc_r);
                 }
-                ib += n;
+                ib += 4;
                 continue;
             }
             let wb = w.add(ib * wbytes);
