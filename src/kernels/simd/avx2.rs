@@ -642,6 +642,137 @@ pub unsafe fn dot_q4_k_repacked<const R: usize>(nb: usize, w: *const u8, a: *con
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Q4_K decode in the repacked GEMV's order: one activation row prepared once
+
+/// Bytes of an activation row of `nb` Q8_K blocks prepared by [`prep_q8_k_row`].
+pub fn krow_bytes(nb: usize) -> usize {
+    (nb * (QK_K + 16 + 4)).next_multiple_of(64)
+}
+
+/// Prepares one Q8_K activation row (`nb` blocks at `a`) at `prep` (64-byte aligned,
+/// [`krow_bytes`] long) for [`gemv_q4_k_repacked`]: the blocks' quants (`nb` × 256 bytes),
+/// then each block's 8 group sums as i16 (`nb` × 16, |sum| <= 32 * 128: two blocks' in one
+/// load), then each block's `d` (`nb` × 4).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn prep_q8_k_row(nb: usize, a: *const u8, prep: *mut u8) {
+    // SAFETY: block ib writes prep[256ib..256ib+256] (32-byte aligned), prep[256nb+16ib..+16]
+    // (16-byte aligned) and prep[272nb+4ib..+4], inside krow_bytes(nb); a holds nb blocks.
+    unsafe {
+        for ib in 0..nb {
+            let ab = a.add(ib * Q8_K_B);
+            for k in 0..8 {
+                _mm256_store_si256(prep.add(ib * QK_K + 32 * k) as *mut __m256i, load256(ab.add(4 + 32 * k)));
+            }
+            let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+            let sums = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+            _mm_store_si128(prep.add(nb * QK_K + 16 * ib) as *mut __m128i, sums);
+            std::ptr::write(prep.add(nb * (QK_K + 16) + 4 * ib) as *mut f32, f32_at(ab));
+        }
+    }
+}
+
+/// Q4_K weights, N rows one after the other (`w + j * w_stride`), against an activation row
+/// prepared by [`prep_q8_k_row`], in llama.cpp's repacked GEMV order: bit for bit
+/// [`dot_q4_k_repacked`], with two blocks' integer reductions done together (the FMAs stay
+/// one per block, in order).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_q4_k_repacked<const N: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+    let (gs_at, d_at) = (nb * QK_K, nb * (QK_K + 16));
+    // SAFETY: N rows of nb blocks at w + j * w_stride; a prepared row of nb blocks at prep
+    // (64-byte aligned); N outputs at out.
+    unsafe {
+        // (the masks through black_box: with them known, LLVM turns each byte shuffle into an
+        // extract and a broadcast, two instructions for one)
+        let splat = std::hint::black_box(byte_splats());
+        // block ib's [d, dmin] × the activation's d ([d, dmin, 0, 0]: lanes 2 and 3 of the
+        // accumulator stay 0)
+        let scale = |wb: *const u8, ib: usize| _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(wb as *const i32))), _mm_set1_ps(f32_at(prep.add(d_at + 4 * ib))));
+        for j in 0..N {
+            let w = w.add(j * w_stride);
+            let mut acc = _mm_setzero_ps();
+            let mut ib = 0;
+            while ib + 2 <= nb {
+                let (w0, w1) = (w.add(ib * Q4_K_B), w.add((ib + 1) * Q4_K_B));
+                let sm = scales_mins_k4_x2(w0.add(4), w1.add(4));
+                prefetch_decode::<1, Q4_K_B>(w0);
+                let u0 = q4_k_block_sums(w0, _mm256_permute2x128_si256::<0x00>(sm, sm), prep.add(ib * QK_K), prep.add(gs_at + 16 * ib), &splat);
+                prefetch_decode::<1, Q4_K_B>(w1);
+                let u1 = q4_k_block_sums(w1, _mm256_permute2x128_si256::<0x11>(sm, sm), prep.add((ib + 1) * QK_K), prep.add(gs_at + 16 * (ib + 1)), &splat);
+                // [S0, M0, S1, M1]: each block's scaled quant sum and mins' sum
+                let v = _mm_cvtepi32_ps(_mm_hadd_epi32(u0, u1));
+                acc = _mm_fmadd_ps(v, scale(w0, ib), acc);
+                acc = _mm_fmadd_ps(_mm_movehl_ps(v, v), scale(w1, ib + 1), acc);
+                ib += 2;
+            }
+            if ib < nb {
+                let wb = w.add(ib * Q4_K_B);
+                let sm = scales_mins_k4_x2(wb.add(4), wb.add(4));
+                let u = q4_k_block_sums(wb, sm, prep.add(ib * QK_K), prep.add(gs_at + 16 * ib), &splat);
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_hadd_epi32(u, u)), scale(wb, ib), acc);
+            }
+            *out.add(j) = _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)));
+        }
+    }
+}
+
+/// One Q4_K block against its prepared activation quants `y` and group sums `gs`, with its
+/// scales and mins as bytes in both halves of `sm` (a lane of [`scales_mins_k4_x2`]): lanes 0
+/// + 1 are the block's scaled quant sum, lanes 2 + 3 its mins' products with the group sums
+/// (both exact).
+#[inline(always)]
+unsafe fn q4_k_block_sums(wb: *const u8, sm: __m256i, y: *const u8, gs: *const u8, splat: &[__m256i; 8]) -> __m128i {
+    // SAFETY: a whole Q4_K block at wb, 256 prepared quants at y (32-byte aligned), 8 i16 at
+    // gs (16-byte aligned).
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut sumi = _mm256_setzero_si256();
+        for c in 0..4 {
+            let bits = load256(wb.add(16 + 32 * c));
+            let lo = _mm256_and_si256(bits, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+            let yl = _mm256_load_si256(y.add(64 * c) as *const __m256i);
+            let yh = _mm256_load_si256(y.add(64 * c + 32) as *const __m256i);
+            let pl = _mm256_madd_epi16(_mm256_shuffle_epi8(sm, splat[2 * c]), _mm256_maddubs_epi16(lo, yl));
+            let ph = _mm256_madd_epi16(_mm256_shuffle_epi8(sm, splat[2 * c + 1]), _mm256_maddubs_epi16(hi, yh));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        let s = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+        // the mins (bytes 8..16) as i16
+        let mins = _mm_shuffle_epi8(_mm256_castsi256_si128(sm), _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
+        let p = _mm_madd_epi16(_mm_load_si128(gs as *const __m128i), mins);
+        _mm_hadd_epi32(s, p)
+    }
+}
+
+/// The 8 6-bit scales and 8 6-bit mins of two Q4_K / Q5_K blocks (`get_scale_min_k4` for all
+/// j), block b's in 128-bit lane b: its scales as bytes 0..8, its mins as bytes 8..16; from
+/// each block's 12 scale bytes (`p0`, `p1`; 16 readable bytes at each) by two byte shuffles.
+#[inline(always)]
+unsafe fn scales_mins_k4_x2(p0: *const u8, p1: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 16 readable bytes at p0 and p1; AVX2 checked by callers.
+    unsafe {
+        let q = _mm256_set_m128i(_mm_loadu_si128(p1 as *const __m128i), _mm_loadu_si128(p0 as *const __m128i));
+        // the low bits: scales 0..4 = q[0..4] & 63, scales 4..8 = q[8..12] & 15, mins 0..4 =
+        // q[4..8] & 63, mins 4..8 = q[8..12] >> 4
+        let a = _mm256_shuffle_epi8(q, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+        let keep = _mm256_broadcastsi128_si256(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+        let high_nibble = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+        let low = _mm256_or_si256(_mm256_and_si256(a, keep), _mm256_and_si256(_mm256_srli_epi16::<4>(a), high_nibble));
+        // bits 4 and 5 of scales and mins 4..8: the top two bits of q[0..4] and q[4..8]
+        let b = _mm256_shuffle_epi8(q, _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+        _mm256_or_si256(low, _mm256_and_si256(_mm256_srli_epi16::<2>(b), _mm256_set1_epi8(0x30)))
+    }
+}
+
+/// Shuffle masks that take byte `j` (of each 128-bit half) to all 8 16-bit lanes of a half,
+/// zero-extended.
+#[inline(always)]
+unsafe fn byte_splats() -> [__m256i; 8] {
+    // SAFETY: register-only AVX intrinsics; the callers checked AVX2.
+    std::array::from_fn(|j| unsafe { _mm256_set1_epi16((j as i16) | (0x80u16 << 8) as i16) })
+}
+
 /// The exact sum of 8 i32 lanes.
 #[inline(always)]
 unsafe fn hsum_epi32_8(v: __m256i) -> i32 {

@@ -766,6 +766,20 @@ pub fn gemv_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static GemvF
                 _ => None,
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 => {
+            static Q4_K: GemvFns = GemvFns {
+                prep: avx2::prep_q8_k_row as PrepFn,
+                prep_bytes: avx2::krow_bytes,
+                rows4: avx2::gemv_q4_k_repacked::<4> as GemvFn,
+                rows2: avx2::gemv_q4_k_repacked::<2> as GemvFn,
+                rows1: Some(avx2::gemv_q4_k_repacked::<1> as GemvFn),
+            };
+            match ty {
+                GgmlType::Q4K => Some(&Q4_K),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
