@@ -3,7 +3,8 @@
 //! repacks to at load (`-rtr`) — against the library's one-row kernels on the file's layout,
 //! at the AVX2 level, one thread, in L2 and streamed from DRAM.
 //!
-//! Usage: cargo bench --bench interleave -- [-c COLS ...] (default 1536 8960: the 1.5B model's)
+//! Usage: [PF=BYTES] cargo bench --bench interleave -- [-c COLS ...] (default 1536 8960: the 1.5B
+//! model's)
 //!
 //! Layout of one super-block of a group of 4 rows (576 bytes, the 4 blocks' bytes): the 4 `d`
 //! then the 4 `dmin` (f16), the 4 rows' 12 scale bytes, then the quants: for chunk c (64
@@ -19,6 +20,11 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+#[path = "common.rs"]
+mod common;
+use common::cpu_seconds;
+#[cfg(target_arch = "x86_64")]
+use deepseek::kernels::simd::avx2;
 use deepseek::kernels::matmul::{activation_bytes, matmul, quantize_activations, WeightMatrix};
 use deepseek::quant::{self, GgmlType};
 
@@ -28,13 +34,6 @@ use deepseek::threads::ThreadPool;
 const Q4_K_B: usize = 144;
 const Q8_K_B: usize = 4 + QK_K + 32;
 
-fn cpu_seconds() -> f64 {
-    // SAFETY: clock_gettime writes into the zeroed struct we own.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
 
 /// `rows` (a multiple of 16) Q4_K rows of `cols` at a real model's magnitudes: 16 distinct
 /// rows repeated.
@@ -91,22 +90,6 @@ fn group_sums(act: &[u8], nb: usize) -> Vec<i16> {
         .collect()
 }
 
-/// Two rows' scales and mins as bytes, row b's in 128-bit lane b (scales 0..8, mins 8..16).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn scales_mins_x2(p0: *const u8, p1: *const u8) -> __m256i {
-    // SAFETY: 16 readable bytes at p0 and p1.
-    unsafe {
-        let q = _mm256_set_m128i(_mm_loadu_si128(p1 as *const __m128i), _mm_loadu_si128(p0 as *const __m128i));
-        let a = _mm256_shuffle_epi8(q, _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
-        let keep = _mm256_broadcastsi128_si256(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
-        let high = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
-        let low = _mm256_or_si256(_mm256_and_si256(a, keep), _mm256_and_si256(_mm256_srli_epi16::<4>(a), high));
-        let b = _mm256_shuffle_epi8(q, _mm256_broadcastsi128_si256(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
-        _mm256_or_si256(low, _mm256_and_si256(_mm256_srli_epi16::<2>(b), _mm256_set1_epi8(0x30)))
-    }
-}
-
 /// Groups of 4 interleaved rows (`groups` of them at `w`, `nb` blocks) against one Q8_K row
 /// `a` with its group sums `gs`; row results to `out`.
 #[cfg(target_arch = "x86_64")]
@@ -130,8 +113,8 @@ unsafe fn gemv_r4(nb: usize, groups: usize, w: *const u8, a: *const u8, gs: *con
                     l += 64;
                 }
                 let y = a.add(ib * Q8_K_B + 4);
-                let sm01 = scales_mins_x2(b.add(16), b.add(28));
-                let sm23 = scales_mins_x2(b.add(40), b.add(52));
+                let sm01 = avx2::scales_mins_k4_x2(b.add(16), b.add(28));
+                let sm23 = avx2::scales_mins_k4_x2(b.add(40), b.add(52));
                 let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
                 // halves: [scales of rows 0, 1 | rows 2, 3], the same for the mins
                 let sc = _mm256_unpacklo_epi64(lo_rows, hi_rows);
@@ -189,8 +172,9 @@ fn main() {
     if cols_list.is_empty() {
         cols_list = vec![1536, 8960];
     }
-    // weights prefetched this many bytes ahead (0: none)
-    let pf: usize = std::env::var("PF").ok().and_then(|v| v.parse().ok()).unwrap_or(8192);
+    // PF=BYTES: the interleaved kernel prefetches its weights that far ahead; by default none
+    // (measured faster from DRAM than 4, 8 or 16 KB ahead: 27 against 23-26 GB/s, one thread)
+    let pf: usize = std::env::var("PF").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let pool = ThreadPool::new(1).unwrap();
     println!("Q4_K decode, one thread, {:?} level for the row kernels: interleaved 4 rows vs the file's rows", deepseek::kernels::simd::level());
     for cols in cols_list {

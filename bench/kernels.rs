@@ -10,18 +10,13 @@
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
 //! time spent descheduled is not counted) divided by the thread count.
 
+#[path = "common.rs"]
+mod common;
+use common::cpu_seconds;
 use deepseek::kernels::matmul::{activation_bytes, matmul, quantize_activations, WeightMatrix};
 use deepseek::quant::{self, GgmlType};
 use deepseek::threads::ThreadPool;
 
-/// CPU seconds (all threads) used by the process so far.
-fn cpu_seconds() -> f64 {
-    // SAFETY: clock_gettime writes into the zeroed struct we own.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
 
 fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
     let rb = ty.row_bytes(cols).unwrap();

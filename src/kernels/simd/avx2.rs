@@ -748,8 +748,11 @@ unsafe fn q4_k_block_sums(wb: *const u8, sm: __m256i, y: *const u8, gs: *const u
 /// The 8 6-bit scales and 8 6-bit mins of two Q4_K / Q5_K blocks (`get_scale_min_k4` for all
 /// j), block b's in 128-bit lane b: its scales as bytes 0..8, its mins as bytes 8..16; from
 /// each block's 12 scale bytes (`p0`, `p1`; 16 readable bytes at each) by two byte shuffles.
+///
+/// # Safety
+/// 16 readable bytes at `p0` and `p1`; the CPU has AVX2.
 #[inline(always)]
-unsafe fn scales_mins_k4_x2(p0: *const u8, p1: *const u8) -> __m256i {
+pub unsafe fn scales_mins_k4_x2(p0: *const u8, p1: *const u8) -> __m256i {
     // SAFETY: the caller guarantees 16 readable bytes at p0 and p1; AVX2 checked by callers.
     unsafe {
         let q = _mm256_set_m128i(_mm_loadu_si128(p1 as *const __m128i), _mm_loadu_si128(p0 as *const __m128i));
