@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 
 #[path = "common.rs"]
 mod common;
-use common::cpu_seconds;
+use common::{cpu_seconds, random_rows};
 #[cfg(target_arch = "x86_64")]
 use deepseek::kernels::simd::avx2;
 use deepseek::kernels::matmul::{activation_bytes, matmul, quantize_activations, WeightMatrix};
@@ -35,27 +35,6 @@ const Q4_K_B: usize = 144;
 const Q8_K_B: usize = 4 + QK_K + 32;
 
 
-/// `rows` (a multiple of 16) Q4_K rows of `cols` at a real model's magnitudes: 16 distinct
-/// rows repeated.
-fn random_rows(rows: usize, cols: usize) -> Vec<u8> {
-    let rb = GgmlType::Q4K.row_bytes(cols).unwrap();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut x = vec![0f32; cols];
-    let distinct: Vec<Vec<u8>> = (0..16)
-        .map(|_| {
-            for v in x.iter_mut() {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                *v = (((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5) * 0.06;
-            }
-            let mut one = vec![0u8; rb];
-            quant::quantize_row_ref(GgmlType::Q4K, &x, &mut one);
-            one
-        })
-        .collect();
-    (0..rows).flat_map(|r| distinct[r % 16].clone()).collect()
-}
 
 /// The rows interleaved four at a time (see the module docs).
 fn interleave(w: &[u8], rows: usize, nb: usize) -> Vec<u8> {
@@ -186,7 +165,7 @@ fn main() {
         let gs = group_sums(&act, nb);
         for (label, bytes) in [("L2", 512usize << 10), ("DRAM", 512 << 20)] {
             let rows = bytes / rb / 16 * 16;
-            let data = random_rows(rows, cols);
+            let data = random_rows(GgmlType::Q4K, rows, cols);
             let r4 = interleave(&data, rows, nb);
             let mut out = vec![0f32; rows];
             // SAFETY: rows / 4 groups of nb interleaved blocks; nb activation blocks; AVX2 checked.

@@ -12,42 +12,12 @@
 
 #[path = "common.rs"]
 mod common;
-use common::cpu_seconds;
+use common::{cpu_seconds, random_rows};
 use deepseek::kernels::matmul::{activation_bytes, matmul, quantize_activations, WeightMatrix};
-use deepseek::quant::{self, GgmlType};
+use deepseek::quant::GgmlType;
 use deepseek::threads::ThreadPool;
 
 
-fn random_rows(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
-    let rb = ty.row_bytes(cols).unwrap();
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut x = vec![0f32; cols];
-    let mut one = vec![0u8; rb];
-    // a few distinct rows repeated: quantizing hundreds of MB with the reference is slow
-    let distinct: Vec<Vec<u8>> = (0..16)
-        .map(|_| {
-            for v in x.iter_mut() {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                // a real model's magnitudes (|w| < 0.03): its scales, e.g. most Q6_K blocks'
-                // d, are subnormal f16s, which a kernel must convert without a slow path
-                *v = (((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5) * 0.06;
-            }
-            if ty.has_quantize_ref() {
-                quant::quantize_row_ref(ty, &x, &mut one);
-            } else {
-                quant::random_blocks(ty, seed, &mut one);
-            }
-            one.clone()
-        })
-        .collect();
-    let mut data = Vec::with_capacity(rb * rows);
-    for r in 0..rows {
-        data.extend_from_slice(&distinct[r % 16]);
-    }
-    data
-}
 
 fn main() {
     let (mut threads, mut n_act, mut cols) = (1usize, 1usize, 2048usize);

@@ -76,7 +76,8 @@ fi
 if [ -z "${NO_UPSTREAM:-}" ]; then
   if [ ! -e "$LLAMA_LIB/libllama.so" ]; then echo "no libllama.so in $LLAMA_LIB (set LLAMA_LIB)" >&2; exit 1; fi
   if [ -z "${LLAMA_INC:-}" ]; then
-    LLAMA_INC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)") $(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
+    # (llama.cpp's own tree: an ik_llama.cpp source under /work/ref has a llama.h too)
+    LLAMA_INC="$(dirname "$(find /work/ref -name llama.h -path '*include*' -not -path '*ik_llama*' | head -1)") $(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' -not -path '*ik_llama*' | head -1)")"
   fi
   # shellcheck disable=SC2046 # one -I per directory
   cc -std=c11 -O2 $(include_flags "$LLAMA_INC") bench/suite.c -o "$WORK/suite-upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")"
