@@ -751,35 +751,24 @@ pub fn gemv_fns_repacked(ty: GgmlType) -> Option<&'static GemvFns> {
 
 /// As [`gemv_fns_repacked`] at a given level.
 pub fn gemv_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static GemvFns> {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        Level::Avx512 => {
+    // (each level's one-row Q4_K kernel on its own prepared row, rows one after the other)
+    macro_rules! q4_k {
+        ($m:ident) => {{
             static Q4_K: GemvFns = GemvFns {
-                prep: avx512::prep_q8_k_row as PrepFn,
-                prep_bytes: avx512::krow_bytes,
-                rows4: avx512::gemv_q4_k_repacked::<4> as GemvFn,
-                rows2: avx512::gemv_q4_k_repacked::<2> as GemvFn,
-                rows1: Some(avx512::gemv_q4_k_repacked::<1> as GemvFn),
+                prep: $m::prep_q8_k_row as PrepFn,
+                prep_bytes: $m::krow_bytes,
+                rows4: $m::gemv_q4_k_repacked::<4> as GemvFn,
+                rows2: $m::gemv_q4_k_repacked::<2> as GemvFn,
+                rows1: Some($m::gemv_q4_k_repacked::<1> as GemvFn),
             };
-            match ty {
-                GgmlType::Q4K => Some(&Q4_K),
-                _ => None,
-            }
-        }
+            &Q4_K
+        }};
+    }
+    match (level, ty) {
         #[cfg(target_arch = "x86_64")]
-        Level::Avx2 => {
-            static Q4_K: GemvFns = GemvFns {
-                prep: avx2::prep_q8_k_row as PrepFn,
-                prep_bytes: avx2::krow_bytes,
-                rows4: avx2::gemv_q4_k_repacked::<4> as GemvFn,
-                rows2: avx2::gemv_q4_k_repacked::<2> as GemvFn,
-                rows1: Some(avx2::gemv_q4_k_repacked::<1> as GemvFn),
-            };
-            match ty {
-                GgmlType::Q4K => Some(&Q4_K),
-                _ => None,
-            }
-        }
+        (Level::Avx512, GgmlType::Q4K) => Some(q4_k!(avx512)),
+        #[cfg(target_arch = "x86_64")]
+        (Level::Avx2, GgmlType::Q4K) => Some(q4_k!(avx2)),
         _ => None,
     }
 }
