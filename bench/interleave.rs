@@ -174,7 +174,7 @@ fn main() {
                 let want = quant::vec_dot_repacked(GgmlType::Q4K, cols, &data[r * rb..(r + 1) * rb], &act, false);
                 assert_eq!(out[r].to_bits(), want.to_bits(), "row {r}: {} vs {want}", out[r]);
             }
-            let w = WeightMatrix { ty: GgmlType::Q4K, rows, cols, data: &data, order: deepseek::kernels::simd::SumOrder::Reference, repacked: quant::Repacked::MulMatId };
+            let w = WeightMatrix { ty: GgmlType::Q4K, rows, cols, data: &data, order: deepseek::kernels::simd::SumOrder::Reference, repacked: quant::Repacked::MulMatId, layout: deepseek::kernels::matmul::Layout::Rows };
             let mut out2 = vec![0f32; rows];
             matmul(&pool, &w, &act, 1, &mut out2);
             assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), out2.iter().map(|v| v.to_bits()).collect::<Vec<_>>());

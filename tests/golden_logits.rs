@@ -153,6 +153,39 @@ fn split_equals_unsplit() {
     assert!(unsafe { llama_model_load_from_splits(ptrs.as_mut_ptr(), 2, llama_model_default_params()) }.is_null());
 }
 
+/// Weights repacked at load (`use_extra_bufts`, the default: Q4_K matrices interleaved four
+/// rows at a time where the kernel level has the kernel) give the logits of the file's layout
+/// (`use_extra_bufts = false`) bit for bit, in every scenario (prefill, batched and single
+/// decode); and the repack happened where it can.
+#[test]
+fn repacked_weights_equal_the_files_layout() {
+    use deepseek::api::model::{llama_model_default_params, llama_model_load_from_file};
+    let can = deepseek::kernels::simd::gemv_fns_interleaved(deepseek::quant::GgmlType::Q4K).is_some();
+    for (model, golden) in [("tiny/tiny-qwen2-q4_k_m.gguf", "golden/tiny-qwen2-q4_k_m.json"), ("tiny/tiny-llama-q4_k_m.gguf", "golden/tiny-llama-q4_k_m.json"), ("deepseek2/tiny-deepseek3-q4_k_m.gguf", "deepseek2/golden/tiny-deepseek3-q4_k_m.json")] {
+        let g = Json::parse(&std::fs::read_to_string(data(golden)).unwrap());
+        let load = |repack: bool| {
+            let path = std::ffi::CString::new(data(model).to_str().unwrap()).unwrap();
+            let mut p = llama_model_default_params();
+            assert!(p.use_extra_bufts, "upstream's default");
+            p.use_extra_bufts = repack;
+            // SAFETY: a NUL-terminated path.
+            let m = unsafe { llama_model_load_from_file(path.as_ptr(), p) };
+            assert!(!m.is_null());
+            // SAFETY: a live model handle.
+            let packed = unsafe { (&(*m).model).packed.as_ref().map_or(0, |p| p.len()) };
+            (m, packed)
+        };
+        let ((plain, none), (packed, bytes)) = (load(false), load(true));
+        assert_eq!(none, 0, "{model}: repacked without use_extra_bufts");
+        assert_eq!(bytes > 0, can, "{model}: repacked {bytes} bytes at the {:?} level", deepseek::kernels::simd::level());
+        let (want, got) = (run_scenarios_on(plain, &g), run_scenarios_on(packed, &g));
+        assert_eq!(want.len(), got.len());
+        for (i, (w, r)) in want.iter().zip(&got).enumerate() {
+            assert!(w.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()), "{model}: row {i} differs with repacked weights");
+        }
+    }
+}
+
 /// DeepSeek V4 (`deepseek4`): hyper-connections, shared-KV attention with sinks over a 16-token
 /// window plus compressed blocks (CSA with its indexer, HCA), grouped low-rank output,
 /// sqrt-softplus MoE with hash routing and SwiGLU clamp. Scenarios A, B, C and D' (upstream's

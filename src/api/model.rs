@@ -146,12 +146,12 @@ fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_mo
     let load_start = std::time::Instant::now();
     let model = match params.progress_callback {
         _ if params.vocab_only => Model::load_vocab_only(source, mmap),
-        None => Model::load_source(source, mmap),
+        None => Model::load_source_opts(source, mmap, params.use_extra_bufts),
         Some(cb) => {
             let user_data = params.progress_callback_user_data;
             // SAFETY: the caller's callback with its own user data, as llama.h documents.
             let mut report = |p: f32| unsafe { cb(p, user_data) };
-            Model::load_with_progress(source, mmap, &mut report)
+            Model::load_with_progress(source, mmap, params.use_extra_bufts, &mut report)
         }
     }
     .map_err(|e| format!("{}: {e}", source.display()))?;

@@ -109,7 +109,7 @@ fn load(a: &Args) -> Result<(Arc<Model>, f64), (i32, String)> {
         }
         true
     };
-    let model = Model::load_with_progress(deepseek::gguf::Source::File(&path), !a.no_mmap, &mut bar).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+    let model = Model::load_with_progress(deepseek::gguf::Source::File(&path), !a.no_mmap, true, &mut bar).map_err(|e| (1, format!("{}: {e}", path.display())))?;
     let secs = t0.elapsed().as_secs_f64();
     if tty {
         eprintln!(" done in {secs:.2} s ({} MiB)", model.size_bytes >> 20);

@@ -68,6 +68,8 @@ pub struct GgufFile {
     tensors: Vec<TensorInfo>,
     tensor_index: HashMap<String, usize>,
     shards: Vec<FileBytes>,
+    /// Byte ranges given back to the OS (`release`), per shard, sorted: never read again.
+    released: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 impl GgufFile {
@@ -149,7 +151,7 @@ impl GgufFile {
                 return Err(format!("duplicate tensor name '{}'", t.name));
             }
         }
-        Ok(GgufFile { version, alignment, data_offset, kvs, kv_index, tensors, tensor_index, shards: vec![bytes] })
+        Ok(GgufFile { version, alignment, data_offset, kvs, kv_index, tensors, tensor_index, shards: vec![bytes], released: Vec::new() })
     }
 
     /// Adds `other`'s tensors and bytes as the next shard (its metadata is dropped); a tensor
@@ -201,13 +203,45 @@ impl GgufFile {
     pub fn file_len(&self) -> usize {
         self.shards.iter().map(|b| b.as_slice().len()).sum()
     }
-    /// Pages every shard's bytes in (see [`FileBytes::touch`]).
+    /// Pages every shard's bytes in (see [`FileBytes::touch`]), but the released ones.
     pub fn touch(&self) {
-        self.shards.iter().for_each(|b| b.touch())
+        for (i, b) in self.shards.iter().enumerate() {
+            self.kept(i).for_each(|r| b.touch(r));
+        }
     }
-    /// Locks every shard's bytes in RAM (see [`FileBytes::lock`]).
+    /// Locks every shard's bytes in RAM (see [`FileBytes::lock`]), but the released ones.
     pub fn lock_memory(&self) -> Result<(), String> {
-        self.shards.iter().try_for_each(|b| b.lock())
+        for (i, b) in self.shards.iter().enumerate() {
+            self.kept(i).try_for_each(|r| b.lock(r))?;
+        }
+        Ok(())
+    }
+    /// Gives the pages of `ranges` (shard, bytes) back to the OS: tensors whose bytes nobody
+    /// reads again (repacked into a buffer of their own). `touch` and `lock_memory` skip them.
+    pub fn release(&mut self, ranges: &[(usize, std::ops::Range<usize>)]) {
+        for (shard, r) in ranges {
+            self.shards[*shard].release(r.clone());
+            self.released.push((*shard, r.clone()));
+        }
+        self.released.sort_by_key(|(s, r)| (*s, r.start));
+    }
+    /// The byte ranges of shard `shard` not released, page-rounded outwards.
+    fn kept(&self, shard: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let page = crate::sys::bytes::page_size();
+        let len = self.shards[shard].as_slice().len();
+        let gone: Vec<std::ops::Range<usize>> = self.released.iter().filter(|(s, _)| *s == shard).map(|(_, r)| r.start.next_multiple_of(page)..r.end / page * page).filter(|r| r.start < r.end).collect();
+        let mut at = 0;
+        let mut out = Vec::with_capacity(gone.len() + 1);
+        for g in gone {
+            if g.start > at {
+                out.push(at..g.start);
+            }
+            at = at.max(g.end);
+        }
+        if at < len {
+            out.push(at..len);
+        }
+        out.into_iter()
     }
     /// How many files the model's data is in.
     pub fn n_shards(&self) -> usize {

@@ -17,6 +17,16 @@ use super::simd;
 use crate::quant::{self, GgmlType};
 use crate::threads::{SharedOut, ThreadPool};
 
+/// How a matrix's rows lie in its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One row after the other, as in the file.
+    Rows,
+    /// In groups of four rows interleaved (`quant::interleave`, Q4_K), repacked at load for
+    /// [`simd::gemv_fns_interleaved`]; the rows are a multiple of four.
+    Interleaved4,
+}
+
 /// A borrowed weight matrix: `rows` rows of `cols` elements, each `ty.row_bytes(cols)` bytes.
 #[derive(Clone, Copy)]
 pub struct WeightMatrix<'a> {
@@ -30,26 +40,30 @@ pub struct WeightMatrix<'a> {
     /// is multiplied in its repacked GEMM's or GEMV's order, which every kernel we use for it
     /// then follows.
     pub repacked: quant::Repacked,
+    pub layout: Layout,
 }
 
 impl WeightMatrix<'_> {
     pub fn row_bytes(&self) -> usize {
         self.ty.row_bytes(self.cols).expect("validated at load")
     }
+    /// Row `r` (of a matrix in the file's layout).
     pub fn row(&self, r: usize) -> &[u8] {
+        assert_eq!(self.layout, Layout::Rows, "row() of an interleaved matrix");
         let rb = self.row_bytes();
         &self.data[r * rb..(r + 1) * rb]
     }
-    /// The reference's dot product of weight row `r` with activation row `t` of a product of
-    /// `n` activation rows (which upstream's repacked kernels multiply in two orders).
-    fn dot_ref(&self, r: usize, act: &[u8], t: usize, n: usize) -> f32 {
+    /// The reference's dot product of weight row `row` (one of this matrix's, in the file's
+    /// layout) with activation row `t` of a product of `n` activation rows (which upstream's
+    /// repacked kernels multiply in two orders).
+    fn dot_ref(&self, row: &[u8], act: &[u8], t: usize, n: usize) -> f32 {
         match self.repacked {
-            quant::Repacked::No => quant::vec_dot(self.ty, self.cols, self.row(r), act),
-            rp @ quant::Repacked::Sgemm if t < rp.gemm_rows(n) => quant::vec_dot_sgemm(self.ty, self.cols, self.row(r), act),
-            quant::Repacked::Sgemm => quant::vec_dot(self.ty, self.cols, self.row(r), act),
-            rp @ quant::Repacked::Tiled if t < rp.gemm_rows(n) => quant::vec_dot_tiled(self.ty, self.cols, self.row(r), act),
-            quant::Repacked::Tiled => quant::vec_dot(self.ty, self.cols, self.row(r), act),
-            rp => quant::vec_dot_repacked(self.ty, self.cols, self.row(r), act, t < rp.gemm_rows(n)),
+            quant::Repacked::No => quant::vec_dot(self.ty, self.cols, row, act),
+            rp @ quant::Repacked::Sgemm if t < rp.gemm_rows(n) => quant::vec_dot_sgemm(self.ty, self.cols, row, act),
+            quant::Repacked::Sgemm => quant::vec_dot(self.ty, self.cols, row, act),
+            rp @ quant::Repacked::Tiled if t < rp.gemm_rows(n) => quant::vec_dot_tiled(self.ty, self.cols, row, act),
+            quant::Repacked::Tiled => quant::vec_dot(self.ty, self.cols, row, act),
+            rp => quant::vec_dot_repacked(self.ty, self.cols, row, act, t < rp.gemm_rows(n)),
         }
     }
 }
@@ -111,7 +125,18 @@ pub fn panel_bytes(ty: GgmlType, cols: usize) -> usize {
     let nb = cols / ty.block_len().max(1);
     let orders = [simd::SumOrder::Reference, simd::SumOrder::Fast];
     let panels = orders.iter().flat_map(|&o| [simd::panel_fns(ty, o, false), simd::panel_fns(ty, o, true)]).chain([simd::panel_fns_tiled(ty)]);
-    panels.flatten().map(|g| nb * g.block_bytes).max().unwrap_or(0)
+    let panel = panels.flatten().map(|g| nb * g.block_bytes).max().unwrap_or(0);
+    // an interleaved matrix's chunk is de-interleaved in front of the panel
+    let rows = if simd::gemv_fns_interleaved(ty).is_some() { deinterleaved_bytes(ty, cols) } else { 0 };
+    rows + panel
+}
+
+/// Most weight rows of a several-row (prefill) chunk (see [`chunk_rows`]).
+const PREFILL_CHUNK_MAX: usize = 16;
+
+/// Room for a prefill chunk of an interleaved matrix de-interleaved (64-byte multiple).
+fn deinterleaved_bytes(ty: GgmlType, cols: usize) -> usize {
+    (PREFILL_CHUNK_MAX * ty.row_bytes(cols).unwrap_or(0)).next_multiple_of(64)
 }
 
 /// Sizes every thread's panel buffer for products needing up to `bytes` (`panel_bytes`), so
@@ -138,8 +163,16 @@ const DECODE_CHUNK_BYTES: usize = 16 << 10;
 const DECODE_CHUNKS_PER_JOB: usize = 256;
 
 /// Weight rows per chunk handed to a thread (`row_bytes` per weight row; `job_bytes` the decode
-/// weight bytes of the whole pool job).
-fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize, job_bytes: usize) -> usize {
+/// weight bytes of the whole pool job); for an interleaved matrix whole groups of four.
+fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize, job_bytes: usize, layout: Layout) -> usize {
+    let c = chunk_rows_of(rows, row_bytes, n_act, job_bytes);
+    match layout {
+        Layout::Rows => c,
+        Layout::Interleaved4 => c.next_multiple_of(quant::interleave::GROUP_ROWS),
+    }
+}
+
+fn chunk_rows_of(rows: usize, row_bytes: usize, n_act: usize, job_bytes: usize) -> usize {
     if n_act == 1 {
         // decode: ~64 chunks per large matrix so both cores stay busy to the end, but none
         // shorter than DECODE_CHUNK_BYTES nor than 1/256 of the job (small matrices, such as
@@ -151,7 +184,7 @@ fn chunk_rows(rows: usize, row_bytes: usize, n_act: usize, job_bytes: usize) -> 
         // prefill: a chunk stays in L1/L2 while all tiles of activations pass over it; a
         // multiple of 8 and 16 rows for the panel kernels
         if rows >= 64 {
-            16
+            PREFILL_CHUNK_MAX
         } else {
             (rows / 4).max(1)
         }
@@ -223,6 +256,9 @@ struct Plan {
     prepared_here: bool,
     panels: Option<&'static simd::PanelFns>,
     aux_at: usize,
+    /// The weights are interleaved (`Layout::Interleaved4`): decode takes `gemv` on whole
+    /// groups; several rows de-interleave each chunk first.
+    interleaved: bool,
 }
 
 impl Plan {
@@ -266,8 +302,15 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
         let (mut prep_at, mut prepared_here, mut aux_at) = (0, false, 0);
         // the activation preparation this product needs, if any: (function, bytes per row)
         let mut prep_fn = None;
+        let interleaved = w.layout == Layout::Interleaved4;
+        // (the interleaved kernels sum in the repacked GEMV's order)
+        assert!(!interleaved || (w.rows % quant::interleave::GROUP_ROWS == 0 && repacked), "interleaved: a repacked matrix in groups of four rows");
         if n_rows == 1 {
-            gemv = single.and_then(|_| if repacked { simd::gemv_fns_repacked(w.ty) } else { simd::gemv_fns(w.ty) });
+            gemv = if interleaved {
+                Some(simd::gemv_fns_interleaved(w.ty).expect("matrices are interleaved only where the level has the kernel"))
+            } else {
+                single.and_then(|_| if repacked { simd::gemv_fns_repacked(w.ty) } else { simd::gemv_fns(w.ty) })
+            };
             prep_fn = gemv.map(|g| (g.prep, (g.prep_bytes)(nb)));
         } else {
             // a repacked matrix's panels sum in upstream's GEMM order: its GEMM rows only
@@ -326,8 +369,8 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
                 }
             }
         }
-        let chunk = chunk_rows(w.rows, rb, n_rows, decode_bytes);
-        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemm_rows, single_gemm, gemv, batched, prep_at, prepared_here, panels, aux_at });
+        let chunk = chunk_rows(w.rows, rb, n_rows, decode_bytes, w.layout);
+        plans[j] = Some(Plan { n_rows, nb, rb, arb, chunk, single, gemm_rows, single_gemm, gemv, batched, prep_at, prepared_here, panels, aux_at, interleaved });
         first[j + 1] = first[j] + if n_rows == 0 { 0 } else { w.rows.div_ceil(chunk) };
     }
     if first[n] == 0 {
@@ -381,6 +424,15 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
     // features were checked by simd::dot_fns / simd::gemv_fns.
     unsafe {
         let (wp, op) = (w.data.as_ptr(), out.ptr());
+        if plan.interleaved {
+            // whole groups only (chunks are whole groups, the rows a multiple of four)
+            let g = plan.gemv.expect("interleaved decode kernel");
+            while r < rows.end {
+                (g.rows4)(nb, wp.add(r * rb), rb, prep, op.add(r));
+                r += 4;
+            }
+            return;
+        }
         if let Some(g) = plan.gemv {
             while r + 4 <= rows.end {
                 (g.rows4)(nb, wp.add(r * rb), rb, prep, op.add(r));
@@ -398,7 +450,7 @@ fn decode_rows(w: &WeightMatrix<'_>, act: &[u8], plan: &Plan, prep: *const u8, o
         for r in r..rows.end {
             match plan.single {
                 Some(k) => k[0](nb, wp.add(r * rb), act.as_ptr(), 0, op.add(r), 0),
-                None => *op.add(r) = w.dot_ref(r, &act[..plan.arb], 0, 1),
+                None => *op.add(r) = w.dot_ref(w.row(r), &act[..plan.arb], 0, 1),
             }
         }
     }
@@ -414,17 +466,37 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
     let repacked = matches!(w.repacked, quant::Repacked::MulMat | quant::Repacked::Sgemm | quant::Repacked::Tiled) && !(matches!(w.repacked, quant::Repacked::Sgemm | quant::Repacked::Tiled) && w.order == simd::SumOrder::Fast);
     // the activation rows the panels take: all, or a repacked matrix's GEMM rows
     let panel_rows = if repacked { plan.gemm_rows } else { n_rows };
+    // This thread's (ith, PANEL) buffer: an interleaved matrix's chunk de-interleaved back to
+    // the file's layout (so that every kernel below reads rows one after the other), then the
+    // panel.
+    let deint = if plan.interleaved { deinterleaved_bytes(w.ty, w.cols) } else { 0 };
+    let need = deint + plan.panels.map_or(0, |g| nb * g.block_bytes);
+    // SAFETY: only this job index uses its (ith, PANEL) buffer, asked for once per call.
+    let buf = if need > 0 { unsafe { pool.buffer(ith, PANEL, need) } } else { std::ptr::null_mut() };
+    let (wdata, r_base) = if plan.interleaved {
+        assert!(rows.len() <= PREFILL_CHUNK_MAX && rows.start % 4 == 0 && rows.len() % 4 == 0);
+        // SAFETY: buf holds deint >= PREFILL_CHUNK_MAX rows of rb bytes, written only here.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf, rows.len() * rb) };
+        quant::interleave::deinterleave_q4_k(&w.data[rows.start * rb..rows.end * rb], rows.len() / 4, w.cols, dst);
+        (buf as *const u8, rows.start)
+    } else {
+        (w.data.as_ptr(), 0)
+    };
+    // weight row r (of this chunk) in the file's layout
+    // SAFETY: r lies in `rows`: inside w.data, or inside the de-interleaved chunk.
+    let wrow = |r: usize| unsafe { wdata.add((r - r_base) * rb) };
     let mut r_rest = rows.start;
     if let Some(g) = plan.panels {
         // g.rows weight rows at a time, unpacked once into this thread's panel, × up to 8
         // activation rows per call
-        // SAFETY: only this job index uses its (ith, PANEL) buffer.
-        let panel = unsafe { pool.buffer(ith, PANEL, nb * g.block_bytes) };
+        // SAFETY: the panel lies after the de-interleaved rows inside buf (`need`).
+        let panel = unsafe { buf.add(deint) };
         let mut r0 = rows.start;
         while r0 + g.rows <= rows.end {
-            // SAFETY: rows r0..r0+g.rows lie inside w.data; the panel holds nb blocks, 64-byte
-            // aligned; the CPU features were detected by simd::panel_fns.
-            unsafe { (g.unpack)(nb, w.data.as_ptr().add(r0 * rb), rb, panel) };
+            // SAFETY: rows r0..r0+g.rows lie inside the chunk; the panel holds nb blocks, 64-byte
+            // aligned (deint is a multiple of 64); the CPU features were detected by
+            // simd::panel_fns.
+            unsafe { (g.unpack)(nb, wrow(r0), rb, panel) };
             let mut t0 = 0;
             while t0 < panel_rows {
                 let nt = (panel_rows - t0).min(8);
@@ -457,18 +529,20 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
                         // SAFETY: as below, with prepared activation rows t0..t0+nt at prep
                         // (run_batch prepared n_rows of them before the job); simd::batch_fns
                         // checked the CPU.
-                        unsafe { b.rows[nt - 1](nb, w.data.as_ptr().add(r * rb), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                        unsafe { b.rows[nt - 1](nb, wrow(r), prep.add(t0 * pb), pb, out.ptr().add(t0 * w.rows + r), w.rows) }
                     }
                     (None, Some(k)) => {
                         // SAFETY: row r has nb blocks inside w.data (asserted by run_batch);
                         // activation rows t0..t0+nt lie inside act; outputs (t, r) for t in
                         // t0..t0+nt lie inside out, and only this chunk writes column r. The
                         // kernel's CPU features were detected by simd::dot_fns.
-                        unsafe { k[nt - 1](nb, w.data.as_ptr().add(r * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
+                        unsafe { k[nt - 1](nb, wrow(r), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + r), w.rows) }
                     }
                     (None, None) => {
+                        // SAFETY: as wrow's: rb bytes of row r.
+                        let row = unsafe { std::slice::from_raw_parts(wrow(r), rb) };
                         for t in t0..t0 + nt {
-                            let v = w.dot_ref(r, &act[t * arb..(t + 1) * arb], t, n_rows);
+                            let v = w.dot_ref(row, &act[t * arb..(t + 1) * arb], t, n_rows);
                             // SAFETY: only this chunk writes column r of the output.
                             unsafe { out.slice(t * w.rows + r..t * w.rows + r + 1)[0] = v };
                         }
@@ -516,7 +590,7 @@ mod tests {
             .iter()
             .map(|(ty, cols, rows, n, data, act)| {
                 let mut out = vec![f32::NAN; rows * n];
-                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, act, *n, &mut out);
+                matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No, layout: Layout::Rows }, act, *n, &mut out);
                 out
             })
             .collect();
@@ -528,7 +602,7 @@ mod tests {
             &pool,
             mats.iter().zip(outs.iter_mut()).enumerate().map(|(i, ((ty, cols, rows, n, data, act), out))| {
                 let act = sharing.iter().find(|s| s.0 == i).map_or(act, |s| &mats[s.1].5);
-                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, act, out })
+                (*n, Product { w: WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No, layout: Layout::Rows }, act, out })
             }),
         );
         for (i, (got, want)) in outs.iter().zip(&alone).enumerate() {
@@ -540,7 +614,7 @@ mod tests {
         for (i, from) in sharing {
             let (ty, cols, rows, n, data, _) = &mats[i];
             let mut want = vec![f32::NAN; rows * n];
-            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No }, &mats[from].5, *n, &mut want);
+            matmul(&pool, &WeightMatrix { ty: *ty, rows: *rows, cols: *cols, data, order: simd::SumOrder::Fast, repacked: quant::Repacked::No, layout: Layout::Rows }, &mats[from].5, *n, &mut want);
             assert_eq!(outs[i].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "product {i} on a shared activation");
         }
     }
@@ -558,7 +632,7 @@ mod tests {
         let t = file.tensor("blk.0.attn_kv_a_mqa.weight").unwrap();
         let (cols, rows, n) = (t.dims[0], t.dims[1], 39);
         assert_eq!((t.ty, x.len(), want.len()), (GgmlType::Q4K, n * cols, n * rows));
-        let w = WeightMatrix { ty: t.ty, rows, cols, data: file.tensor_data(t), order: simd::SumOrder::Reference, repacked: quant::Repacked::of(t.ty, rows, false) };
+        let w = WeightMatrix { ty: t.ty, rows, cols, data: file.tensor_data(t), order: simd::SumOrder::Reference, repacked: quant::Repacked::of(t.ty, rows, false), layout: Layout::Rows };
         assert_eq!(w.repacked, quant::Repacked::MulMat);
         let pool = ThreadPool::new(2).unwrap();
         let mut act = vec![0u8; activation_bytes(w.ty, cols, n)];
@@ -568,7 +642,7 @@ mod tests {
         for t in 0..n {
             for r in 0..rows {
                 let a = &act[t * arb..(t + 1) * arb];
-                let got = w.dot_ref(r, a, t, n);
+                let got = w.dot_ref(w.row(r), a, t, n);
                 assert_eq!(got.to_bits(), want[t * rows + r].to_bits(), "reference ({t}, {r}): {got} vs llama.cpp's {}", want[t * rows + r]);
                 vec_dot_equal += (quant::vec_dot(w.ty, cols, w.row(r), a).to_bits() == got.to_bits()) as usize;
             }
@@ -583,6 +657,73 @@ mod tests {
         let mut one = vec![f32::NAN; rows];
         matmul(&pool, &w, &act[36 * arb..37 * arb], 1, &mut one);
         assert_eq!(one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want[36 * rows..37 * rows].iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        // interleaved as a model loads it where the level has the kernel: the same bits
+        if simd::gemv_fns_interleaved(w.ty).is_some() {
+            let mut il = vec![0u8; w.data.len()];
+            quant::interleave::interleave_q4_k(w.data, rows, cols, &mut il);
+            let wi = WeightMatrix { data: &il, layout: Layout::Interleaved4, ..w };
+            out.fill(f32::NAN);
+            matmul(&pool, &wi, &act, n, &mut out);
+            assert_eq!(out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "interleaved");
+            one.fill(f32::NAN);
+            matmul(&pool, &wi, &act[36 * arb..37 * arb], 1, &mut one);
+            assert_eq!(one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want[36 * rows..37 * rows].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "interleaved decode");
+        }
+    }
+
+    /// A Q4_K matrix interleaved four rows at a time gives, bit for bit, what its rows give in
+    /// the file's layout: decode (the interleaved kernel), batched decode and prefill (chunks
+    /// de-interleaved for the per-row kernels and panels), repacked 2-D matrices and expert
+    /// stacks, both sum orders, one and two threads, alone and in a batch with another product.
+    #[test]
+    fn interleaved_equals_rows() {
+        if simd::gemv_fns_interleaved(GgmlType::Q4K).is_none() {
+            eprintln!("no interleaved kernel at the {:?} level: nothing to compare", simd::level());
+            return;
+        }
+        let mut seed = 5u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let ty = GgmlType::Q4K;
+        for threads in [1, 2] {
+            let pool = ThreadPool::new(threads).unwrap();
+            reserve_panels(&pool, panel_bytes(ty, 768));
+            for (cols, rows, experts) in [(512, 8, false), (768, 40, false), (256, 296, false), (512, 40, true), (256, 1032, false)] {
+                let rb = ty.row_bytes(cols).unwrap();
+                let mut data = vec![0u8; rb * rows];
+                for r in 0..rows {
+                    let x: Vec<f32> = (0..cols).map(|_| rnd()).collect();
+                    quant::quantize_row_ref(ty, &x, &mut data[r * rb..(r + 1) * rb]);
+                }
+                let mut il = vec![0u8; data.len()];
+                quant::interleave::interleave_q4_k(&data, rows, cols, &mut il);
+                for order in [simd::SumOrder::Reference, simd::SumOrder::Fast] {
+                    let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: quant::Repacked::of(ty, rows, experts), layout: Layout::Rows };
+                    assert!(w.repacked.is_repacked());
+                    let wi = WeightMatrix { data: &il, layout: Layout::Interleaved4, ..w };
+                    for n in [1, 2, 3, 4, 5, 8, 9, 16, 17, 33] {
+                        let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
+                        let mut act = vec![0u8; activation_bytes(ty, cols, n)];
+                        quantize_activations(&pool, ty, &x, cols, n, &mut act);
+                        let (mut want, mut got) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
+                        matmul(&pool, &w, &act, n, &mut want);
+                        matmul(&pool, &wi, &act, n, &mut got);
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&got), bits(&want), "{threads} threads, {cols} x {rows}, experts {experts}, {order:?}, {n} rows");
+                        // beside another product in one job (the other's chunks interleave with these)
+                        let mut got2 = vec![f32::NAN; rows * n];
+                        let mut other = vec![f32::NAN; rows * n];
+                        matmul_all(&pool, n, [Product { w, act: &act, out: &mut other }, Product { w: wi, act: &act, out: &mut got2 }]);
+                        assert_eq!(bits(&got2), bits(&want), "in a batch: {threads} threads, {cols} x {rows}, {n} rows");
+                        assert_eq!(bits(&other), bits(&want));
+                    }
+                }
+            }
+        }
     }
 
     /// The driver (chunks, tiles, threads) gives the reference's dot product for every output.
@@ -613,7 +754,7 @@ mod tests {
                     if repacked.is_repacked() && !quant::repacked_order(ty, rows) || repacked == Repacked::Sgemm && !quant::sgemm_order(ty) || repacked == Repacked::Tiled && !quant::tiled_order(ty) {
                         continue;
                     }
-                    let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked };
+                    let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked, layout: Layout::Rows };
                     let mut out = vec![f32::NAN; rows * n];
                     matmul(&pool, &w, &act, n, &mut out);
                     let arb = ty.vec_dot_type().row_bytes(cols).unwrap();
@@ -623,7 +764,7 @@ mod tests {
                     }
                     for t in 0..n {
                         for r in 0..rows {
-                            let want = w.dot_ref(r, &act_ref[t * arb..(t + 1) * arb], t, n);
+                            let want = w.dot_ref(w.row(r), &act_ref[t * arb..(t + 1) * arb], t, n);
                             let got = out[t * rows + r];
                             let rp = repacked.is_repacked();
                             // tinyBLAS's order: panels only where they sum so, else the per-row kernels

@@ -92,6 +92,49 @@ pub enum Layers {
     Deepseek4(deepseek4::Layers),
 }
 
+impl Layers {
+    /// Every weight matrix the blocks multiply by (experts' stacks by their first matrix).
+    pub fn mats(&self) -> Vec<&Mat> {
+        match self {
+            Layers::None => Vec::new(),
+            Layers::Llama(b) => b.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).collect(),
+            Layers::Deepseek(b) => b.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats())).collect(),
+            Layers::Deepseek2(b) => b.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats()).chain(b.indexer.iter().flat_map(|x| x.mats()))).collect(),
+            Layers::Deepseek4(l) => l.blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats()).chain([&b.hc_attn.fn_, &b.hc_ffn.fn_])).chain([&l.head.fn_]).collect(),
+        }
+    }
+}
+
+/// Weight matrices repacked at load into the layout of our several-row decode kernels
+/// (`quant::interleave`, where the level has them: `simd::gemv_fns_interleaved`), all in one
+/// owned buffer; the file's pages of those matrices are given back to the OS, so the model's
+/// resident memory does not grow. Done when `use_extra_bufts` (llama.h's default, under which
+/// upstream repacks too); the results are bit for bit the file layout's.
+pub struct Packed {
+    bytes: crate::sys::bytes::FileBytes,
+    /// (shard, offset in the shard, offset in `bytes`) of every repacked matrix, sorted.
+    index: Vec<(usize, usize, usize)>,
+}
+
+impl Packed {
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        self.bytes.as_slice().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether the tensor at `offset` of shard `shard` was repacked.
+    pub fn contains(&self, shard: usize, offset: usize) -> bool {
+        self.index.binary_search_by(|&(s, o, _)| (s, o).cmp(&(shard, offset))).is_ok()
+    }
+    /// The repacked bytes of `m`, if it was repacked.
+    fn get(&self, m: &Mat) -> Option<&[u8]> {
+        let i = self.index.binary_search_by(|&(s, o, _)| (s, o).cmp(&(m.shard, m.offset))).ok()?;
+        Some(&self.bytes.as_slice()[self.index[i].2..self.index[i].2 + m.n_bytes])
+    }
+}
+
 /// What every recipe's forward pass shares: the residual stream, the normed input of a
 /// block, a block's output, the quantized activations, the RoPE tables.
 pub struct Common {
@@ -173,6 +216,8 @@ pub struct Model {
     pub size_bytes: u64,
     /// Loaded with `vocab_only`: hyper-parameters and vocabulary, no weights (no contexts).
     pub vocab_only: bool,
+    /// The matrices repacked at load ([`Model::repack`]), if any.
+    pub packed: Option<Packed>,
 }
 
 impl Model {
@@ -182,7 +227,16 @@ impl Model {
     }
 
     pub fn load_source(source: Source<'_>, mmap: bool) -> Result<Model, String> {
-        Self::from_file(GgufFile::open_source(source, mmap)?)
+        Self::load_source_opts(source, mmap, true)
+    }
+
+    /// As [`Model::load_source`]; `repack`: llama.h's `use_extra_bufts` ([`Model::repack`]).
+    pub fn load_source_opts(source: Source<'_>, mmap: bool, repack: bool) -> Result<Model, String> {
+        let mut model = Self::from_file(GgufFile::open_source(source, mmap)?)?;
+        if repack {
+            model.repack()?;
+        }
+        Ok(model)
     }
 
     /// Only the vocabulary and hyper-parameters (llama.h's `vocab_only`): tensors are neither
@@ -192,15 +246,17 @@ impl Model {
         let vocab = Vocab::from_gguf(&file)?;
         let hp = HParams::from_gguf(&file, vocab.n_tokens())?;
         crate::sys::stats::MODELS.add(1);
-        Ok(Model { file, hp, weights: Weights::absent(), layers: Layers::None, vocab, n_params: 0, size_bytes: 0, vocab_only: true })
+        Ok(Model { file, hp, weights: Weights::absent(), layers: Layers::None, vocab, n_params: 0, size_bytes: 0, vocab_only: true, packed: None })
     }
 
     /// Loads and brings every tensor's bytes into memory (page by page, in file order),
     /// reporting the fraction done to `progress`; a `false` from it cancels the load.
     /// Reading the weights up front is what makes a progress report honest for a mapped
     /// file, and it takes the page faults off the first decode.
-    pub fn load_with_progress(source: Source<'_>, mmap: bool, progress: &mut dyn FnMut(f32) -> bool) -> Result<Model, String> {
-        let model = Self::load_source(source, mmap)?;
+    /// `repack`: as in [`Model::load_source_opts`] (repacked matrices are read by the repack,
+    /// their file pages not touched again).
+    pub fn load_with_progress(source: Source<'_>, mmap: bool, repack: bool, progress: &mut dyn FnMut(f32) -> bool) -> Result<Model, String> {
+        let model = Self::load_source_opts(source, mmap, repack)?;
         if !progress(0.0) {
             return Err("loading cancelled by the progress callback".into());
         }
@@ -208,6 +264,10 @@ impl Model {
         let mut done = 0u64;
         let mut last_report = 0.0f32;
         for t in model.file.tensors() {
+            if model.packed.as_ref().is_some_and(|p| p.contains(t.shard, t.file_offset)) {
+                done += t.n_bytes as u64;
+                continue;
+            }
             let data = model.file.tensor_data(t);
             let mut sum = 0u8;
             for page in data.chunks(4096) {
@@ -277,7 +337,44 @@ impl Model {
             Arch::Deepseek4 => Layers::Deepseek4(deepseek4::load(&file, &hp)?),
         };
         crate::sys::stats::MODELS.add(1);
-        Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false })
+        Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false, packed: None })
+    }
+
+    /// Repacks the matrices our kernels multiply faster in another layout (see [`Packed`]):
+    /// what llama.h's `use_extra_bufts` (default true) asks for. Reads those matrices once;
+    /// their file pages are then released. Does nothing where the level has no such kernel.
+    pub fn repack(&mut self) -> Result<(), String> {
+        use crate::kernels::simd;
+        use crate::quant::interleave;
+        if self.packed.is_some() || self.vocab_only {
+            return Ok(());
+        }
+        let mut mats: Vec<&Mat> = self.layers.mats();
+        mats.push(&self.weights.output);
+        mats.retain(|m| m.repacked == crate::quant::Repacked::MulMat && interleave::can_interleave(m.ty, m.rows) && simd::gemv_fns_interleaved(m.ty).is_some());
+        mats.sort_by_key(|m| (m.shard, m.offset));
+        mats.dedup_by_key(|m| (m.shard, m.offset));
+        if mats.is_empty() {
+            return Ok(());
+        }
+        let total = mats.iter().try_fold(0usize, |a, m| a.checked_add(m.n_bytes.next_multiple_of(64))).ok_or("repacked weights overflow")?;
+        let mut buf = crate::sys::pages::Pages::<u8>::zeroed(total, "repacked weights")?;
+        buf.advise_huge();
+        let mut index = Vec::with_capacity(mats.len());
+        let mut at = 0;
+        let places: Vec<(usize, usize, usize, usize, usize)> = mats.iter().map(|m| (m.shard, m.offset, m.n_bytes, m.rows, m.cols)).collect();
+        for (shard, offset, n_bytes, rows, cols) in places {
+            let src = &self.file.shard_bytes(shard)[offset..offset + n_bytes];
+            interleave::interleave_q4_k_par(src, rows, cols, &mut buf.as_mut_slice()[at..at + n_bytes]);
+            // each matrix's file pages go as soon as it is repacked: resident memory never holds
+            // both copies of more than one matrix
+            self.file.release(&[(shard, offset..offset + n_bytes)]);
+            index.push((shard, offset, at));
+            at += n_bytes.next_multiple_of(64);
+        }
+        crate::log_info!("llama_model_load: repacked {} Q4_K matrices ({:.1} MiB) into 4-row interleaved groups (use_extra_bufts)", index.len(), total as f64 / (1u64 << 20) as f64);
+        self.packed = Some(Packed { bytes: crate::sys::bytes::FileBytes::from_pages(buf), index });
+        Ok(())
     }
 
     /// A weight matrix view. Every recipe sums its products in the reference's (upstream's)
@@ -290,7 +387,13 @@ impl Model {
         let order = match self.hp.arch {
             Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
         };
-        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data: &self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], order, repacked: m.repacked }
+        use crate::kernels::matmul::Layout;
+        let packed = if m.repacked == crate::quant::Repacked::MulMat { self.packed.as_ref().and_then(|p| p.get(m)) } else { None };
+        let (data, layout) = match packed {
+            Some(d) => (d, Layout::Interleaved4),
+            None => (&self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], Layout::Rows),
+        };
+        crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data, order, repacked: m.repacked, layout }
     }
 
     /// The buffers of this model's forward pass for micro-batches of up to `n_ubatch` tokens,

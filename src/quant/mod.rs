@@ -52,6 +52,7 @@ pub(crate) mod fp4;
 mod golden;
 #[cfg(test)]
 mod golden_iq;
+pub mod interleave;
 mod half;
 mod iq1_m;
 mod iq1_s;

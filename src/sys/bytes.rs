@@ -69,10 +69,10 @@ impl FileBytes {
         matches!(self, FileBytes::Mapped(_))
     }
 
-    /// Reads one byte of every page (what upstream's warmup run achieves for MoE models by
-    /// using every expert once): afterwards the whole file is resident, as far as RAM allows.
-    pub fn touch(&self) {
-        let s = self.as_slice();
+    /// Reads one byte of every page of `range` (what upstream's warmup run achieves for MoE
+    /// models by using every expert once): afterwards it is resident, as far as RAM allows.
+    pub fn touch(&self, range: std::ops::Range<usize>) {
+        let s = &self.as_slice()[range];
         let mut acc = 0u8;
         for i in (0..s.len()).step_by(4096) {
             acc ^= s[i];
@@ -80,11 +80,31 @@ impl FileBytes {
         std::hint::black_box(acc);
     }
 
-    /// Locks the bytes in RAM (`mlock`): read in now, never swapped out. Unlocked when the
-    /// mapping goes (munmap unlocks). Fails with the reason, naming RLIMIT_MEMLOCK when that is
-    /// what forbids it.
-    pub fn lock(&self) -> Result<(), String> {
-        let s = self.as_slice();
+    /// Gives the whole pages inside `range` back to the OS (`MADV_DONTNEED`): bytes nobody
+    /// reads again (weights repacked into a buffer of their own). A mapped file's pages would
+    /// be read in again if touched; an owned buffer's would read as zero.
+    pub fn release(&mut self, range: std::ops::Range<usize>) {
+        let page = page_size();
+        let (start, end) = (range.start.next_multiple_of(page), range.end / page * page);
+        if start >= end || end > self.as_slice().len() {
+            return;
+        }
+        let p = match self {
+            FileBytes::Mapped(m) => m.as_ptr(),
+            FileBytes::Owned(b) => b.as_mut_slice().as_mut_ptr() as *const u8,
+        };
+        // SAFETY: whole pages inside this mapping, held exclusively (&mut self): a read-only
+        // file mapping drops its pages (read in again from the file if touched), a private
+        // anonymous one zero-fills them; nothing else is changed. Advice only: a failure
+        // leaves the pages resident, nothing more.
+        unsafe { libc::madvise(p.add(start) as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    }
+
+    /// Locks the bytes of `range` in RAM (`mlock`): read in now, never swapped out. Unlocked
+    /// when the mapping goes (munmap unlocks). Fails with the reason, naming RLIMIT_MEMLOCK
+    /// when that is what forbids it.
+    pub fn lock(&self, range: std::ops::Range<usize>) -> Result<(), String> {
+        let s = &self.as_slice()[range];
         if s.is_empty() {
             return Ok(());
         }
@@ -97,6 +117,17 @@ impl FileBytes {
         // SAFETY: getrlimit writes the struct it is given.
         let limit = if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0 { format!("{} bytes", lim.rlim_cur) } else { "unknown".into() };
         Err(format!("cannot lock {} bytes of the model in memory ({err}); RLIMIT_MEMLOCK is {limit}: raise it (ulimit -l) or load without mlock", s.len()))
+    }
+}
+
+/// The OS's page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
     }
 }
 

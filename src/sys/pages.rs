@@ -52,6 +52,17 @@ impl<T: ZeroIsValid> Pages<T> {
         self.len
     }
 
+    /// Asks for transparent huge pages (`MADV_HUGEPAGE`) for a large buffer written once and
+    /// streamed often (repacked weights): fewer page faults filling it, fewer TLB misses
+    /// reading it. Advice only: where huge pages are off, nothing changes.
+    pub fn advise_huge(&self) {
+        if self.bytes >= 2 << 20 {
+            // SAFETY: the range is exactly this buffer's own mapping; the advice changes no
+            // contents.
+            unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.bytes, libc::MADV_HUGEPAGE) };
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -716,6 +716,72 @@ pub unsafe fn gemv_q4_k_repacked<const N: usize>(nb: usize, w: *const u8, w_stri
     }
 }
 
+/// Four Q4_K rows interleaved (`quant::interleave`: one group at `w`, `nb` super-blocks of 576
+/// bytes; `w_stride` unused) against an activation row prepared by [`prep_q8_k_row`], in
+/// llama.cpp's repacked GEMV order: bit for bit [`gemv_q4_k_repacked`] on the rows before
+/// interleaving. Per 32-byte load 8 elements of two groups of all four rows: the 4 slices of a
+/// chunk add up in i16 (at most 8 × 15 × 128 per lane), one `madd` applies the four rows'
+/// scales, and the block's float steps run four rows per instruction — per row and block a
+/// quarter of the one-row kernel's scale and reduction work.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *const u8, out: *mut f32) {
+    const G: usize = 4 * Q4_K_B;
+    let (gs_at, d_at) = (nb * QK_K, nb * (QK_K + 16));
+    // SAFETY: one interleaved group of nb blocks at w; a prepared row of nb blocks at prep
+    // (64-byte aligned); 4 outputs at out.
+    unsafe {
+        // mask g: i16 lane l of a half takes scale byte 8 (l / 4) + g (through black_box: LLVM
+        // would otherwise split each shuffle with a known mask in two)
+        let masks: [__m256i; 8] = std::hint::black_box(std::array::from_fn(|g| {
+            let m: [i8; 16] = std::array::from_fn(|i| if i % 2 == 1 { -1 } else { (8 * (i / 8) + g) as i8 });
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i))
+        }));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let (mut acc_s, mut acc_m) = (_mm_setzero_ps(), _mm_setzero_ps());
+        for ib in 0..nb {
+            // (no software prefetch: measured slower from DRAM at 4 to 16 KB ahead)
+            let b = w.add(ib * G);
+            let y = prep.add(ib * QK_K);
+            let sm01 = scales_mins_k4_x2(b.add(16), b.add(28));
+            let sm23 = scales_mins_k4_x2(b.add(40), b.add(52));
+            let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
+            // halves: [scales of rows 0, 1 | rows 2, 3], the same for the mins
+            let sc = _mm256_unpacklo_epi64(lo_rows, hi_rows);
+            let mn = _mm256_unpackhi_epi64(lo_rows, hi_rows);
+            let mut sumi = _mm256_setzero_si256();
+            for c in 0..4 {
+                let mut pl = _mm256_setzero_si256();
+                let mut ph = _mm256_setzero_si256();
+                for k in 0..4 {
+                    let x = load256(b.add(64 + (4 * c + k) * 32));
+                    let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
+                    let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
+                    pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
+                    ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
+                }
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])));
+            }
+            // [isum of rows 0, 1, 2, 3]
+            let h = _mm256_hadd_epi32(sumi, sumi);
+            let isum = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            // [imin of rows 0, 1, 2, 3]: the mins against the activation's 8 group sums
+            let g8 = _mm256_broadcastsi128_si256(_mm_load_si128(prep.add(gs_at + 16 * ib) as *const __m128i));
+            let p01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn)), g8);
+            let p23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn, 1)), g8);
+            let x = _mm256_hadd_epi32(p01, p23);
+            let x = _mm256_hadd_epi32(x, x);
+            let imin = _mm_unpacklo_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+            // the reference's per-row FMAs, four rows per instruction
+            let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
+            let yd = _mm_set1_ps(f32_at(prep.add(d_at + 4 * ib)));
+            acc_s = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(_mm256_castps256_ps128(dd), yd), acc_s);
+            acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), _mm_mul_ps(_mm256_extractf128_ps(dd, 1), yd), acc_m);
+        }
+        _mm_storeu_ps(out, _mm_sub_ps(acc_s, acc_m));
+    }
+}
+
 /// One Q4_K block against its prepared activation quants `y` and group sums `gs`, with its
 /// scales and mins as bytes in both halves of `sm` (a lane of [`scales_mins_k4_x2`]): lanes 0
 /// + 1 are the block's scaled quant sum, lanes 2 + 3 its mins' products with the group sums
