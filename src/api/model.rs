@@ -157,6 +157,9 @@ fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_mo
     .map_err(|e| format!("{}: {e}", source.display()))?;
     if mlock {
         model.file.lock_memory().map_err(|e| format!("{}: {e}", source.display()))?;
+        if let Some(p) = &model.packed {
+            p.lock().map_err(|e| format!("{}: {e}", source.display()))?;
+        }
     }
     let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
     let desc = CString::new(describe(&model)).expect("no NUL in description");

@@ -221,8 +221,21 @@ impl GgufFile {
     pub fn release(&mut self, ranges: &[(usize, std::ops::Range<usize>)]) {
         for (shard, r) in ranges {
             self.shards[*shard].release(r.clone());
-            self.released.push((*shard, r.clone()));
         }
+        self.mark_released(ranges);
+    }
+    /// The pages of `range` of shard `shard` back to the OS now, through a shared reference
+    /// (threads repacking different tensors); [`GgufFile::mark_released`] records it after.
+    ///
+    /// # Safety
+    /// As [`FileBytes::discard`]: nothing reads those bytes again.
+    pub unsafe fn discard(&self, shard: usize, range: std::ops::Range<usize>) {
+        // SAFETY: forwarded contract.
+        unsafe { self.shards[shard].discard(range) }
+    }
+    /// Records ranges given back with [`GgufFile::discard`] (`touch` and `lock_memory` skip them).
+    pub fn mark_released(&mut self, ranges: &[(usize, std::ops::Range<usize>)]) {
+        self.released.extend(ranges.iter().cloned());
         self.released.sort_by_key(|(s, r)| (*s, r.start));
     }
     /// The byte ranges of shard `shard` not released, page-rounded outwards.

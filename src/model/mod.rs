@@ -105,18 +105,28 @@ impl Layers {
     }
 }
 
-/// Weight matrices repacked at load into the layout of our several-row decode kernels
-/// (`quant::interleave`, where the level has them: `simd::gemv_fns_interleaved`), all in one
-/// owned buffer; the file's pages of those matrices are given back to the OS, so the model's
-/// resident memory does not grow. Done when `use_extra_bufts` (llama.h's default, under which
-/// upstream repacks too); the results are bit for bit the file layout's.
+/// Weight matrices moved at load into one owned buffer on huge pages, the Q4_K ones repacked
+/// into the layout of our several-row decode kernels (`quant::interleave`, where the level has
+/// them: `simd::gemv_fns_interleaved`); the file's pages of those matrices are given back to
+/// the OS as each is moved, so the model's resident memory does not grow. Done when
+/// `use_extra_bufts` (llama.h's default, under which upstream repacks too); the results are
+/// bit for bit the file layout's. Expert stacks stay in the file.
 pub struct Packed {
     bytes: crate::sys::bytes::FileBytes,
-    /// (shard, offset in the shard, offset in `bytes`) of every repacked matrix, sorted.
-    index: Vec<(usize, usize, usize)>,
+    /// (shard, offset in the shard, offset in `bytes`, interleaved) of every repacked matrix,
+    /// sorted.
+    index: Vec<(usize, usize, usize, bool)>,
 }
 
 impl Packed {
+    /// Locks the buffer in RAM (`use_mlock`).
+    pub fn lock(&self) -> Result<(), String> {
+        self.bytes.lock(0..self.len())
+    }
+    /// How many of the matrices are interleaved.
+    pub fn interleaved(&self) -> usize {
+        self.index.iter().filter(|e| e.3).count()
+    }
     /// Bytes held.
     pub fn len(&self) -> usize {
         self.bytes.as_slice().len()
@@ -126,12 +136,14 @@ impl Packed {
     }
     /// Whether the tensor at `offset` of shard `shard` was repacked.
     pub fn contains(&self, shard: usize, offset: usize) -> bool {
-        self.index.binary_search_by(|&(s, o, _)| (s, o).cmp(&(shard, offset))).is_ok()
+        self.index.binary_search_by(|&(s, o, _, _)| (s, o).cmp(&(shard, offset))).is_ok()
     }
     /// The repacked bytes of `m`, if it was repacked.
-    fn get(&self, m: &Mat) -> Option<&[u8]> {
-        let i = self.index.binary_search_by(|&(s, o, _)| (s, o).cmp(&(m.shard, m.offset))).ok()?;
-        Some(&self.bytes.as_slice()[self.index[i].2..self.index[i].2 + m.n_bytes])
+    fn get(&self, m: &Mat) -> Option<(&[u8], crate::kernels::matmul::Layout)> {
+        use crate::kernels::matmul::Layout;
+        let i = self.index.binary_search_by(|&(s, o, _, _)| (s, o).cmp(&(m.shard, m.offset))).ok()?;
+        let (at, il) = (self.index[i].2, self.index[i].3);
+        Some((&self.bytes.as_slice()[at..at + m.n_bytes], if il { Layout::Interleaved4 } else { Layout::Rows }))
     }
 }
 
@@ -340,9 +352,10 @@ impl Model {
         Ok(Model { file, hp, weights, layers, vocab, n_params, size_bytes, vocab_only: false, packed: None })
     }
 
-    /// Repacks the matrices our kernels multiply faster in another layout (see [`Packed`]):
-    /// what llama.h's `use_extra_bufts` (default true) asks for. Reads those matrices once;
-    /// their file pages are then released. Does nothing where the level has no such kernel.
+    /// Moves the whole 2-D weight matrices into one buffer on huge pages, repacking those our
+    /// kernels multiply faster in another layout (see [`Packed`]): what llama.h's
+    /// `use_extra_bufts` (default true) asks for. Reads those matrices once; their file pages
+    /// are then released.
     pub fn repack(&mut self) -> Result<(), String> {
         use crate::kernels::simd;
         use crate::quant::interleave;
@@ -351,28 +364,79 @@ impl Model {
         }
         let mut mats: Vec<&Mat> = self.layers.mats();
         mats.push(&self.weights.output);
-        mats.retain(|m| m.repacked == crate::quant::Repacked::MulMat && interleave::can_interleave(m.ty, m.rows) && simd::gemv_fns_interleaved(m.ty).is_some());
+        let interleaves = |m: &Mat| m.repacked == crate::quant::Repacked::MulMat && interleave::can_interleave(m.ty, m.rows) && simd::gemv_fns_interleaved(m.ty).is_some();
+        // every other whole 2-D matrix too, copied as it is: streamed from huge pages, decode
+        // reads it faster (the hardware prefetchers stop at 4 KiB page boundaries)
+        let tensors: std::collections::HashSet<(usize, usize, usize)> = self.file.tensors().iter().map(|t| (t.shard, t.file_offset, t.n_bytes)).collect();
+        let whole = |m: &Mat| m.repacked != crate::quant::Repacked::MulMatId && tensors.contains(&(m.shard, m.offset, m.n_bytes));
+        mats.retain(|m| interleaves(m) || whole(m));
         mats.sort_by_key(|m| (m.shard, m.offset));
         mats.dedup_by_key(|m| (m.shard, m.offset));
         if mats.is_empty() {
             return Ok(());
         }
         let total = mats.iter().try_fold(0usize, |a, m| a.checked_add(m.n_bytes.next_multiple_of(64))).ok_or("repacked weights overflow")?;
-        let mut buf = crate::sys::pages::Pages::<u8>::zeroed(total, "repacked weights")?;
+        let buf = crate::sys::pages::Pages::<u8>::zeroed(total, "repacked weights")?;
         buf.advise_huge();
-        let mut index = Vec::with_capacity(mats.len());
+        // (shard, offset, bytes, bytes per unit a thread takes whole, columns, interleaved, at)
         let mut at = 0;
-        let places: Vec<(usize, usize, usize, usize, usize)> = mats.iter().map(|m| (m.shard, m.offset, m.n_bytes, m.rows, m.cols)).collect();
-        for (shard, offset, n_bytes, rows, cols) in places {
-            let src = &self.file.shard_bytes(shard)[offset..offset + n_bytes];
-            interleave::interleave_q4_k_par(src, rows, cols, &mut buf.as_mut_slice()[at..at + n_bytes]);
-            // each matrix's file pages go as soon as it is repacked: resident memory never holds
-            // both copies of more than one matrix
-            self.file.release(&[(shard, offset..offset + n_bytes)]);
-            index.push((shard, offset, at));
-            at += n_bytes.next_multiple_of(64);
-        }
-        crate::log_info!("llama_model_load: repacked {} Q4_K matrices ({:.1} MiB) into 4-row interleaved groups (use_extra_bufts)", index.len(), total as f64 / (1u64 << 20) as f64);
+        let jobs: Vec<(usize, usize, usize, usize, usize, bool, usize)> = mats
+            .iter()
+            .map(|m| {
+                let il = interleaves(m);
+                let rb = m.n_bytes / m.rows.max(1);
+                let job = (m.shard, m.offset, m.n_bytes, if il { interleave::GROUP_ROWS * rb } else { rb }, m.cols, il, at);
+                at += m.n_bytes.next_multiple_of(64);
+                job
+            })
+            .collect();
+        // One thread per core (up to 8) for a large model: a matrix is read from the page cache
+        // and written to fresh pages at a few GB/s per core. All take their share of each matrix,
+        // then its file pages go (resident memory never holds both copies of more than one
+        // matrix). The threads are made once per load.
+        let threads = if total < 8 << 20 { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()).min(8) };
+        let barrier = std::sync::Barrier::new(threads);
+        let dst_base = buf.as_ptr() as usize;
+        let file = &self.file;
+        let work = |k: usize| {
+            for &(shard, offset, n_bytes, unit, cols, il, at) in &jobs {
+                let units = n_bytes / unit.max(1);
+                let per = units.div_ceil(threads);
+                let (a, b) = ((k * per).min(units) * unit, ((k + 1) * per).min(units) * unit);
+                if a < b {
+                    let src = &file.shard_bytes(shard)[offset + a..offset + b];
+                    // SAFETY: bytes at + a .. at + b of the buffer (inside `total`), written by
+                    // this thread only: the threads' shares of a matrix are disjoint, the
+                    // matrices' places too.
+                    let dst = unsafe { std::slice::from_raw_parts_mut((dst_base as *mut u8).add(at + a), b - a) };
+                    if il {
+                        interleave::interleave_q4_k(src, (b - a) / unit * interleave::GROUP_ROWS, cols, dst);
+                    } else {
+                        dst.copy_from_slice(src);
+                    }
+                }
+                if threads > 1 {
+                    barrier.wait();
+                }
+                if k == 0 {
+                    // SAFETY: every thread is done with this matrix's file bytes (the barrier),
+                    // and from now on it is read from the buffer only (`Model::mat`).
+                    unsafe { file.discard(shard, offset..offset + n_bytes) };
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for k in 1..threads {
+                let work = &work;
+                s.spawn(move || work(k));
+            }
+            work(0);
+        });
+        let ranges: Vec<(usize, std::ops::Range<usize>)> = jobs.iter().map(|j| (j.0, j.1..j.1 + j.2)).collect();
+        self.file.mark_released(&ranges);
+        let index: Vec<(usize, usize, usize, bool)> = jobs.iter().map(|j| (j.0, j.1, j.6, j.5)).collect();
+        let n_il = index.iter().filter(|e| e.3).count();
+        crate::log_info!("llama_model_load: {} weight matrices ({:.1} MiB) moved to huge pages, {n_il} of them (Q4_K) into 4-row interleaved groups (use_extra_bufts)", index.len(), total as f64 / (1u64 << 20) as f64);
         self.packed = Some(Packed { bytes: crate::sys::bytes::FileBytes::from_pages(buf), index });
         Ok(())
     }
@@ -388,9 +452,9 @@ impl Model {
             Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
         };
         use crate::kernels::matmul::Layout;
-        let packed = if m.repacked == crate::quant::Repacked::MulMat { self.packed.as_ref().and_then(|p| p.get(m)) } else { None };
+        let packed = if m.repacked != crate::quant::Repacked::MulMatId { self.packed.as_ref().and_then(|p| p.get(m)) } else { None };
         let (data, layout) = match packed {
-            Some(d) => (d, Layout::Interleaved4),
+            Some(d) => d,
             None => (&self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], Layout::Rows),
         };
         crate::kernels::matmul::WeightMatrix { ty: m.ty, rows: m.rows, cols: m.cols, data, order, repacked: m.repacked, layout }

@@ -54,23 +54,6 @@ pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) {
     }
 }
 
-/// As [`interleave_q4_k`], the groups shared out among the machine's cores (up to 8: a large
-/// matrix is read from the page cache at several GB/s per core).
-pub fn interleave_q4_k_par(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) {
-    let rb = GgmlType::Q4K.row_bytes(cols).expect("Q4_K columns are a multiple of 256");
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-    let groups = rows / GROUP_ROWS;
-    if threads < 2 || src.len() < 1 << 20 {
-        return interleave_q4_k(src, rows, cols, dst);
-    }
-    let per = groups.div_ceil(threads) * GROUP_ROWS * rb;
-    std::thread::scope(|s| {
-        for (src, dst) in src.chunks(per).zip(dst.chunks_mut(per)) {
-            s.spawn(move || interleave_q4_k(src, src.len() / rb, cols, dst));
-        }
-    });
-}
-
 /// The `groups` interleaved groups at `src` (each `GROUP_ROWS` rows of `cols` Q4_K columns)
 /// back in the file's layout, row after row, into `dst`.
 pub fn deinterleave_q4_k(src: &[u8], groups: usize, cols: usize, dst: &mut [u8]) {

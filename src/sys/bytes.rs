@@ -84,19 +84,30 @@ impl FileBytes {
     /// reads again (weights repacked into a buffer of their own). A mapped file's pages would
     /// be read in again if touched; an owned buffer's would read as zero.
     pub fn release(&mut self, range: std::ops::Range<usize>) {
+        // SAFETY: &mut self: no reference into the bytes is live.
+        unsafe { self.discard(range) }
+    }
+
+    /// As [`FileBytes::release`] through a shared reference (several threads repacking
+    /// different matrices).
+    ///
+    /// # Safety
+    /// No reference to bytes of `range` may be live, nor any be read afterwards (an owned
+    /// buffer's pages come back as zeros).
+    pub unsafe fn discard(&self, range: std::ops::Range<usize>) {
         let page = page_size();
         let (start, end) = (range.start.next_multiple_of(page), range.end / page * page);
         if start >= end || end > self.as_slice().len() {
             return;
         }
         let p = match self {
-            FileBytes::Mapped(m) => m.as_ptr(),
-            FileBytes::Owned(b) => b.as_mut_slice().as_mut_ptr() as *const u8,
+            FileBytes::Mapped(m) => m.as_ptr() as *mut u8,
+            FileBytes::Owned(b) => b.as_ptr(),
         };
-        // SAFETY: whole pages inside this mapping, held exclusively (&mut self): a read-only
-        // file mapping drops its pages (read in again from the file if touched), a private
-        // anonymous one zero-fills them; nothing else is changed. Advice only: a failure
-        // leaves the pages resident, nothing more.
+        // SAFETY: whole pages inside this mapping that nobody reads again (the caller's
+        // contract): a read-only file mapping drops its pages (read in again from the file if
+        // touched), a private anonymous one zero-fills them; nothing else is changed. Advice
+        // only: a failure leaves the pages resident, nothing more.
         unsafe { libc::madvise(p.add(start) as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
     }
 

@@ -72,6 +72,12 @@ impl<T: ZeroIsValid> Pages<T> {
         self.bytes
     }
 
+    /// The buffer's start, with the mapping's own provenance (for writes by whoever holds
+    /// the right to, such as `FileBytes::discard`).
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: ptr is valid (or dangling with len 0) for len initialised elements: fresh
         // pages are zero, a valid T by ZeroIsValid.
