@@ -1,7 +1,8 @@
 //! model: an immutable loaded model: the file (mapped or owned), hyper-parameters, views of
 //! every weight, and how it runs. Shared by any number of contexts on any threads (`Send +
-//! Sync`, no locks). Weight matrices are byte ranges into the file; they are never copied or
-//! dequantized whole.
+//! Sync`, no locks). Weight matrices are byte ranges into the file, or (`use_extra_bufts`,
+//! [`Model::repack`]) into one huge-page buffer they are moved to at load, Q4_K ones interleaved
+//! four rows at a time; they are never dequantized whole.
 //!
 //! How a model runs is decided here, at load, and nowhere else: `Layers` holds one recipe's
 //! blocks (`llama.rs` for llama/qwen2, `deepseek.rs` for DeepSeek V1 MoE, `deepseek2.rs` for
