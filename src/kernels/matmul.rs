@@ -477,7 +477,7 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
         assert!(rows.len() <= PREFILL_CHUNK_MAX && rows.start % 4 == 0 && rows.len() % 4 == 0);
         // SAFETY: buf holds deint >= PREFILL_CHUNK_MAX rows of rb bytes, written only here.
         let dst = unsafe { std::slice::from_raw_parts_mut(buf, rows.len() * rb) };
-        quant::interleave::deinterleave_q4_k(&w.data[rows.start * rb..rows.end * rb], rows.len() / 4, w.cols, dst);
+        simd::deinterleave_q4_k(&w.data[rows.start * rb..rows.end * rb], rows.len() / 4, w.cols, dst);
         (buf as *const u8, rows.start)
     } else {
         (w.data.as_ptr(), 0)

@@ -55,7 +55,8 @@ pub fn interleave_q4_k(src: &[u8], rows: usize, cols: usize, dst: &mut [u8]) {
 }
 
 /// The `groups` interleaved groups at `src` (each `GROUP_ROWS` rows of `cols` Q4_K columns)
-/// back in the file's layout, row after row, into `dst`.
+/// back in the file's layout, row after row, into `dst`. On the several-row paths of every
+/// matmul of an interleaved matrix: fixed-size moves only (8-byte words), no calls.
 pub fn deinterleave_q4_k(src: &[u8], groups: usize, cols: usize, dst: &mut [u8]) {
     let rb = GgmlType::Q4K.row_bytes(cols).expect("Q4_K columns are a multiple of 256");
     let n = groups * GROUP_ROWS * rb;
@@ -63,11 +64,15 @@ pub fn deinterleave_q4_k(src: &[u8], groups: usize, cols: usize, dst: &mut [u8])
     let nb = rb / B;
     for (s, d) in src[..n].chunks_exact(GROUP_ROWS * rb).zip(dst[..n].chunks_exact_mut(GROUP_ROWS * rb)) {
         for ib in 0..nb {
-            let o = &s[ib * GROUP_ROWS * B..(ib + 1) * GROUP_ROWS * B];
+            let o: &[u8; GROUP_ROWS * B] = s[ib * GROUP_ROWS * B..(ib + 1) * GROUP_ROWS * B].try_into().expect("one group's block");
             for r in 0..GROUP_ROWS {
-                let b = &mut d[r * rb + ib * B..r * rb + (ib + 1) * B];
-                for (at, to, len) in runs(r) {
-                    b[to..to + len].copy_from_slice(&o[at..at + len]);
+                let b: &mut [u8; B] = (&mut d[r * rb + ib * B..r * rb + (ib + 1) * B]).try_into().expect("one block");
+                b[0..2].copy_from_slice(&o[2 * r..2 * r + 2]);
+                b[2..4].copy_from_slice(&o[8 + 2 * r..10 + 2 * r]);
+                b[4..16].copy_from_slice(&o[16 + 12 * r..28 + 12 * r]);
+                for k in 0..16 {
+                    let at = 64 + 32 * k + 8 * r;
+                    b[16 + 8 * k..24 + 8 * k].copy_from_slice(&o[at..at + 8]);
                 }
             }
         }

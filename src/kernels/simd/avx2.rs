@@ -782,6 +782,38 @@ pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *con
     }
 }
 
+/// `groups` groups of four interleaved Q4_K rows (`quant::interleave`, `nb` super-blocks each,
+/// at `src`) back in the file's layout, row after row (`4 * groups` rows of `nb * 144` bytes at
+/// `dst`): bit for bit `quant::interleave::deinterleave_q4_k`; the quants by 4 × 4 transposes
+/// of 8-byte words, two shuffles per 32 bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn deinterleave_q4_k(nb: usize, groups: usize, src: *const u8, dst: *mut u8) {
+    let rb = nb * Q4_K_B;
+    // SAFETY: groups × 4 rows of rb bytes at src and at dst (the caller's contract).
+    unsafe {
+        for g in 0..groups {
+            for ib in 0..nb {
+                let o = src.add(g * 4 * rb + ib * 4 * Q4_K_B);
+                let row = |r: usize| dst.add((4 * g + r) * rb + ib * Q4_K_B);
+                for r in 0..4 {
+                    std::ptr::copy_nonoverlapping(o.add(2 * r), row(r), 2);
+                    std::ptr::copy_nonoverlapping(o.add(8 + 2 * r), row(r).add(2), 2);
+                    std::ptr::copy_nonoverlapping(o.add(16 + 12 * r), row(r).add(4), 12);
+                }
+                for c in 0..4 {
+                    let x: [__m256i; 4] = std::array::from_fn(|k| load256(o.add(64 + (4 * c + k) * 32)));
+                    let (t0, t1) = (_mm256_unpacklo_epi64(x[0], x[1]), _mm256_unpackhi_epi64(x[0], x[1]));
+                    let (t2, t3) = (_mm256_unpacklo_epi64(x[2], x[3]), _mm256_unpackhi_epi64(x[2], x[3]));
+                    let rows = [_mm256_permute2x128_si256::<0x20>(t0, t2), _mm256_permute2x128_si256::<0x20>(t1, t3), _mm256_permute2x128_si256::<0x31>(t0, t2), _mm256_permute2x128_si256::<0x31>(t1, t3)];
+                    for (r, v) in rows.into_iter().enumerate() {
+                        _mm256_storeu_si256(row(r).add(16 + 32 * c) as *mut __m256i, v);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One Q4_K block against its prepared activation quants `y` and group sums `gs`, with its
 /// scales and mins as bytes in both halves of `sm` (a lane of [`scales_mins_k4_x2`]): lanes 0
 /// + 1 are the block's scaled quant sum, lanes 2 + 3 its mins' products with the group sums

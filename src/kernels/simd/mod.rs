@@ -800,6 +800,19 @@ pub fn gemv_fns_interleaved_at(level: Level, ty: GgmlType) -> Option<&'static Ge
     }
 }
 
+/// `quant::interleave::deinterleave_q4_k` (the same bytes), by the AVX2 kernel where the CPU
+/// has it.
+pub fn deinterleave_q4_k(src: &[u8], groups: usize, cols: usize, dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if level() >= Level::Avx2 {
+        let rb = GgmlType::Q4K.row_bytes(cols).expect("Q4_K columns are a multiple of 256");
+        assert!(src.len() >= groups * 4 * rb && dst.len() >= groups * 4 * rb);
+        // SAFETY: the lengths were checked; the level says the CPU has AVX2, FMA and F16C.
+        return unsafe { avx2::deinterleave_q4_k(rb / 144, groups, src.as_ptr(), dst.as_mut_ptr()) };
+    }
+    crate::quant::interleave::deinterleave_q4_k(src, groups, cols, dst)
+}
+
 /// The kernels of a weight type for several activation rows (batched decode) on activations
 /// prepared once per row (`prep`, into `prep_bytes(nb)` bytes, 64-byte aligned): a weight row
 /// meets every activation row, so what depends on the activation alone is computed once. Bit

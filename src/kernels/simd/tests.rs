@@ -737,3 +737,19 @@ fn tiled_row_kernels_are_the_reference_at_every_level() {
         }
     }
 }
+
+/// The AVX2 de-interleave gives the scalar one's bytes (and so the file's rows).
+#[test]
+fn deinterleave_q4_k_equals_scalar() {
+    use crate::quant::interleave;
+    let (rows, cols) = (12, 768);
+    let rb = GgmlType::Q4K.row_bytes(cols).unwrap();
+    let src: Vec<u8> = (0..rows * rb).map(|i| (i * 7 + i / 131) as u8).collect();
+    let mut il = vec![0u8; src.len()];
+    interleave::interleave_q4_k(&src, rows, cols, &mut il);
+    let (mut a, mut b) = (vec![0u8; src.len()], vec![1u8; src.len()]);
+    interleave::deinterleave_q4_k(&il, rows / 4, cols, &mut a);
+    super::deinterleave_q4_k(&il, rows / 4, cols, &mut b);
+    assert_eq!(a, src);
+    assert_eq!(b, src, "{:?} level", super::level());
+}
