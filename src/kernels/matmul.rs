@@ -469,6 +469,29 @@ fn prefill_rows(pool: &ThreadPool, ith: usize, w: &WeightMatrix<'_>, act: &[u8],
     // This thread's (ith, PANEL) buffer: an interleaved matrix's chunk de-interleaved back to
     // the file's layout (so that every kernel below reads rows one after the other), then the
     // panel.
+    // An interleaved matrix without panels: its own kernels, one group of four weight rows ×
+    // up to 4 activation rows per call, the GEMM rows in that order, the rest in the GEMV's.
+    if plan.interleaved && plan.panels.is_none() {
+        if let (Some(gemm_k), Some(gemv_k)) = (simd::dot_fns_interleaved(w.ty, true), simd::dot_fns_interleaved(w.ty, false)) {
+            let gemm_end = if repacked { plan.gemm_rows } else { 0 };
+            assert!(rows.start % 4 == 0 && rows.len() % 4 == 0);
+            for g in (rows.start..rows.end).step_by(4) {
+                for (k, t_begin, t_end) in [(gemm_k, 0, gemm_end), (gemv_k, gemm_end, n_rows)] {
+                    let mut t0 = t_begin;
+                    while t0 < t_end {
+                        let nt = (t_end - t0).min(4);
+                        // SAFETY: group g / 4 lies inside w.data (rows are whole groups);
+                        // activation rows t0..t0+nt lie inside act; outputs (t, g..g+4) lie
+                        // inside out and only this chunk writes them; simd::dot_fns_interleaved
+                        // checked the CPU.
+                        unsafe { k[nt - 1](nb, w.data.as_ptr().add(g * rb), act.as_ptr().add(t0 * arb), arb, out.ptr().add(t0 * w.rows + g), w.rows) };
+                        t0 += nt;
+                    }
+                }
+            }
+            return;
+        }
+    }
     let deint = if plan.interleaved { deinterleaved_bytes(w.ty, w.cols) } else { 0 };
     let need = deint + plan.panels.map_or(0, |g| nb * g.block_bytes);
     // SAFETY: only this job index uses its (ith, PANEL) buffer, asked for once per call.

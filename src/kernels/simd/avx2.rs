@@ -782,6 +782,94 @@ pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *con
     }
 }
 
+/// Four interleaved Q4_K rows (one group at `w`, as [`gemv_q4_k_r4`]) against `R` Q8_K
+/// activation rows (`a + t * a_stride`); result (t, j) to `out + t * out_stride + j`. `GEMM`:
+/// llama.cpp's repacked GEMM order (per pair of sub-blocks one FMA for the scales' part and one
+/// for the mins', `quant::vec_dot_repacked` with `gemm`), else its GEMV order (per super-block);
+/// bit for bit either way. Batched decode of an interleaved matrix: the block's scales and
+/// mins are decoded once for the four rows and every activation row.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+    const G: usize = 4 * Q4_K_B;
+    // SAFETY: one interleaved group of nb blocks at w; R rows of nb Q8_K blocks at a; outputs
+    // (t, 0..4) at out.
+    unsafe {
+        let masks: [__m256i; 8] = std::hint::black_box(std::array::from_fn(|g| {
+            let m: [i8; 16] = std::array::from_fn(|i| if i % 2 == 1 { -1 } else { (8 * (i / 8) + g) as i8 });
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i))
+        }));
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut acc_s = [_mm_setzero_ps(); R];
+        let mut acc_m = [_mm_setzero_ps(); R];
+        for ib in 0..nb {
+            let b = w.add(ib * G);
+            let sm01 = scales_mins_k4_x2(b.add(16), b.add(28));
+            let sm23 = scales_mins_k4_x2(b.add(40), b.add(52));
+            let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
+            let sc = _mm256_unpacklo_epi64(lo_rows, hi_rows);
+            let mn = _mm256_unpackhi_epi64(lo_rows, hi_rows);
+            let (mn01, mn23) = (_mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn, 1)));
+            let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
+            for t in 0..R {
+                let ab = a.add(t * a_stride + ib * Q8_K_B);
+                let y = ab.add(4);
+                let yd = _mm_set1_ps(f32_at(ab));
+                let (ds, dm) = (_mm_mul_ps(_mm256_castps256_ps128(dd), yd), _mm_mul_ps(_mm256_extractf128_ps(dd, 1), yd));
+                // the activation's 8 group sums (i16) in both halves
+                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+                let g8 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+                // lane c of each row: the mins' part of chunk c (groups 2c, 2c + 1)
+                let (p01, p23) = (_mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
+                let mut sumi = [_mm256_setzero_si256(); 4];
+                for c in 0..4 {
+                    let mut pl = _mm256_setzero_si256();
+                    let mut ph = _mm256_setzero_si256();
+                    for k in 0..4 {
+                        let x = load256(b.add(64 + (4 * c + k) * 32));
+                        let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
+                        let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
+                        pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
+                        ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
+                    }
+                    sumi[c] = _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])), _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])));
+                }
+                if GEMM {
+                    // per chunk: [isum of rows 0..4] and [imin of rows 0..4], one FMA each
+                    let h01 = _mm256_hadd_epi32(sumi[0], sumi[1]);
+                    let h23 = _mm256_hadd_epi32(sumi[2], sumi[3]);
+                    // lanes of h: [c0 r0, c0 r1, c1 r0, c1 r1 | c0 r2, c0 r3, c1 r2, c1 r3]
+                    // the mins' parts: a 4 × 4 transpose of [row j: chunks 0..4]
+                    let (r0, r1) = (_mm256_castsi256_si128(p01), _mm256_extracti128_si256(p01, 1));
+                    let (r2, r3) = (_mm256_castsi256_si128(p23), _mm256_extracti128_si256(p23, 1));
+                    let (u0, u1) = (_mm_unpacklo_epi32(r0, r1), _mm_unpackhi_epi32(r0, r1));
+                    let (u2, u3) = (_mm_unpacklo_epi32(r2, r3), _mm_unpackhi_epi32(r2, r3));
+                    let imins = [_mm_unpacklo_epi64(u0, u2), _mm_unpackhi_epi64(u0, u2), _mm_unpacklo_epi64(u1, u3), _mm_unpackhi_epi64(u1, u3)];
+                    for (c, &imin) in imins.iter().enumerate() {
+                        let h = if c < 2 { h01 } else { h23 };
+                        let (lo, hi) = (_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                        // [r0, r1, r2, r3] of chunk c
+                        let isum = if c % 2 == 0 { _mm_unpacklo_epi64(lo, hi) } else { _mm_unpackhi_epi64(lo, hi) };
+                        acc_s[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), ds, acc_s[t]);
+                        acc_m[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), dm, acc_m[t]);
+                    }
+                } else {
+                    let s = _mm256_add_epi32(_mm256_add_epi32(sumi[0], sumi[1]), _mm256_add_epi32(sumi[2], sumi[3]));
+                    let h = _mm256_hadd_epi32(s, s);
+                    let isum = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                    let x = _mm256_hadd_epi32(p01, p23);
+                    let x = _mm256_hadd_epi32(x, x);
+                    let imin = _mm_unpacklo_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+                    acc_s[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), ds, acc_s[t]);
+                    acc_m[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), dm, acc_m[t]);
+                }
+            }
+        }
+        for t in 0..R {
+            _mm_storeu_ps(out.add(t * out_stride), _mm_sub_ps(acc_s[t], acc_m[t]));
+        }
+    }
+}
+
 /// `groups` groups of four interleaved Q4_K rows (`quant::interleave`, `nb` super-blocks each,
 /// at `src`) back in the file's layout, row after row (`4 * groups` rows of `nb * 144` bytes at
 /// `dst`): bit for bit `quant::interleave::deinterleave_q4_k`; the quants by 4 × 4 transposes

@@ -800,6 +800,21 @@ pub fn gemv_fns_interleaved_at(level: Level, ty: GgmlType) -> Option<&'static Ge
     }
 }
 
+/// The several-activation-row kernels of an interleaved Q4_K matrix (one group of four rows ×
+/// 1–4 activation rows, `[n - 1]`), in upstream's repacked GEMM order (`gemm`) or GEMV order:
+/// [`avx2::dot_q4_k_r4`], at the AVX2 and the AVX-512 level.
+pub fn dot_fns_interleaved(ty: GgmlType, gemm: bool) -> Option<&'static [DotFn; 4]> {
+    match (level(), ty) {
+        #[cfg(target_arch = "x86_64")]
+        (Level::Avx2 | Level::Avx512, GgmlType::Q4K) => {
+            static GEMM: [DotFn; 4] = [avx2::dot_q4_k_r4::<1, true>, avx2::dot_q4_k_r4::<2, true>, avx2::dot_q4_k_r4::<3, true>, avx2::dot_q4_k_r4::<4, true>];
+            static GEMV: [DotFn; 4] = [avx2::dot_q4_k_r4::<1, false>, avx2::dot_q4_k_r4::<2, false>, avx2::dot_q4_k_r4::<3, false>, avx2::dot_q4_k_r4::<4, false>];
+            Some(if gemm { &GEMM } else { &GEMV })
+        }
+        _ => None,
+    }
+}
+
 /// `quant::interleave::deinterleave_q4_k` (the same bytes), by the AVX2 kernel where the CPU
 /// has it.
 pub fn deinterleave_q4_k(src: &[u8], groups: usize, cols: usize, dst: &mut [u8]) {
