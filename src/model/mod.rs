@@ -277,16 +277,15 @@ impl Model {
         let mut done = 0u64;
         let mut last_report = 0.0f32;
         for t in model.file.tensors() {
-            if model.packed.as_ref().is_some_and(|p| p.contains(t.shard, t.file_offset)) {
-                done += t.n_bytes as u64;
-                continue;
+            // (a repacked tensor's file pages were read by the repack and given back: not again)
+            if !model.packed.as_ref().is_some_and(|p| p.contains(t.shard, t.file_offset)) {
+                let data = model.file.tensor_data(t);
+                let mut sum = 0u8;
+                for page in data.chunks(4096) {
+                    sum = sum.wrapping_add(page[0]);
+                }
+                std::hint::black_box(sum);
             }
-            let data = model.file.tensor_data(t);
-            let mut sum = 0u8;
-            for page in data.chunks(4096) {
-                sum = sum.wrapping_add(page[0]);
-            }
-            std::hint::black_box(sum);
             done += t.n_bytes as u64;
             let frac = (done as f64 / total) as f32;
             if frac - last_report >= 0.01 || done as f64 >= total {
@@ -432,13 +431,19 @@ impl Model {
                 }
             }
         };
-        std::thread::scope(|s| {
-            for k in 1..threads {
-                let work = &work;
-                s.spawn(move || work(k));
-            }
+        if threads == 1 {
+            // (no scope: it would give the calling thread a std handle, kept until the
+            // thread exits — a C program's main thread never frees it)
             work(0);
-        });
+        } else {
+            std::thread::scope(|s| {
+                for k in 1..threads {
+                    let work = &work;
+                    s.spawn(move || work(k));
+                }
+                work(0);
+            });
+        }
         let ranges: Vec<(usize, std::ops::Range<usize>)> = jobs.iter().map(|j| (j.0, j.1..j.1 + j.2)).collect();
         self.file.mark_released(&ranges);
         let index: Vec<(usize, usize, usize, bool)> = jobs.iter().map(|j| (j.0, j.1, j.6, j.5)).collect();

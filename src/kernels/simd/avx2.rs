@@ -730,48 +730,19 @@ pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *con
     // SAFETY: one interleaved group of nb blocks at w; a prepared row of nb blocks at prep
     // (64-byte aligned); 4 outputs at out.
     unsafe {
-        // mask g: i16 lane l of a half takes scale byte 8 (l / 4) + g (through black_box: LLVM
-        // would otherwise split each shuffle with a known mask in two)
-        let masks: [__m256i; 8] = std::hint::black_box(std::array::from_fn(|g| {
-            let m: [i8; 16] = std::array::from_fn(|i| if i % 2 == 1 { -1 } else { (8 * (i / 8) + g) as i8 });
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i))
-        }));
-        let m4 = _mm256_set1_epi8(0x0f);
+        let masks = r4_masks();
         let (mut acc_s, mut acc_m) = (_mm_setzero_ps(), _mm_setzero_ps());
         for ib in 0..nb {
             // (no software prefetch: measured slower from DRAM at 4 to 16 KB ahead)
             let b = w.add(ib * G);
             let y = prep.add(ib * QK_K);
-            let sm01 = scales_mins_k4_x2(b.add(16), b.add(28));
-            let sm23 = scales_mins_k4_x2(b.add(40), b.add(52));
-            let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
-            // halves: [scales of rows 0, 1 | rows 2, 3], the same for the mins
-            let sc = _mm256_unpacklo_epi64(lo_rows, hi_rows);
-            let mn = _mm256_unpackhi_epi64(lo_rows, hi_rows);
+            let (sc, mn01, mn23) = r4_scales_mins(b);
             let mut sumi = _mm256_setzero_si256();
             for c in 0..4 {
-                let mut pl = _mm256_setzero_si256();
-                let mut ph = _mm256_setzero_si256();
-                for k in 0..4 {
-                    let x = load256(b.add(64 + (4 * c + k) * 32));
-                    let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
-                    let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
-                    pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
-                    ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
-                }
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])));
+                sumi = _mm256_add_epi32(sumi, r4_chunk(b, y, c, sc, &masks));
             }
-            // [isum of rows 0, 1, 2, 3]
-            let h = _mm256_hadd_epi32(sumi, sumi);
-            let isum = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            // [imin of rows 0, 1, 2, 3]: the mins against the activation's 8 group sums
             let g8 = _mm256_broadcastsi128_si256(_mm_load_si128(prep.add(gs_at + 16 * ib) as *const __m128i));
-            let p01 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn)), g8);
-            let p23 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn, 1)), g8);
-            let x = _mm256_hadd_epi32(p01, p23);
-            let x = _mm256_hadd_epi32(x, x);
-            let imin = _mm_unpacklo_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+            let (isum, imin) = r4_block_sums(sumi, _mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
             // the reference's per-row FMAs, four rows per instruction
             let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
             let yd = _mm_set1_ps(f32_at(prep.add(d_at + 4 * ib)));
@@ -779,6 +750,69 @@ pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *con
             acc_m = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), _mm_mul_ps(_mm256_extractf128_ps(dd, 1), yd), acc_m);
         }
         _mm_storeu_ps(out, _mm_sub_ps(acc_s, acc_m));
+    }
+}
+
+/// The shuffle masks of the interleaved Q4_K kernels: mask g takes, to i16 lane l of each half
+/// of [`r4_scales_mins`]'s scales, byte 8 (l / 4) + g (the half's first or second row, group g).
+/// Through black_box: with the masks known, LLVM splits each shuffle in two.
+#[inline(always)]
+unsafe fn r4_masks() -> [__m256i; 8] {
+    // SAFETY: register-only AVX2 intrinsics on a local array; the callers checked AVX2.
+    std::hint::black_box(std::array::from_fn(|g| unsafe {
+        let m: [i8; 16] = std::array::from_fn(|i| if i % 2 == 1 { -1 } else { (8 * (i / 8) + g) as i8 });
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i))
+    }))
+}
+
+/// The block at `b` of an interleaved Q4_K group: its scales as bytes [rows 0, 1 | rows 2, 3]
+/// (8 each), and its mins widened to i16, [row 0 | row 1] and [row 2 | row 3].
+#[inline(always)]
+unsafe fn r4_scales_mins(b: *const u8) -> (__m256i, __m256i, __m256i) {
+    // SAFETY: one interleaved block (576 bytes) at b; AVX2 checked by the callers.
+    unsafe {
+        let sm01 = scales_mins_k4_x2(b.add(16), b.add(28));
+        let sm23 = scales_mins_k4_x2(b.add(40), b.add(52));
+        let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
+        let mn = _mm256_unpackhi_epi64(lo_rows, hi_rows);
+        (_mm256_unpacklo_epi64(lo_rows, hi_rows), _mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn, 1)))
+    }
+}
+
+/// Chunk `c` (64 elements: groups 2c, 2c + 1) of the interleaved block at `b` against the
+/// activation's 256 quants at `y`, scaled by the groups' scales (`sc`, [`r4_masks`]): i32 lanes
+/// 2j, 2j + 1 of the low half are row j's (j = 0, 1), of the high half row j + 2's; exact. The
+/// 4 slices' products add up in i16 (at most 8 × 15 × 128 per lane).
+#[inline(always)]
+unsafe fn r4_chunk(b: *const u8, y: *const u8, c: usize, sc: __m256i, masks: &[__m256i; 8]) -> __m256i {
+    // SAFETY: one interleaved block at b, 256 quants at y; AVX2 checked by the callers.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let mut pl = _mm256_setzero_si256();
+        let mut ph = _mm256_setzero_si256();
+        for k in 0..4 {
+            let x = load256(b.add(64 + (4 * c + k) * 32));
+            let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
+            let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
+            pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
+            ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
+        }
+        _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])), _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])))
+    }
+}
+
+/// A block's [isum of rows 0..4] from its chunks' sum `s` ([`r4_chunk`]'s lanes), and [imin of
+/// rows 0..4] from the mins' products with the group sums (`p01`, `p23`: `vpmaddwd` of
+/// [`r4_scales_mins`]'s mins); exact.
+#[inline(always)]
+unsafe fn r4_block_sums(s: __m256i, p01: __m256i, p23: __m256i) -> (__m128i, __m128i) {
+    // SAFETY: register-only AVX2 intrinsics; the callers checked AVX2.
+    unsafe {
+        let h = _mm256_hadd_epi32(s, s);
+        let isum = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        let x = _mm256_hadd_epi32(p01, p23);
+        let x = _mm256_hadd_epi32(x, x);
+        (isum, _mm_unpacklo_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)))
     }
 }
 
@@ -794,21 +828,12 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
     // SAFETY: one interleaved group of nb blocks at w; R rows of nb Q8_K blocks at a; outputs
     // (t, 0..4) at out.
     unsafe {
-        let masks: [__m256i; 8] = std::hint::black_box(std::array::from_fn(|g| {
-            let m: [i8; 16] = std::array::from_fn(|i| if i % 2 == 1 { -1 } else { (8 * (i / 8) + g) as i8 });
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(m.as_ptr() as *const __m128i))
-        }));
-        let m4 = _mm256_set1_epi8(0x0f);
+        let masks = r4_masks();
         let mut acc_s = [_mm_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         for ib in 0..nb {
             let b = w.add(ib * G);
-            let sm01 = scales_mins_k4_x2(b.add(16), b.add(28));
-            let sm23 = scales_mins_k4_x2(b.add(40), b.add(52));
-            let (lo_rows, hi_rows) = (_mm256_permute2x128_si256::<0x20>(sm01, sm23), _mm256_permute2x128_si256::<0x31>(sm01, sm23));
-            let sc = _mm256_unpacklo_epi64(lo_rows, hi_rows);
-            let mn = _mm256_unpackhi_epi64(lo_rows, hi_rows);
-            let (mn01, mn23) = (_mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn, 1)));
+            let (sc, mn01, mn23) = r4_scales_mins(b);
             let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
             for t in 0..R {
                 let ab = a.add(t * a_stride + ib * Q8_K_B);
@@ -820,19 +845,7 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
                 let g8 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
                 // lane c of each row: the mins' part of chunk c (groups 2c, 2c + 1)
                 let (p01, p23) = (_mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
-                let mut sumi = [_mm256_setzero_si256(); 4];
-                for c in 0..4 {
-                    let mut pl = _mm256_setzero_si256();
-                    let mut ph = _mm256_setzero_si256();
-                    for k in 0..4 {
-                        let x = load256(b.add(64 + (4 * c + k) * 32));
-                        let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
-                        let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
-                        pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
-                        ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
-                    }
-                    sumi[c] = _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])), _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])));
-                }
+                let sumi: [__m256i; 4] = std::array::from_fn(|c| r4_chunk(b, y, c, sc, &masks));
                 if GEMM {
                     // per chunk: [isum of rows 0..4] and [imin of rows 0..4], one FMA each
                     let h01 = _mm256_hadd_epi32(sumi[0], sumi[1]);
@@ -854,11 +867,7 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
                     }
                 } else {
                     let s = _mm256_add_epi32(_mm256_add_epi32(sumi[0], sumi[1]), _mm256_add_epi32(sumi[2], sumi[3]));
-                    let h = _mm256_hadd_epi32(s, s);
-                    let isum = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-                    let x = _mm256_hadd_epi32(p01, p23);
-                    let x = _mm256_hadd_epi32(x, x);
-                    let imin = _mm_unpacklo_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+                    let (isum, imin) = r4_block_sums(s, p01, p23);
                     acc_s[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), ds, acc_s[t]);
                     acc_m[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(imin), dm, acc_m[t]);
                 }
