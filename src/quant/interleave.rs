@@ -18,7 +18,7 @@
 use super::GgmlType;
 
 /// Rows per interleaved group.
-pub const GROUP_ROWS: usize = 4;
+pub(crate) const GROUP_ROWS: usize = 4;
 
 const B: usize = 144;
 
