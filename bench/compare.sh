@@ -22,8 +22,11 @@ ln -sf libdeepseek.so "$OURS_LIB/libdeepseek.so.0"
 cc -O2 -Iinclude bench/llama_bench.c -o "$OUT/ours" -L"$OURS_LIB" -ldeepseek -Wl,-rpath,"$(realpath "$OURS_LIB")"
 HAVE_UP=0
 if [ -e "$LLAMA_LIB/libllama.so" ]; then
-  UPINC="$(dirname "$(find /work/ref -name llama.h -path '*include*' | head -1)")"
-  GGINC="$(dirname "$(find /work/ref -name ggml.h -path '*ggml/include*' | head -1)")"
+  # upstream's headers (LLAMA_SRC, default the llama-cpp-python 0.3.36 sdist's vendored tree; a
+  # bare `find /work/ref` could pick ik_llama.cpp's llama.h, whose API differs)
+  LLAMA_SRC="${LLAMA_SRC:-$(find /work/ref -maxdepth 3 -type d -path '*llama_cpp_python-*/vendor/llama.cpp' | head -1)}"
+  UPINC="$LLAMA_SRC/include"
+  GGINC="$LLAMA_SRC/ggml/include"
   cc -O2 -I"$UPINC" -I"$GGINC" bench/llama_bench.c -o "$OUT/upstream" -L"$LLAMA_LIB" -lllama -Wl,-rpath,"$(realpath "$LLAMA_LIB")" && HAVE_UP=1
 fi
 grep -m1 'model name' /proc/cpuinfo

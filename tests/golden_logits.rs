@@ -162,7 +162,13 @@ fn split_equals_unsplit() {
 fn repacked_weights_equal_the_files_layout() {
     use deepseek::api::model::{llama_model_default_params, llama_model_load_from_file};
     let can = deepseek::kernels::simd::gemv_fns_interleaved(deepseek::quant::GgmlType::Q4K).is_some();
-    for (model, golden) in [("tiny/tiny-qwen2-q4_k_m.gguf", "golden/tiny-qwen2-q4_k_m.json"), ("tiny/tiny-llama-q4_k_m.gguf", "golden/tiny-llama-q4_k_m.json"), ("deepseek2/tiny-deepseek3-q4_k_m.gguf", "deepseek2/golden/tiny-deepseek3-q4_k_m.json")] {
+    let family = |m: &str| (format!("deepseek-family/{m}.gguf"), format!("deepseek-family/golden/{m}.json"));
+    let mut models: Vec<(String, String)> = [("tiny/tiny-qwen2-q4_k_m.gguf", "golden/tiny-qwen2-q4_k_m.json"), ("tiny/tiny-llama-q4_k_m.gguf", "golden/tiny-llama-q4_k_m.json"), ("deepseek2/tiny-deepseek3-q4_k_m.gguf", "deepseek2/golden/tiny-deepseek3-q4_k_m.json")].map(|(a, b)| (a.to_string(), b.to_string())).to_vec();
+    models.extend(["tiny-deepseek-moe-q4_k_m", "tiny-deepseek32-q4_k_m", "tiny-deepseek4-q4_k_m"].map(family));
+    for (model, golden) in &models {
+        let (model, golden) = (model.as_str(), golden.as_str());
+        // (the routed experts' stacks move too, and interleave where their type does)
+        let moe = !model.starts_with("tiny/");
         let g = Json::parse(&std::fs::read_to_string(data(golden)).unwrap());
         let load = |repack: bool| {
             let path = std::ffi::CString::new(data(model).to_str().unwrap()).unwrap();
@@ -173,13 +179,15 @@ fn repacked_weights_equal_the_files_layout() {
             let m = unsafe { llama_model_load_from_file(path.as_ptr(), p) };
             assert!(!m.is_null());
             // SAFETY: a live model handle.
-            let packed = unsafe { (&(*m).model).packed.as_ref().map_or((0, 0), |p| (p.len(), p.interleaved())) };
+            let packed = unsafe { (&(*m).model).packed.as_ref().map_or((0, 0, (0, 0)), |p| (p.len(), p.interleaved(), p.stacks())) };
             (m, packed)
         };
         let ((plain, none), (packed, bytes)) = (load(false), load(true));
-        assert_eq!(none, (0, 0), "{model}: repacked without use_extra_bufts");
+        assert_eq!(none, (0, 0, (0, 0)), "{model}: repacked without use_extra_bufts");
         assert!(bytes.0 > 0, "{model}: no matrix moved");
         assert_eq!(bytes.1 > 0, can, "{model}: {} matrices interleaved at the {:?} level", bytes.1, deepseek::kernels::simd::level());
+        assert_eq!(bytes.2 .0 > 0, moe, "{model}: {} expert stacks moved", bytes.2 .0);
+        assert_eq!(bytes.2 .1 > 0, moe && can, "{model}: {} of {} expert stacks interleaved", bytes.2 .1, bytes.2 .0);
         let (want, got) = (run_scenarios_on(plain, &g), run_scenarios_on(packed, &g));
         assert_eq!(want.len(), got.len());
         for (i, (w, r)) in want.iter().zip(&got).enumerate() {

@@ -104,6 +104,22 @@ impl Layers {
             Layers::Deepseek4(l) => l.blocks.iter().flat_map(|b| b.attn.mats().into_iter().chain(b.ffn.mats()).chain([&b.hc_attn.fn_, &b.hc_ffn.fn_])).chain([&l.head.fn_]).collect(),
         }
     }
+
+    /// Every routed-expert stack (gate, up, down of each MoE block).
+    pub fn stacks(&self) -> Vec<&weights::Stack> {
+        let ffns: Vec<&FeedForward> = match self {
+            Layers::None | Layers::Llama(_) => Vec::new(),
+            Layers::Deepseek(b) => b.iter().map(|b| &b.ffn).collect(),
+            Layers::Deepseek2(b) => b.iter().map(|b| &b.ffn).collect(),
+            Layers::Deepseek4(l) => l.blocks.iter().map(|b| &b.ffn).collect(),
+        };
+        ffns.into_iter()
+            .flat_map(|f| match f {
+                FeedForward::Moe(m) => vec![&m.gate, &m.up, &m.down],
+                FeedForward::Dense(_) => Vec::new(),
+            })
+            .collect()
+    }
 }
 
 /// Weight matrices moved at load into one owned buffer on huge pages, the Q4_K ones repacked
@@ -111,12 +127,16 @@ impl Layers {
 /// them: `simd::gemv_fns_interleaved`); the file's pages of those matrices are given back to
 /// the OS as each is moved, so the model's resident memory does not grow. Done when
 /// `use_extra_bufts` (llama.h's default, under which upstream repacks too); the results are
-/// bit for bit the file layout's. Expert stacks stay in the file.
+/// bit for bit the file layout's. Routed-expert stacks (`ggml_mul_mat_id`, which upstream
+/// repacks too) move with them when all of it fits in the memory available (else they stay
+/// in the file: a model larger than RAM still runs from the page cache).
 pub struct Packed {
     bytes: crate::sys::bytes::FileBytes,
-    /// (shard, offset in the shard, offset in `bytes`, interleaved) of every repacked matrix,
-    /// sorted.
-    index: Vec<(usize, usize, usize, bool)>,
+    /// (shard, offset in the shard, bytes, offset in `bytes`, interleaved) of every repacked
+    /// tensor (a matrix, or a stack of experts, each of whole four-row groups), sorted.
+    index: Vec<(usize, usize, usize, usize, bool)>,
+    /// How many of them are expert stacks, and how many of those are interleaved.
+    stacks: (usize, usize),
 }
 
 impl Packed {
@@ -124,9 +144,13 @@ impl Packed {
     pub fn lock(&self) -> Result<(), String> {
         self.bytes.lock(0..self.len())
     }
-    /// How many of the matrices are interleaved.
+    /// How many of the tensors are interleaved.
     pub fn interleaved(&self) -> usize {
-        self.index.iter().filter(|e| e.3).count()
+        self.index.iter().filter(|e| e.4).count()
+    }
+    /// How many of the tensors are expert stacks, and how many of those are interleaved.
+    pub fn stacks(&self) -> (usize, usize) {
+        self.stacks
     }
     /// Bytes held.
     pub fn len(&self) -> usize {
@@ -137,13 +161,18 @@ impl Packed {
     }
     /// Whether the tensor at `offset` of shard `shard` was repacked.
     pub fn contains(&self, shard: usize, offset: usize) -> bool {
-        self.index.binary_search_by(|&(s, o, _, _)| (s, o).cmp(&(shard, offset))).is_ok()
+        self.index.binary_search_by(|&(s, o, _, _, _)| (s, o).cmp(&(shard, offset))).is_ok()
     }
-    /// The repacked bytes of `m`, if it was repacked.
+    /// The repacked bytes of `m` (a matrix, or one expert of a stack), if it was repacked.
     fn get(&self, m: &Mat) -> Option<(&[u8], crate::kernels::matmul::Layout)> {
         use crate::kernels::matmul::Layout;
-        let i = self.index.binary_search_by(|&(s, o, _, _)| (s, o).cmp(&(m.shard, m.offset))).ok()?;
-        let (at, il) = (self.index[i].2, self.index[i].3);
+        let i = self.index.partition_point(|&(s, o, _, _, _)| (s, o) <= (m.shard, m.offset)).checked_sub(1)?;
+        let (shard, offset, n_bytes, at, il) = self.index[i];
+        if shard != m.shard || m.offset + m.n_bytes > offset + n_bytes {
+            return None;
+        }
+        // (an expert's rows are whole groups: its bytes are where the file's were)
+        let at = at + (m.offset - offset);
         Some((&self.bytes.as_slice()[at..at + m.n_bytes], if il { Layout::Interleaved4 } else { Layout::Rows }))
     }
 }
@@ -362,20 +391,45 @@ impl Model {
         if self.packed.is_some() || self.vocab_only {
             return Ok(());
         }
-        let mut mats: Vec<&Mat> = self.layers.mats();
-        mats.push(&self.weights.output);
-        let interleaves = |m: &Mat| m.repacked == crate::quant::Repacked::MulMat && interleave::can_interleave(m.ty, m.rows) && simd::gemv_fns_interleaved(m.ty).is_some();
+        use crate::quant::Repacked;
+        // (matrix, interleaved): whole 2-D matrices, then expert stacks, each stack as one
+        // matrix of all its experts' rows (whole four-row groups when one expert's rows are)
+        let interleaves = |m: &Mat| matches!(m.repacked, Repacked::MulMat | Repacked::MulMatId) && interleave::can_interleave(m.ty, m.rows) && simd::gemv_fns_interleaved(m.ty).is_some();
+        let tensors: std::collections::HashSet<(usize, usize, usize)> = self.file.tensors().iter().map(|t| (t.shard, t.file_offset, t.n_bytes)).collect();
         // every other whole 2-D matrix too, copied as it is: streamed from huge pages, decode
         // reads it faster (the hardware prefetchers stop at 4 KiB page boundaries)
-        let tensors: std::collections::HashSet<(usize, usize, usize)> = self.file.tensors().iter().map(|t| (t.shard, t.file_offset, t.n_bytes)).collect();
-        let whole = |m: &Mat| m.repacked != crate::quant::Repacked::MulMatId && tensors.contains(&(m.shard, m.offset, m.n_bytes));
-        mats.retain(|m| interleaves(m) || whole(m));
-        mats.sort_by_key(|m| (m.shard, m.offset));
-        mats.dedup_by_key(|m| (m.shard, m.offset));
+        let whole = |m: &Mat| m.repacked != Repacked::MulMatId && tensors.contains(&(m.shard, m.offset, m.n_bytes));
+        let mut mats: Vec<(Mat, bool)> = self.layers.mats().into_iter().chain([&self.weights.output]).filter(|m| (m.repacked == Repacked::MulMat && interleaves(m)) || whole(m)).map(|m| (m.clone(), interleaves(m))).collect();
+        let sum = |v: &[(Mat, bool)]| v.iter().try_fold(0usize, |a, (m, _)| a.checked_add(m.n_bytes.next_multiple_of(64)));
+        // the expert stacks, if all of it fits in the memory available with a GiB to spare
+        // (else they stay mapped: a model larger than RAM runs from the page cache)
+        let stacks: Vec<(Mat, bool)> = self
+            .layers
+            .stacks()
+            .into_iter()
+            .filter(|s| tensors.contains(&(s.first.shard, s.first.offset, s.first.n_bytes * s.count)))
+            .map(|s| (Mat { rows: s.first.rows * s.count, n_bytes: s.first.n_bytes * s.count, ..s.first.clone() }, interleaves(&s.first)))
+            .collect();
+        let (mats_bytes, stacks_bytes) = (sum(&mats).ok_or("repacked weights overflow")?, sum(&stacks).ok_or("repacked weights overflow")?);
+        let (mut n_stacks, mut n_il_stacks) = (0, 0);
+        if !stacks.is_empty() {
+            let avail = crate::sys::pages::available_memory();
+            let need = mats_bytes.saturating_add(stacks_bytes).saturating_add(1 << 30);
+            match avail {
+                Some(a) if need > a => crate::log_info!("llama_model_load: the expert stacks ({:.1} MiB) stay in the file: {:.1} MiB of memory available", stacks_bytes as f64 / (1u64 << 20) as f64, a as f64 / (1u64 << 20) as f64),
+                _ => {
+                    n_stacks = stacks.len();
+                    n_il_stacks = stacks.iter().filter(|s| s.1).count();
+                    mats.extend(stacks);
+                }
+            }
+        }
+        mats.sort_by_key(|(m, _)| (m.shard, m.offset));
+        mats.dedup_by_key(|(m, _)| (m.shard, m.offset));
         if mats.is_empty() {
             return Ok(());
         }
-        let total = mats.iter().try_fold(0usize, |a, m| a.checked_add(m.n_bytes.next_multiple_of(64))).ok_or("repacked weights overflow")?;
+        let total = sum(&mats).ok_or("repacked weights overflow")?;
         let buf = crate::sys::pages::Pages::<u8>::zeroed(total, "repacked weights")?;
         // (DEEPSEEK_HUGE_PAGES=0: 4 KiB pages, for a faster first load where fresh huge pages
         // are slow to come by — in a VM whose memory the host backs lazily, 1.8 against 0.7 s
@@ -388,8 +442,7 @@ impl Model {
         let mut at = 0;
         let jobs: Vec<(usize, usize, usize, usize, usize, bool, usize)> = mats
             .iter()
-            .map(|m| {
-                let il = interleaves(m);
+            .map(|&(ref m, il)| {
                 let rb = m.n_bytes / m.rows.max(1);
                 let job = (m.shard, m.offset, m.n_bytes, if il { interleave::GROUP_ROWS * rb } else { rb }, m.cols, il, at);
                 at += m.n_bytes.next_multiple_of(64);
@@ -446,10 +499,10 @@ impl Model {
         }
         let ranges: Vec<(usize, std::ops::Range<usize>)> = jobs.iter().map(|j| (j.0, j.1..j.1 + j.2)).collect();
         self.file.mark_released(&ranges);
-        let index: Vec<(usize, usize, usize, bool)> = jobs.iter().map(|j| (j.0, j.1, j.6, j.5)).collect();
-        let n_il = index.iter().filter(|e| e.3).count();
-        crate::log_info!("llama_model_load: {} weight matrices ({:.1} MiB) moved to huge pages, {n_il} of them (Q4_K) into 4-row interleaved groups (use_extra_bufts)", index.len(), total as f64 / (1u64 << 20) as f64);
-        self.packed = Some(Packed { bytes: crate::sys::bytes::FileBytes::from_pages(buf), index });
+        let index: Vec<(usize, usize, usize, usize, bool)> = jobs.iter().map(|j| (j.0, j.1, j.2, j.6, j.5)).collect();
+        let n_il = index.iter().filter(|e| e.4).count();
+        crate::log_info!("llama_model_load: {} weight tensors ({n_stacks} of them expert stacks, {:.1} MiB) moved to huge pages, {n_il} of them (Q4_K) into 4-row interleaved groups (use_extra_bufts)", index.len(), total as f64 / (1u64 << 20) as f64);
+        self.packed = Some(Packed { bytes: crate::sys::bytes::FileBytes::from_pages(buf), index, stacks: (n_stacks, n_il_stacks) });
         Ok(())
     }
 
@@ -464,7 +517,7 @@ impl Model {
             Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
         };
         use crate::kernels::matmul::Layout;
-        let packed = if m.repacked != crate::quant::Repacked::MulMatId { self.packed.as_ref().and_then(|p| p.get(m)) } else { None };
+        let packed = self.packed.as_ref().and_then(|p| p.get(m));
         let (data, layout) = match packed {
             Some(d) => d,
             None => (&self.file.shard_bytes(m.shard)[m.offset..m.offset + m.n_bytes], Layout::Rows),

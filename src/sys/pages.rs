@@ -16,6 +16,15 @@ impl ZeroIsValid for u32 {}
 impl ZeroIsValid for usize {}
 impl<A: ZeroIsValid, B: ZeroIsValid> ZeroIsValid for (A, B) {}
 
+/// The memory the kernel could hand out now without swapping (`MemAvailable` of
+/// /proc/meminfo), or None where that cannot be read.
+pub fn available_memory() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// `len` elements of `T` in their own anonymous mapping.
 pub struct Pages<T: ZeroIsValid> {
     ptr: NonNull<T>,
