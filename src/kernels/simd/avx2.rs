@@ -821,7 +821,8 @@ unsafe fn r4_block_sums(s: __m256i, p01: __m256i, p23: __m256i) -> (__m128i, __m
 /// llama.cpp's repacked GEMM order (per pair of sub-blocks one FMA for the scales' part and one
 /// for the mins', `quant::vec_dot_repacked` with `gemm`), else its GEMV order (per super-block);
 /// bit for bit either way. Batched decode of an interleaved matrix: the block's scales and
-/// mins are decoded once for the four rows and every activation row.
+/// mins are decoded, and each 32-byte load of quants split into its nibbles, once for the four
+/// rows and every activation row.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     const G: usize = 4 * Q4_K_B;
@@ -829,15 +830,36 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
     // (t, 0..4) at out.
     unsafe {
         let masks = r4_masks();
+        let m4 = _mm256_set1_epi8(0x0f);
         let mut acc_s = [_mm_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         for ib in 0..nb {
             let b = w.add(ib * G);
             let (sc, mn01, mn23) = r4_scales_mins(b);
             let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
+            // every activation row's chunk sums (`r4_chunk`'s), the weights unpacked once for all
+            let mut sums = [[_mm256_setzero_si256(); 4]; R];
+            for c in 0..4 {
+                let mut pl = [_mm256_setzero_si256(); R];
+                let mut ph = [_mm256_setzero_si256(); R];
+                for k in 0..4 {
+                    let x = load256(b.add(64 + (4 * c + k) * 32));
+                    let (xl, xh) = (_mm256_and_si256(x, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4));
+                    for t in 0..R {
+                        let y = a.add(t * a_stride + ib * Q8_K_B + 4);
+                        let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
+                        let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
+                        pl[t] = _mm256_add_epi16(pl[t], _mm256_maddubs_epi16(xl, yl));
+                        ph[t] = _mm256_add_epi16(ph[t], _mm256_maddubs_epi16(xh, yh));
+                    }
+                }
+                let (sl, sh) = (_mm256_shuffle_epi8(sc, masks[2 * c]), _mm256_shuffle_epi8(sc, masks[2 * c + 1]));
+                for t in 0..R {
+                    sums[t][c] = _mm256_add_epi32(_mm256_madd_epi16(pl[t], sl), _mm256_madd_epi16(ph[t], sh));
+                }
+            }
             for t in 0..R {
                 let ab = a.add(t * a_stride + ib * Q8_K_B);
-                let y = ab.add(4);
                 let yd = _mm_set1_ps(f32_at(ab));
                 let (ds, dm) = (_mm_mul_ps(_mm256_castps256_ps128(dd), yd), _mm_mul_ps(_mm256_extractf128_ps(dd, 1), yd));
                 // the activation's 8 group sums (i16) in both halves
@@ -845,7 +867,7 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
                 let g8 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
                 // lane c of each row: the mins' part of chunk c (groups 2c, 2c + 1)
                 let (p01, p23) = (_mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
-                let sumi: [__m256i; 4] = std::array::from_fn(|c| r4_chunk(b, y, c, sc, &masks));
+                let sumi = sums[t];
                 if GEMM {
                     // per chunk: [isum of rows 0..4] and [imin of rows 0..4], one FMA each
                     let h01 = _mm256_hadd_epi32(sumi[0], sumi[1]);
