@@ -739,7 +739,7 @@ pub unsafe fn gemv_q4_k_r4(nb: usize, w: *const u8, _w_stride: usize, prep: *con
             let (sc, mn01, mn23) = r4_scales_mins(b);
             let mut sumi = _mm256_setzero_si256();
             for c in 0..4 {
-                sumi = _mm256_add_epi32(sumi, r4_chunk(b, y, c, sc, &masks));
+                sumi = _mm256_add_epi32(sumi, r4_chunk::<1>(b, [y], c, sc, &masks)[0]);
             }
             let g8 = _mm256_broadcastsi128_si256(_mm_load_si128(prep.add(gs_at + 16 * ib) as *const __m128i));
             let (isum, imin) = r4_block_sums(sumi, _mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
@@ -779,25 +779,34 @@ unsafe fn r4_scales_mins(b: *const u8) -> (__m256i, __m256i, __m256i) {
     }
 }
 
-/// Chunk `c` (64 elements: groups 2c, 2c + 1) of the interleaved block at `b` against the
-/// activation's 256 quants at `y`, scaled by the groups' scales (`sc`, [`r4_masks`]): i32 lanes
-/// 2j, 2j + 1 of the low half are row j's (j = 0, 1), of the high half row j + 2's; exact. The
-/// 4 slices' products add up in i16 (at most 8 × 15 × 128 per lane).
+/// Chunk `c` (64 elements: groups 2c, 2c + 1) of the interleaved block at `b` against each of
+/// `R` activations' 256 quants (`y[t]`), scaled by the groups' scales (`sc`, [`r4_masks`]):
+/// i32 lanes 2j, 2j + 1 of the low half are row j's (j = 0, 1), of the high half row j + 2's;
+/// exact. Each 32-byte load of quants is split into its nibbles once for all `R`. The 4 slices'
+/// products add up in i16 (at most 8 × 15 × 128 per lane).
 #[inline(always)]
-unsafe fn r4_chunk(b: *const u8, y: *const u8, c: usize, sc: __m256i, masks: &[__m256i; 8]) -> __m256i {
-    // SAFETY: one interleaved block at b, 256 quants at y; AVX2 checked by the callers.
+unsafe fn r4_chunk<const R: usize>(b: *const u8, y: [*const u8; R], c: usize, sc: __m256i, masks: &[__m256i; 8]) -> [__m256i; R] {
+    // SAFETY: one interleaved block at b, 256 quants at each y[t]; AVX2 checked by the callers.
     unsafe {
         let m4 = _mm256_set1_epi8(0x0f);
-        let mut pl = _mm256_setzero_si256();
-        let mut ph = _mm256_setzero_si256();
+        let mut pl = [_mm256_setzero_si256(); R];
+        let mut ph = [_mm256_setzero_si256(); R];
         for k in 0..4 {
             let x = load256(b.add(64 + (4 * c + k) * 32));
-            let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
-            let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
-            pl = _mm256_add_epi16(pl, _mm256_maddubs_epi16(_mm256_and_si256(x, m4), yl));
-            ph = _mm256_add_epi16(ph, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16::<4>(x), m4), yh));
+            let (xl, xh) = (_mm256_and_si256(x, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4));
+            for t in 0..R {
+                let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y[t].add(64 * c + 8 * k) as *const i64));
+                let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y[t].add(64 * c + 32 + 8 * k) as *const i64));
+                pl[t] = _mm256_add_epi16(pl[t], _mm256_maddubs_epi16(xl, yl));
+                ph[t] = _mm256_add_epi16(ph[t], _mm256_maddubs_epi16(xh, yh));
+            }
         }
-        _mm256_add_epi32(_mm256_madd_epi16(pl, _mm256_shuffle_epi8(sc, masks[2 * c])), _mm256_madd_epi16(ph, _mm256_shuffle_epi8(sc, masks[2 * c + 1])))
+        let (sl, sh) = (_mm256_shuffle_epi8(sc, masks[2 * c]), _mm256_shuffle_epi8(sc, masks[2 * c + 1]));
+        // (a loop, not a closure: a closure would not inherit the callers' target features)
+        for t in 0..R {
+            pl[t] = _mm256_add_epi32(_mm256_madd_epi16(pl[t], sl), _mm256_madd_epi16(ph[t], sh));
+        }
+        pl
     }
 }
 
@@ -830,34 +839,15 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
     // (t, 0..4) at out.
     unsafe {
         let masks = r4_masks();
-        let m4 = _mm256_set1_epi8(0x0f);
         let mut acc_s = [_mm_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
         for ib in 0..nb {
             let b = w.add(ib * G);
             let (sc, mn01, mn23) = r4_scales_mins(b);
             let dd = _mm256_cvtph_ps(_mm_loadu_si128(b as *const __m128i));
-            // every activation row's chunk sums (`r4_chunk`'s), the weights unpacked once for all
-            let mut sums = [[_mm256_setzero_si256(); 4]; R];
-            for c in 0..4 {
-                let mut pl = [_mm256_setzero_si256(); R];
-                let mut ph = [_mm256_setzero_si256(); R];
-                for k in 0..4 {
-                    let x = load256(b.add(64 + (4 * c + k) * 32));
-                    let (xl, xh) = (_mm256_and_si256(x, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(x), m4));
-                    for t in 0..R {
-                        let y = a.add(t * a_stride + ib * Q8_K_B + 4);
-                        let yl = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 8 * k) as *const i64));
-                        let yh = _mm256_set1_epi64x(std::ptr::read_unaligned(y.add(64 * c + 32 + 8 * k) as *const i64));
-                        pl[t] = _mm256_add_epi16(pl[t], _mm256_maddubs_epi16(xl, yl));
-                        ph[t] = _mm256_add_epi16(ph[t], _mm256_maddubs_epi16(xh, yh));
-                    }
-                }
-                let (sl, sh) = (_mm256_shuffle_epi8(sc, masks[2 * c]), _mm256_shuffle_epi8(sc, masks[2 * c + 1]));
-                for t in 0..R {
-                    sums[t][c] = _mm256_add_epi32(_mm256_madd_epi16(pl[t], sl), _mm256_madd_epi16(ph[t], sh));
-                }
-            }
+            // every activation row's chunk sums, the weights unpacked once for all
+            let y: [*const u8; R] = std::array::from_fn(|t| a.add(t * a_stride + ib * Q8_K_B + 4));
+            let chunks = [0, 1, 2, 3].map(|c| r4_chunk::<R>(b, y, c, sc, &masks));
             for t in 0..R {
                 let ab = a.add(t * a_stride + ib * Q8_K_B);
                 let yd = _mm_set1_ps(f32_at(ab));
@@ -867,7 +857,7 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
                 let g8 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
                 // lane c of each row: the mins' part of chunk c (groups 2c, 2c + 1)
                 let (p01, p23) = (_mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
-                let sumi = sums[t];
+                let sumi: [__m256i; 4] = std::array::from_fn(|c| chunks[c][t]);
                 if GEMM {
                     // per chunk: [isum of rows 0..4] and [imin of rows 0..4], one FMA each
                     let h01 = _mm256_hadd_epi32(sumi[0], sumi[1]);
