@@ -2336,6 +2336,43 @@ unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, pa
     }
 }
 
+/// 8-row panel (Q4_0 / Q5_0 quants taken unsigned) × R Q8_0 activation rows (`a + i *
+/// a_stride`, per-block [`ActAux`] at `aux + i * nb` with `corr_g = offset * sum(q of group
+/// g)`); result (i, j) to `out + i * out_stride + j`. Bit for bit the reference's `vec_dot`
+/// (upstream's AVX2 order): each output keeps the reference's eight 32-bit lanes (lane g: the
+/// products of group g of 4 quants, the same integers as its sign trick gives, as `maddubs` of
+/// the unsigned quants less `corr_g`), one FMA per block with the block's `d_w · d_a`, and
+/// `hsum_float_8` at the end. Against the per-row kernel: no unpacking, no sign trick, and the
+/// 8 rows' scale products by one multiply, per activation row and block.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8p_q8_0_exact<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    #[repr(align(32))]
+    struct Ds([f32; 8]);
+    // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut ds = Ds([0.0; 8]);
+        for r in 0..R {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for ib in 0..nb {
+                let pb = panel.add(ib * PANEL_BLOCK);
+                let x = &*aux.add(r * nb + ib);
+                let y = load256(a.add(r * a_stride + ib * Q8_0_B + 2));
+                let corr = _mm256_loadu_si256(x.corr_g.as_ptr() as *const __m256i);
+                // the 8 rows' d_w · d_a, each broadcast from memory by the FMA's operand load
+                _mm256_store_ps(ds.0.as_mut_ptr(), _mm256_mul_ps(_mm256_loadu_ps(pb.add(256) as *const f32), _mm256_set1_ps(x.d)));
+                for (j, a) in acc.iter_mut().enumerate() {
+                    let p = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * j)), y), ones), corr);
+                    *a = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds.0[j]), _mm256_cvtepi32_ps(p), *a);
+                }
+            }
+            for (j, a) in acc.iter().enumerate() {
+                *out.add(r * out_stride + j) = hsum_float_8(*a);
+            }
+        }
+    }
+}
+
 /// 8-row panel × Q8_0 activations (Q4_0 / Q5_0 weights).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn gemm8p_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {

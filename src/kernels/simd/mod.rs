@@ -540,7 +540,7 @@ pub fn panel_is_exact(level: Level, ty: GgmlType, repacked: bool) -> bool {
     if repacked {
         level >= Level::Avx2 && ty == GgmlType::Q4K
     } else {
-        level == Level::Avx512 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
+        (level == Level::Avx512 && ty == GgmlType::Q8_0) || (level >= Level::Avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0))
     }
 }
 
@@ -624,14 +624,18 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             }
             static Q4_0: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0);
             static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
+            // the reference's order (`vec_dot`'s eight lanes), bit for bit
+            static Q4_0_EXACT: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0_exact);
+            static Q5_0_EXACT: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0_exact);
+            let exact = order == SumOrder::Reference;
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
             // from 9 activation rows, as at AVX-512: unpacking decodes scales
             static Q4_K: PanelFns = panel!(avx2, 8, 9, avx2::Q4K_PANEL8_BLOCK, unpack8_q4_k, gemm8_q4_k);
             match ty {
                 GgmlType::Q4K => Some(&Q4_K),
-                GgmlType::Q4_0 => Some(&Q4_0),
-                GgmlType::Q5_0 => Some(&Q5_0),
+                GgmlType::Q4_0 => Some(if exact { &Q4_0_EXACT } else { &Q4_0 }),
+                GgmlType::Q5_0 => Some(if exact { &Q5_0_EXACT } else { &Q5_0 }),
                 GgmlType::Q4_1 => Some(&Q4_1),
                 GgmlType::Q5_1 => Some(&Q5_1),
                 _ => None,
