@@ -2336,39 +2336,79 @@ unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, pa
     }
 }
 
-/// 8-row panel (Q4_0 / Q5_0 quants taken unsigned) × R Q8_0 activation rows (`a + i *
-/// a_stride`, per-block [`ActAux`] at `aux + i * nb` with `corr_g = offset * sum(q of group
-/// g)`); result (i, j) to `out + i * out_stride + j`. Bit for bit the reference's `vec_dot`
-/// (upstream's AVX2 order): each output keeps the reference's eight 32-bit lanes (lane g: the
-/// products of group g of 4 quants, the same integers as its sign trick gives, as `maddubs` of
-/// the unsigned quants less `corr_g`), one FMA per block with the block's `d_w · d_a`, and
-/// `hsum_float_8` at the end. Against the per-row kernel: no unpacking, no sign trick, and the
-/// 8 rows' scale products by one multiply, per activation row and block.
+/// Unpacks 8 weight rows of `nb` blocks (unsigned quants, as [`unpack8`]) transposed: run `g`
+/// of a block's panel (32 bytes at `32 g`) holds in 32-bit lane `j` row `j`'s quants `4g ..
+/// 4g + 4` (the reference's lane `g`); then the rows' scales as f32 at 256.
+#[inline(always)]
+unsafe fn unpack8t<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * PANEL_BLOCK bytes at panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * PANEL_BLOCK);
+            let mut dh = [0u16; 8];
+            let mut q = [_mm256_setzero_si256(); 8];
+            for j in 0..8 {
+                let wb = w.add(j * w_stride + ib * WB);
+                dh[j] = std::ptr::read_unaligned(wb as *const u16);
+                q[j] = unpack(wb);
+            }
+            for (g, t) in transpose8x32(q).into_iter().enumerate() {
+                _mm256_storeu_si256(pb.add(32 * g) as *mut __m256i, t);
+            }
+            _mm256_storeu_ps(pb.add(256) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
+        }
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8p_q8_0_exact<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
-    #[repr(align(32))]
-    struct Ds([f32; 8]);
+pub unsafe fn unpack8t_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack8t::<Q4_0_B>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8t_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        unpack8t::<Q5_0_B>(nb, w, w_stride, panel, |b| {
+            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
+            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
+            _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
+        })
+    }
+}
+
+/// A transposed 8-row panel ([`unpack8t`]: Q4_0 / Q5_0 quants taken unsigned) × R Q8_0
+/// activation rows (`a + i * a_stride`, per-block [`ActAux`] at `aux + i * nb` with `corr_g =
+/// offset * sum(q of group g)`); result (i, j) to `out + i * out_stride + j`. Bit for bit the
+/// reference's `vec_dot` (upstream's AVX2 order): the reference's 32-bit lane `g` (the products
+/// of group `g` of 4 quants: the same integers as its sign trick gives, as `maddubs` of the
+/// unsigned quants less `corr_g`) is accumulator `g` here, whose lane `j` is weight row `j`; one
+/// FMA per block with the 8 rows' `d_w · d_a`; the accumulators then added as `hsum_float_8`
+/// adds lanes, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). Against the per-row kernel: no
+/// unpacking, no sign trick, no broadcast of scales; one `maddubs` serves 8 rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8t_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
     unsafe {
         let ones = _mm256_set1_epi16(1);
-        let mut ds = Ds([0.0; 8]);
         for r in 0..R {
             let mut acc = [_mm256_setzero_ps(); 8];
             for ib in 0..nb {
                 let pb = panel.add(ib * PANEL_BLOCK);
                 let x = &*aux.add(r * nb + ib);
-                let y = load256(a.add(r * a_stride + ib * Q8_0_B + 2));
-                let corr = _mm256_loadu_si256(x.corr_g.as_ptr() as *const __m256i);
-                // the 8 rows' d_w · d_a, each broadcast from memory by the FMA's operand load
-                _mm256_store_ps(ds.0.as_mut_ptr(), _mm256_mul_ps(_mm256_loadu_ps(pb.add(256) as *const f32), _mm256_set1_ps(x.d)));
-                for (j, a) in acc.iter_mut().enumerate() {
-                    let p = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * j)), y), ones), corr);
-                    *a = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds.0[j]), _mm256_cvtepi32_ps(p), *a);
+                let ya = a.add(r * a_stride + ib * Q8_0_B + 2) as *const i32;
+                let d = _mm256_mul_ps(_mm256_loadu_ps(pb.add(256) as *const f32), _mm256_set1_ps(x.d));
+                for (g, acc) in acc.iter_mut().enumerate() {
+                    let y = _mm256_set1_epi32(std::ptr::read_unaligned(ya.add(g)));
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * g)), y), ones);
+                    let p = _mm256_sub_epi32(p, _mm256_set1_epi32(x.corr_g[g]));
+                    *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
                 }
             }
-            for (j, a) in acc.iter().enumerate() {
-                *out.add(r * out_stride + j) = hsum_float_8(*a);
-            }
+            let even = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
+            let odd = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
+            _mm256_storeu_ps(out.add(r * out_stride), _mm256_add_ps(even, odd));
         }
     }
 }

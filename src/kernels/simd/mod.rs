@@ -625,8 +625,8 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             static Q4_0: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0);
             static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
             // the reference's order (`vec_dot`'s eight lanes), bit for bit
-            static Q4_0_EXACT: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0_exact);
-            static Q5_0_EXACT: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0_exact);
+            static Q4_0_EXACT: PanelFns = g!(unpack8t_q4_0, gemm8t_q8_0);
+            static Q5_0_EXACT: PanelFns = g!(unpack8t_q5_0, gemm8t_q8_0);
             let exact = order == SumOrder::Reference;
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
