@@ -2336,15 +2336,22 @@ unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, pa
     }
 }
 
-/// Unpacks 8 weight rows of `nb` blocks (unsigned quants, as [`unpack8`]) transposed: run `g`
-/// of a block's panel (32 bytes at `32 g`) holds in 32-bit lane `j` row `j`'s quants `4g ..
-/// 4g + 4` (the reference's lane `g`); then the rows' scales as f32 at 256.
+/// Bytes of one block of a transposed 8-row Q8_0 panel ([`unpack8t_q8_0`]): the quants'
+/// magnitudes, then the quants themselves (their signs), then 8 f32 scales.
+pub(crate) const PANEL8T_Q8_0_BLOCK: usize = 544;
+
+/// Unpacks 8 weight rows of `nb` blocks transposed: run `g` of a block's panel (32 bytes at `32
+/// g`) holds in 32-bit lane `j` row `j`'s quants `4g .. 4g + 4` (the reference's lane `g`) as
+/// `unpack` gives them (Q4_0 / Q5_0: unsigned; `SIGNED` (Q8_0): their magnitudes, and at 256
+/// the signed quants); then the rows' scales as f32 (at 256, or 512 if `SIGNED`).
 #[inline(always)]
-unsafe fn unpack8t<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
-    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * PANEL_BLOCK bytes at panel.
+unsafe fn unpack8t<const WB: usize, const SIGNED: bool>(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * (PANEL_BLOCK or
+    // PANEL8T_Q8_0_BLOCK if SIGNED) bytes at panel.
     unsafe {
+        let (block, d_at) = if SIGNED { (PANEL8T_Q8_0_BLOCK, 512) } else { (PANEL_BLOCK, 256) };
         for ib in 0..nb {
-            let pb = panel.add(ib * PANEL_BLOCK);
+            let pb = panel.add(ib * block);
             let mut dh = [0u16; 8];
             let mut q = [_mm256_setzero_si256(); 8];
             for j in 0..8 {
@@ -2353,9 +2360,14 @@ unsafe fn unpack8t<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
                 q[j] = unpack(wb);
             }
             for (g, t) in transpose8x32(q).into_iter().enumerate() {
-                _mm256_storeu_si256(pb.add(32 * g) as *mut __m256i, t);
+                if SIGNED {
+                    _mm256_storeu_si256(pb.add(32 * g) as *mut __m256i, _mm256_sign_epi8(t, t));
+                    _mm256_storeu_si256(pb.add(256 + 32 * g) as *mut __m256i, t);
+                } else {
+                    _mm256_storeu_si256(pb.add(32 * g) as *mut __m256i, t);
+                }
             }
-            _mm256_storeu_ps(pb.add(256) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
+            _mm256_storeu_ps(pb.add(d_at) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
         }
     }
 }
@@ -2363,14 +2375,14 @@ unsafe fn unpack8t<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack8t_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
-    unsafe { unpack8t::<Q4_0_B>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
+    unsafe { unpack8t::<Q4_0_B, false>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack8t_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        unpack8t::<Q5_0_B>(nb, w, w_stride, panel, |b| {
+        unpack8t::<Q5_0_B, false>(nb, w, w_stride, panel, |b| {
             let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
             let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
             _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
@@ -2378,31 +2390,44 @@ pub unsafe fn unpack8t_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mu
     }
 }
 
-/// A transposed 8-row panel ([`unpack8t`]: Q4_0 / Q5_0 quants taken unsigned) × R Q8_0
-/// activation rows (`a + i * a_stride`, per-block [`ActAux`] at `aux + i * nb` with `corr_g =
-/// offset * sum(q of group g)`); result (i, j) to `out + i * out_stride + j`. Bit for bit the
-/// reference's `vec_dot` (upstream's AVX2 order): the reference's 32-bit lane `g` (the products
-/// of group `g` of 4 quants: the same integers as its sign trick gives, as `maddubs` of the
-/// unsigned quants less `corr_g`) is accumulator `g` here, whose lane `j` is weight row `j`; one
-/// FMA per block with the 8 rows' `d_w · d_a`; the accumulators then added as `hsum_float_8`
-/// adds lanes, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). Against the per-row kernel: no
-/// unpacking, no sign trick, no broadcast of scales; one `maddubs` serves 8 rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn gemm8t_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+pub unsafe fn unpack8t_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { unpack8t::<Q8_0_B, true>(nb, w, w_stride, panel, |b| unpack_q8_0(b)) }
+}
+
+/// A transposed 8-row panel ([`unpack8t`]) × R Q8_0 activation rows (`a + i * a_stride`,
+/// per-block [`ActAux`] at `aux + i * nb` with `corr_g = offset * sum(q of group g)`); result
+/// (i, j) to `out + i * out_stride + j`. Bit for bit the reference's `vec_dot` (upstream's AVX2
+/// order): the reference's 32-bit lane `g` (the products of group `g` of 4 quants) is
+/// accumulator `g` here, whose lane `j` is weight row `j`; one FMA per block with the 8 rows'
+/// `d_w · d_a`; the accumulators then added as `hsum_float_8` adds lanes, ((0 + 4) + (2 + 6)) +
+/// ((1 + 5) + (3 + 7)). The lane's integers are the reference's (its sign trick): Q4_0 / Q5_0
+/// as `maddubs` of the unsigned quants less `corr_g`; Q8_0 (`SIGNED`) as `maddubs` of the
+/// magnitudes and the activation signed by the quants. Against the per-row kernel: no
+/// unpacking, no broadcast of scales; one `maddubs` serves 8 rows.
+#[inline(always)]
+unsafe fn gemm8t<const R: usize, const SIGNED: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
     unsafe {
+        let (block, d_at) = if SIGNED { (PANEL8T_Q8_0_BLOCK, 512) } else { (PANEL_BLOCK, 256) };
         let ones = _mm256_set1_epi16(1);
         for r in 0..R {
             let mut acc = [_mm256_setzero_ps(); 8];
             for ib in 0..nb {
-                let pb = panel.add(ib * PANEL_BLOCK);
+                let pb = panel.add(ib * block);
                 let x = &*aux.add(r * nb + ib);
                 let ya = a.add(r * a_stride + ib * Q8_0_B + 2) as *const i32;
-                let d = _mm256_mul_ps(_mm256_loadu_ps(pb.add(256) as *const f32), _mm256_set1_ps(x.d));
+                let d = _mm256_mul_ps(_mm256_loadu_ps(pb.add(d_at) as *const f32), _mm256_set1_ps(x.d));
                 for (g, acc) in acc.iter_mut().enumerate() {
-                    let y = _mm256_set1_epi32(std::ptr::read_unaligned(ya.add(g)));
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * g)), y), ones);
-                    let p = _mm256_sub_epi32(p, _mm256_set1_epi32(x.corr_g[g]));
+                    let mut y = _mm256_set1_epi32(std::ptr::read_unaligned(ya.add(g)));
+                    if SIGNED {
+                        y = _mm256_sign_epi8(y, load256(pb.add(256 + 32 * g)));
+                    }
+                    let mut p = _mm256_madd_epi16(_mm256_maddubs_epi16(load256(pb.add(32 * g)), y), ones);
+                    if !SIGNED {
+                        p = _mm256_sub_epi32(p, _mm256_set1_epi32(x.corr_g[g]));
+                    }
                     *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
                 }
             }
@@ -2411,6 +2436,20 @@ pub unsafe fn gemm8t_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const
             _mm256_storeu_ps(out.add(r * out_stride), _mm256_add_ps(even, odd));
         }
     }
+}
+
+/// [`gemm8t`] for Q4_0 / Q5_0 panels.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8t_q8_0<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8t::<R, false>(nb, panel, a, a_stride, aux, out, out_stride) }
+}
+
+/// [`gemm8t`] for Q8_0 panels.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8t_q8_0_signed<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { gemm8t::<R, true>(nb, panel, a, a_stride, aux, out, out_stride) }
 }
 
 /// 8-row panel × Q8_0 activations (Q4_0 / Q5_0 weights).

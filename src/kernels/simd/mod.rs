@@ -540,7 +540,7 @@ pub fn panel_is_exact(level: Level, ty: GgmlType, repacked: bool) -> bool {
     if repacked {
         level >= Level::Avx2 && ty == GgmlType::Q4K
     } else {
-        (level == Level::Avx512 && ty == GgmlType::Q8_0) || (level >= Level::Avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0))
+        level >= Level::Avx2 && matches!(ty, GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0)
     }
 }
 
@@ -627,6 +627,7 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             // the reference's order (`vec_dot`'s eight lanes), bit for bit
             static Q4_0_EXACT: PanelFns = g!(unpack8t_q4_0, gemm8t_q8_0);
             static Q5_0_EXACT: PanelFns = g!(unpack8t_q5_0, gemm8t_q8_0);
+            static Q8_0_EXACT: PanelFns = panel!(avx2, 8, 2, avx2::PANEL8T_Q8_0_BLOCK, unpack8t_q8_0, gemm8t_q8_0_signed);
             let exact = order == SumOrder::Reference;
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
@@ -636,6 +637,7 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
                 GgmlType::Q4K => Some(&Q4_K),
                 GgmlType::Q4_0 => Some(if exact { &Q4_0_EXACT } else { &Q4_0 }),
                 GgmlType::Q5_0 => Some(if exact { &Q5_0_EXACT } else { &Q5_0 }),
+                GgmlType::Q8_0 => Some(&Q8_0_EXACT),
                 GgmlType::Q4_1 => Some(&Q4_1),
                 GgmlType::Q5_1 => Some(&Q5_1),
                 _ => None,
