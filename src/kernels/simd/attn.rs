@@ -245,20 +245,26 @@ unsafe fn round_f16_256(x: __m256) -> __m256 {
 pub unsafe fn accumulate_512<const R: usize, const ROUND: bool>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
     // SAFETY: every acc_i and every row hold dv elements; p_i and ms_i at least v.len().
     unsafe {
+        // (no rescale in the block, always so for the f32 accumulator: no test per cell)
+        let any = rescale.iter().any(|&m| m != 0);
         let mut d0 = 0;
         while dv - d0 >= 64 {
-            acc_chunk_512::<R, 4, ROUND>(acc, d0, v, p, ms, rescale);
+            if any {
+                acc_chunk_512::<R, 4, ROUND, true>(acc, d0, v, p, ms, rescale);
+            } else {
+                acc_chunk_512::<R, 4, ROUND, false>(acc, d0, v, p, ms, rescale);
+            }
             d0 += 64;
         }
         while d0 < dv {
-            acc_chunk_512::<R, 1, ROUND>(acc, d0, v, p, ms, rescale);
+            acc_chunk_512::<R, 1, ROUND, true>(acc, d0, v, p, ms, rescale);
             d0 += 16;
         }
     }
 }
 
 #[inline(always)]
-unsafe fn acc_chunk_512<const R: usize, const W: usize, const ROUND: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+unsafe fn acc_chunk_512<const R: usize, const W: usize, const ROUND: bool, const RESCALE: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
     // SAFETY: as accumulate_512, elements d0..d0 + 16·W.
     unsafe {
         let mut r = [[_mm512_setzero_ps(); W]; R];
@@ -273,7 +279,7 @@ unsafe fn acc_chunk_512<const R: usize, const W: usize, const ROUND: bool>(acc: 
                 x[k] = _mm512_loadu_ps(row.add(d0 + 16 * k));
             }
             for i in 0..R {
-                if rescale[i] >> c & 1 == 1 {
+                if RESCALE && rescale[i] >> c & 1 == 1 {
                     let s = _mm512_set1_ps(ms[i][c]);
                     for k in 0..W {
                         r[i][k] = _mm512_mul_ps(r[i][k], s);
@@ -305,20 +311,26 @@ unsafe fn acc_chunk_512<const R: usize, const W: usize, const ROUND: bool>(acc: 
 pub unsafe fn accumulate_256<const R: usize, const ROUND: bool>(acc: [*mut f32; R], dv: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
     // SAFETY: as accumulate_512.
     unsafe {
+        // (no rescale in the block, always so for the f32 accumulator: no test per cell)
+        let any = rescale.iter().any(|&m| m != 0);
         let mut d0 = 0;
         while dv - d0 >= 16 {
-            acc_chunk_256::<R, 2, ROUND>(acc, d0, v, p, ms, rescale);
+            if any {
+                acc_chunk_256::<R, 2, ROUND, true>(acc, d0, v, p, ms, rescale);
+            } else {
+                acc_chunk_256::<R, 2, ROUND, false>(acc, d0, v, p, ms, rescale);
+            }
             d0 += 16;
         }
         while d0 < dv {
-            acc_chunk_256::<R, 1, ROUND>(acc, d0, v, p, ms, rescale);
+            acc_chunk_256::<R, 1, ROUND, true>(acc, d0, v, p, ms, rescale);
             d0 += 8;
         }
     }
 }
 
 #[inline(always)]
-unsafe fn acc_chunk_256<const R: usize, const W: usize, const ROUND: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
+unsafe fn acc_chunk_256<const R: usize, const W: usize, const ROUND: bool, const RESCALE: bool>(acc: [*mut f32; R], d0: usize, v: &[*const f32], p: [&[f32]; R], ms: [&[f32]; R], rescale: [u32; R]) {
     // SAFETY: as accumulate_256, elements d0..d0 + 8·W.
     unsafe {
         let mut r = [[_mm256_setzero_ps(); W]; R];
@@ -333,7 +345,7 @@ unsafe fn acc_chunk_256<const R: usize, const W: usize, const ROUND: bool>(acc: 
                 x[k] = _mm256_loadu_ps(row.add(d0 + 8 * k));
             }
             for i in 0..R {
-                if rescale[i] >> c & 1 == 1 {
+                if RESCALE && rescale[i] >> c & 1 == 1 {
                     let s = _mm256_set1_ps(ms[i][c]);
                     for k in 0..W {
                         r[i][k] = _mm256_mul_ps(r[i][k], s);
