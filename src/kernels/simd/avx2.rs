@@ -292,12 +292,7 @@ pub unsafe fn dot_q4_1<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_
 pub unsafe fn dot_q5_1<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     // SAFETY: forwarded contract.
     unsafe {
-        dot_unsigned_q8_1::<R, Q5_1_B>(nb, w, a, a_stride, out, out_stride, |b| {
-            let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
-            let bx = bytes_from_nibbles_32(b.add(8));
-            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(bx, hi)
-        })
+        dot_unsigned_q8_1::<R, Q5_1_B>(nb, w, a, a_stride, out, out_stride, |b| unsigned_q5(b.add(4), b.add(8)))
     }
 }
 
@@ -2336,6 +2331,18 @@ unsafe fn gemm8p<const R: usize, const AB: usize, const MIN: bool>(nb: usize, pa
     }
 }
 
+/// A Q5_0 / Q5_1 block's 32 quants as unsigned bytes (0..32): its `qh` word at `qh`, its 16
+/// nibble bytes at `qs`.
+#[inline(always)]
+unsafe fn unsigned_q5(qh: *const u8, qs: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 4 readable bytes at qh and 16 at qs; AVX2 checked by the
+    // callers.
+    unsafe {
+        let hi = _mm256_and_si256(bytes_from_bits_32(std::ptr::read_unaligned(qh as *const u32)), _mm256_set1_epi8(0x10));
+        _mm256_or_si256(bytes_from_nibbles_32(qs), hi)
+    }
+}
+
 /// Bytes of one block of a transposed 8-row Q8_0 panel ([`unpack8t_q8_0`]): the quants'
 /// magnitudes, then the quants themselves (their signs), then 8 f32 scales.
 pub(crate) const PANEL8T_Q8_0_BLOCK: usize = 544;
@@ -2382,11 +2389,7 @@ pub unsafe fn unpack8t_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 pub unsafe fn unpack8t_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        unpack8t::<Q5_0_B, false>(nb, w, w_stride, panel, |b| {
-            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
-            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
-        })
+        unpack8t::<Q5_0_B, false>(nb, w, w_stride, panel, |b| unsigned_q5(b.add(2), b.add(6)))
     }
 }
 
@@ -2476,11 +2479,7 @@ pub unsafe fn unpack8_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut
 pub unsafe fn unpack8_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        unpack8::<Q5_0_B, false>(nb, w, w_stride, panel, |b| {
-            let qh = std::ptr::read_unaligned(b.add(2) as *const u32);
-            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(bytes_from_nibbles_32(b.add(6)), hi)
-        })
+        unpack8::<Q5_0_B, false>(nb, w, w_stride, panel, |b| unsigned_q5(b.add(2), b.add(6)))
     }
 }
 
@@ -2494,11 +2493,7 @@ pub unsafe fn unpack8_q4_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut
 pub unsafe fn unpack8_q5_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe {
-        unpack8::<Q5_1_B, true>(nb, w, w_stride, panel, |b| {
-            let qh = std::ptr::read_unaligned(b.add(4) as *const u32);
-            let hi = _mm256_and_si256(bytes_from_bits_32(qh), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(bytes_from_nibbles_32(b.add(8)), hi)
-        })
+        unpack8::<Q5_1_B, true>(nb, w, w_stride, panel, |b| unsigned_q5(b.add(4), b.add(8)))
     }
 }
 
