@@ -2380,20 +2380,6 @@ unsafe fn unpack8t<const WB: usize, const SIGNED: bool>(nb: usize, w: *const u8,
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn unpack8t_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe { unpack8t::<Q4_0_B, false>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn unpack8t_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        unpack8t::<Q5_0_B, false>(nb, w, w_stride, panel, |b| unsigned_q5(b.add(2), b.add(6)))
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack8t_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
     // SAFETY: forwarded contract.
     unsafe { unpack8t::<Q8_0_B, true>(nb, w, w_stride, panel, |b| unpack_q8_0(b)) }
@@ -2469,19 +2455,26 @@ pub unsafe fn gemm8p_q8_1<const R: usize>(nb: usize, panel: *const u8, a: *const
     unsafe { gemm8p::<R, Q8_1_B, true>(nb, panel, a, a_stride, aux, out, out_stride) }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn unpack8_q4_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe { unpack8::<Q4_0_B, false>(nb, w, w_stride, panel, |b| bytes_from_nibbles_32(b.add(2))) }
+/// The two 8-row unpacks of a type whose quants are taken unsigned against Q8_0: [`unpack8`]'s
+/// (whole-block panels) and [`unpack8t`]'s (transposed, the reference's order).
+macro_rules! unpack8_pair {
+    ($u:ident, $ut:ident, $wb:expr, $quants:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $u(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+            // SAFETY: forwarded contract.
+            unsafe { unpack8::<{ $wb }, false>(nb, w, w_stride, panel, |b| $quants(b)) }
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $ut(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+            // SAFETY: forwarded contract.
+            unsafe { unpack8t::<{ $wb }, false>(nb, w, w_stride, panel, |b| $quants(b)) }
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn unpack8_q5_0(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        unpack8::<Q5_0_B, false>(nb, w, w_stride, panel, |b| unsigned_q5(b.add(2), b.add(6)))
-    }
-}
+unpack8_pair!(unpack8_q4_0, unpack8t_q4_0, Q4_0_B, |b: *const u8| bytes_from_nibbles_32(b.add(2)));
+unpack8_pair!(unpack8_q5_0, unpack8t_q5_0, Q5_0_B, |b: *const u8| unsigned_q5(b.add(2), b.add(6)));
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack8_q4_1(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
