@@ -2347,6 +2347,11 @@ unsafe fn unsigned_q5(qh: *const u8, qs: *const u8) -> __m256i {
 /// magnitudes, then the quants themselves (their signs), then 8 f32 scales.
 pub(crate) const PANEL8T_Q8_0_BLOCK: usize = 544;
 
+/// Bytes per block and offset of the scales in a transposed 8-row panel ([`unpack8t`]).
+const fn panel8t_layout(signed: bool) -> (usize, usize) {
+    if signed { (PANEL8T_Q8_0_BLOCK, 512) } else { (PANEL_BLOCK, 256) }
+}
+
 /// Unpacks 8 weight rows of `nb` blocks transposed: run `g` of a block's panel (32 bytes at `32
 /// g`) holds in 32-bit lane `j` row `j`'s quants `4g .. 4g + 4` (the reference's lane `g`) as
 /// `unpack` gives them (Q4_0 / Q5_0: unsigned; `SIGNED` (Q8_0): their magnitudes, and at 256
@@ -2356,7 +2361,7 @@ unsafe fn unpack8t<const WB: usize, const SIGNED: bool>(nb: usize, w: *const u8,
     // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * (PANEL_BLOCK or
     // PANEL8T_Q8_0_BLOCK if SIGNED) bytes at panel.
     unsafe {
-        let (block, d_at) = if SIGNED { (PANEL8T_Q8_0_BLOCK, 512) } else { (PANEL_BLOCK, 256) };
+        let (block, d_at) = panel8t_layout(SIGNED);
         for ib in 0..nb {
             let pb = panel.add(ib * block);
             let mut dh = [0u16; 8];
@@ -2394,12 +2399,12 @@ pub unsafe fn unpack8t_q8_0(nb: usize, w: *const u8, w_stride: usize, panel: *mu
 /// ((1 + 5) + (3 + 7)). The lane's integers are the reference's (its sign trick): Q4_0 / Q5_0
 /// as `maddubs` of the unsigned quants less `corr_g`; Q8_0 (`SIGNED`) as `maddubs` of the
 /// magnitudes and the activation signed by the quants. Against the per-row kernel: no
-/// unpacking, no broadcast of scales; one `maddubs` serves 8 rows.
+/// unpacking per activation row, no broadcast of scales; one `maddubs` serves 8 rows.
 #[inline(always)]
 unsafe fn gemm8t<const R: usize, const SIGNED: bool>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, aux: *const ActAux, out: *mut f32, out_stride: usize) {
     // SAFETY: see the module docs; the panel holds nb blocks; aux holds R rows of nb entries.
     unsafe {
-        let (block, d_at) = if SIGNED { (PANEL8T_Q8_0_BLOCK, 512) } else { (PANEL_BLOCK, 256) };
+        let (block, d_at) = panel8t_layout(SIGNED);
         let ones = _mm256_set1_epi16(1);
         for r in 0..R {
             let mut acc = [_mm256_setzero_ps(); 8];
