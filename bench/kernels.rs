@@ -58,7 +58,7 @@ fn main() {
             // (a multiple of 16: whole panels, and an expert stack as upstream repacks it)
             let rows = bytes / rb / 16 * 16;
             let data = random_rows(ty, rows, cols);
-            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: if experts { deepseek::quant::Repacked::of(ty, rows, true) } else { deepseek::quant::Repacked::No }, layout: deepseek::kernels::matmul::Layout::Rows };
+            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: deepseek::quant::Repacked::of(ty, rows, experts), layout: deepseek::kernels::matmul::Layout::Rows };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
             quantize_activations(&pool, ty, &x, cols, n_act, &mut act);

@@ -150,9 +150,9 @@ unsafe fn hsum_float_8(x: __m256) -> f32 {
 unsafe fn bytes_from_nibbles_32(p: *const u8) -> __m256i {
     // SAFETY: caller guarantees 16 readable bytes at p.
     unsafe {
-        let tmp = _mm_loadu_si128(p as *const __m128i);
-        let bytes = _mm256_insertf128_si256(_mm256_castsi128_si256(tmp), _mm_srli_epi16(tmp, 4), 1);
-        _mm256_and_si256(_mm256_set1_epi8(0x0f), bytes)
+        // the 16 bytes in both halves (one load), the high half's shifted by a nibble
+        let both = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
+        _mm256_and_si256(_mm256_set1_epi8(0x0f), _mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)))
     }
 }
 
@@ -430,9 +430,128 @@ macro_rules! prepped_legacy {
     };
 }
 
-prepped_legacy!(dot_q4_0_prepped, gemv_q4_0, Q4_0_B, unpack_q4_0);
-prepped_legacy!(dot_q5_0_prepped, gemv_q5_0, Q5_0_B, unpack_q5_0);
 prepped_legacy!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0);
+
+// Q4_0 / Q5_0 against a Q8_0 activation row prepared with its corrections: the weights' quants
+// taken unsigned (no sign trick: one `maddubs` of the stored quants against the activation),
+// the offset's share subtracted per 32-bit lane — the reference's integers, so its bits.
+
+/// Bytes of a Q8_0 activation row prepared with corrections ([`prep_q8_0_off`]): per block its
+/// 32 quants, then per 32-bit lane `g` `OFF · (sum of quants 4g .. 4g + 4)` (64 bytes a block);
+/// then `nb` f32 scales; padded to 64 bytes.
+pub fn prep_bytes_q8_0_off(nb: usize) -> usize {
+    (nb * 68).next_multiple_of(64)
+}
+
+/// Prepares one Q8_0 activation row (`nb` blocks at `act`) for weights whose quants are stored
+/// with an offset of `OFF` (Q4_0: 8, Q5_0: 16) into `prep` (see [`prep_bytes_q8_0_off`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn prep_q8_0_off<const OFF: i32>(nb: usize, act: *const u8, prep: *mut u8) {
+    // SAFETY: the caller provides nb blocks at act and prep_bytes_q8_0_off(nb) bytes at prep,
+    // 64-byte aligned.
+    unsafe {
+        let ds = prep.add(nb * 64) as *mut f32;
+        for ib in 0..nb {
+            let b = act.add(ib * Q8_0_B);
+            let y = load256(b.add(2));
+            let sums = mul_sum_us8_pairs(_mm256_set1_epi8(1), y);
+            _mm256_store_si256(prep.add(64 * ib) as *mut __m256i, y);
+            _mm256_store_si256(prep.add(64 * ib + 32) as *mut __m256i, _mm256_mullo_epi32(sums, _mm256_set1_epi32(OFF)));
+            *ds.add(ib) = crate::quant::f16_to_f32(std::ptr::read_unaligned(b as *const u16));
+        }
+    }
+}
+
+/// The 8 lanes of one block's integer sum: `unsigned` quants against a prepared row's block at
+/// `pa` ([`prep_q8_0_off`]), less the offset's share; as f32 (exact).
+#[inline(always)]
+unsafe fn off_block_sum(unsigned: __m256i, pa: *const u8) -> __m256 {
+    // SAFETY: the caller's prepared block (64 bytes, 32-byte aligned); AVX2 checked by the callers.
+    unsafe {
+        let qy = _mm256_load_si256(pa as *const __m256i);
+        let corr = _mm256_load_si256(pa.add(32) as *const __m256i);
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(mul_sum_us8_pairs(unsigned, qy), corr))
+    }
+}
+
+/// `P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes, `unpack` giving a block's
+/// quants unsigned) against one row prepared by [`prep_q8_0_off`]; results to `out[j]`. One
+/// ascending stream, prefetched as [`gemv_signed`]'s.
+#[inline(always)]
+unsafe fn gemv_off<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8) -> __m256i) {
+    const { assert!(P == 2 || P == 4) };
+    // SAFETY: see the module docs; prep is a prepared row of nb blocks.
+    unsafe {
+        let span = P * w_stride;
+        let lines_per_block = (P * WB).div_ceil(64);
+        let mut acc = [_mm256_setzero_ps(); P];
+        let da = prep.add(nb * 64) as *const f32;
+        for ib in 0..nb {
+            for k in 0..lines_per_block {
+                let at = (ib * lines_per_block + k) * 64;
+                if at < span {
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(PREFETCH + at) as *const i8);
+                }
+            }
+            let row = |j: usize| w.add(j * w_stride + ib * WB);
+            let h = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as u64;
+            let bits = if P == 4 { h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48 } else { h(0) | h(1) << 16 };
+            // the rows' d_w · d_a through memory: a broadcast load each, no shuffles
+            let mut ds = [0f32; 4];
+            _mm_storeu_ps(ds.as_mut_ptr(), _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm_set1_ps(*da.add(ib))));
+            for j in 0..P {
+                let q = off_block_sum(unpack(row(j)), prep.add(64 * ib));
+                acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[j]), q, acc[j]);
+            }
+        }
+        for j in 0..P {
+            *out.add(j) = hsum_float_8(acc[j]);
+        }
+    }
+}
+
+/// One weight row (`w`, `nb` blocks of `WB` bytes, `unpack` as [`gemv_off`]'s) against `R` rows
+/// prepared by [`prep_q8_0_off`] (`a + i * a_stride`); result `i` to `out + i * out_stride`.
+#[inline(always)]
+unsafe fn dot_off_prepped<const R: usize, const WB: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize, unpack: impl Fn(*const u8) -> __m256i) {
+    // SAFETY: see the module docs; `a` rows are prepared rows of nb blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let wb = w.add(ib * WB);
+            prefetch_decode::<R, WB>(wb);
+            let dw = f16_splat(wb);
+            let u = unpack(wb);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let ar = a.add(r * a_stride);
+                let d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&*(ar.add(nb * 64 + 4 * ib) as *const f32)));
+                *acc = _mm256_fmadd_ps(d, off_block_sum(u, ar.add(64 * ib)), *acc);
+            }
+        }
+        for r in 0..R {
+            *out.add(r * out_stride) = hsum_float_8(acc[r]);
+        }
+    }
+}
+
+macro_rules! prepped_off {
+    ($dot:ident, $gemv:ident, $wb:expr, $unpack:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $dot<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
+            // SAFETY: forwarded contract (rows prepared by prep_q8_0_off).
+            unsafe { dot_off_prepped::<R, { $wb }>(nb, w, a, a_stride, out, out_stride, |b| $unpack(b)) }
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $gemv<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
+            // SAFETY: forwarded contract (a row prepared by prep_q8_0_off).
+            unsafe { gemv_off::<P, { $wb }>(nb, w, w_stride, prep, out, |b| $unpack(b)) }
+        }
+    };
+}
+
+prepped_off!(dot_q4_0_prepped, gemv_q4_0, Q4_0_B, |b: *const u8| bytes_from_nibbles_32(b.add(2)));
+prepped_off!(dot_q5_0_prepped, gemv_q5_0, Q5_0_B, |b: *const u8| unsigned_q5(b.add(2), b.add(6)));
 
 // ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K
