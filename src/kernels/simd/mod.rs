@@ -624,10 +624,13 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             }
             static Q4_0: PanelFns = g!(unpack8_q4_0, gemm8p_q8_0);
             static Q5_0: PanelFns = g!(unpack8_q5_0, gemm8p_q8_0);
-            // the reference's order (`vec_dot`'s eight lanes), bit for bit
-            static Q4_0_EXACT: PanelFns = g!(unpack8t_q4_0, gemm8t_q8_0);
-            static Q5_0_EXACT: PanelFns = g!(unpack8t_q5_0, gemm8t_q8_0);
-            static Q8_0_EXACT: PanelFns = panel!(avx2, 8, 2, avx2::PANEL8T_Q8_0_BLOCK, unpack8t_q8_0, gemm8t_q8_0_signed);
+            // the reference's order (`vec_dot`'s eight lanes), bit for bit; from 9 activation
+            // rows: below, the prepared-row kernels (`BatchFns`, one weight row's unpack for up
+            // to 8 activation rows) cost less than the transposing unpack (llvm-mca, 8 rows of
+            // 8: Q5_0 170 against 200 cycles on znver3, 192 against 206 on icelake-server)
+            static Q4_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL_BLOCK, unpack8t_q4_0, gemm8t_q8_0);
+            static Q5_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL_BLOCK, unpack8t_q5_0, gemm8t_q8_0);
+            static Q8_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL8T_Q8_0_BLOCK, unpack8t_q8_0, gemm8t_q8_0_signed);
             let exact = order == SumOrder::Reference;
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
