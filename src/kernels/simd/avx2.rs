@@ -350,16 +350,20 @@ unsafe fn dot_signed_prepped<const R: usize, const WB: usize>(nb: usize, w: *con
 }
 
 /// `P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) against one prepared
-/// activation row; results to `out[j]`. The rows are one ascending stream in memory, which is
-/// prefetched `PREFETCH` bytes ahead, a few lines per block.
+/// activation row; results to `out[j]`. `OFF`: `unpack` gives a block's quants unsigned and the
+/// row was prepared by [`prep_q8_0_off`] (the offset's share subtracted per lane); else signed
+/// quants against a [`prep_q8_0`] row (the sign trick). The rows are one ascending stream in
+/// memory, which is prefetched `PREFETCH` bytes ahead, a few lines per block.
 #[inline(always)]
-unsafe fn gemv_signed<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8) -> __m256i) {
+unsafe fn gemv_prepped<const P: usize, const WB: usize, const OFF: bool>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8) -> __m256i) {
     const { assert!(P == 2 || P == 4) };
     // SAFETY: see the module docs; prep is a prepared row of nb blocks.
     unsafe {
         let span = P * w_stride;
         let lines_per_block = (P * WB).div_ceil(64);
         let lane: [__m256i; P] = std::array::from_fn(|j| _mm256_set1_epi32(j as i32));
+        let step = if OFF { 64 } else { 32 };
+        let da = prep.add(nb * step) as *const f32;
         let mut acc = [_mm256_setzero_ps(); P];
         for ib in 0..nb {
             for k in 0..lines_per_block {
@@ -372,12 +376,17 @@ unsafe fn gemv_signed<const P: usize, const WB: usize>(nb: usize, w: *const u8, 
             // the P rows' scales by one conversion, times the activation's
             let h = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as u64;
             let bits = if P == 4 { h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48 } else { h(0) | h(1) << 16 };
-            let ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm256_castps256_ps128(prepped_d(prep, nb, ib)));
+            let ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm_set1_ps(*da.add(ib)));
             let ds = _mm256_castps128_ps256(ds);
-            let qy = _mm256_load_si256(prep.add(32 * ib) as *const __m256i);
+            let pa = prep.add(step * ib);
             for j in 0..P {
                 let qx = unpack(row(j));
-                let q = _mm256_cvtepi32_ps(mul_sum_us8_pairs(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)));
+                let q = if OFF {
+                    off_block_sum(qx, pa)
+                } else {
+                    let qy = _mm256_load_si256(pa as *const __m256i);
+                    _mm256_cvtepi32_ps(mul_sum_us8_pairs(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx)))
+                };
                 acc[j] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(ds, lane[j]), q, acc[j]);
             }
         }
@@ -414,23 +423,25 @@ unsafe fn unpack_q8_0(b: *const u8) -> __m256i {
     unsafe { load256(b.add(2)) }
 }
 
-macro_rules! prepped_legacy {
-    ($dot:ident, $gemv:ident, $wb:expr, $unpack:ident) => {
+/// The prepared-row kernels of a type: `$dot` for 1–8 activation rows (`$dot_body`), `$gemv`
+/// for 2 or 4 weight rows (`gemv_prepped` with `OFF = $off`).
+macro_rules! prepped_rows {
+    ($dot:ident, $gemv:ident, $wb:expr, $unpack:expr, $dot_body:ident, $off:literal) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $dot<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
             // SAFETY: forwarded contract (prepared activation rows).
-            unsafe { dot_signed_prepped::<R, { $wb }>(nb, w, a, a_stride, out, out_stride, |b| $unpack(b)) }
+            unsafe { $dot_body::<R, { $wb }>(nb, w, a, a_stride, out, out_stride, |b| $unpack(b)) }
         }
 
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $gemv<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
             // SAFETY: forwarded contract (a prepared activation row).
-            unsafe { gemv_signed::<P, { $wb }>(nb, w, w_stride, prep, out, |b| $unpack(b)) }
+            unsafe { gemv_prepped::<P, { $wb }, $off>(nb, w, w_stride, prep, out, |b| $unpack(b)) }
         }
     };
 }
 
-prepped_legacy!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0);
+prepped_rows!(dot_q8_0_prepped, gemv_q8_0, Q8_0_B, unpack_q8_0, dot_signed_prepped, false);
 
 // Q4_0 / Q5_0 against a Q8_0 activation row prepared with its corrections: the weights' quants
 // taken unsigned (no sign trick: one `maddubs` of the stored quants against the activation),
@@ -474,43 +485,7 @@ unsafe fn off_block_sum(unsigned: __m256i, pa: *const u8) -> __m256 {
     }
 }
 
-/// `P` weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes, `unpack` giving a block's
-/// quants unsigned) against one row prepared by [`prep_q8_0_off`]; results to `out[j]`. One
-/// ascending stream, prefetched as [`gemv_signed`]'s.
-#[inline(always)]
-unsafe fn gemv_off<const P: usize, const WB: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32, unpack: impl Fn(*const u8) -> __m256i) {
-    const { assert!(P == 2 || P == 4) };
-    // SAFETY: see the module docs; prep is a prepared row of nb blocks.
-    unsafe {
-        let span = P * w_stride;
-        let lines_per_block = (P * WB).div_ceil(64);
-        let mut acc = [_mm256_setzero_ps(); P];
-        let da = prep.add(nb * 64) as *const f32;
-        for ib in 0..nb {
-            for k in 0..lines_per_block {
-                let at = (ib * lines_per_block + k) * 64;
-                if at < span {
-                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(PREFETCH + at) as *const i8);
-                }
-            }
-            let row = |j: usize| w.add(j * w_stride + ib * WB);
-            let h = |j: usize| std::ptr::read_unaligned(row(j) as *const u16) as u64;
-            let bits = if P == 4 { h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48 } else { h(0) | h(1) << 16 };
-            // the rows' d_w · d_a through memory: a broadcast load each, no shuffles
-            let mut ds = [0f32; 4];
-            _mm_storeu_ps(ds.as_mut_ptr(), _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64)), _mm_set1_ps(*da.add(ib))));
-            for j in 0..P {
-                let q = off_block_sum(unpack(row(j)), prep.add(64 * ib));
-                acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[j]), q, acc[j]);
-            }
-        }
-        for j in 0..P {
-            *out.add(j) = hsum_float_8(acc[j]);
-        }
-    }
-}
-
-/// One weight row (`w`, `nb` blocks of `WB` bytes, `unpack` as [`gemv_off`]'s) against `R` rows
+/// One weight row (`w`, `nb` blocks of `WB` bytes, its quants unsigned by `unpack`) against `R` rows
 /// prepared by [`prep_q8_0_off`] (`a + i * a_stride`); result `i` to `out + i * out_stride`.
 #[inline(always)]
 unsafe fn dot_off_prepped<const R: usize, const WB: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize, unpack: impl Fn(*const u8) -> __m256i) {
@@ -534,24 +509,8 @@ unsafe fn dot_off_prepped<const R: usize, const WB: usize>(nb: usize, w: *const 
     }
 }
 
-macro_rules! prepped_off {
-    ($dot:ident, $gemv:ident, $wb:expr, $unpack:expr) => {
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $dot<const R: usize>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
-            // SAFETY: forwarded contract (rows prepared by prep_q8_0_off).
-            unsafe { dot_off_prepped::<R, { $wb }>(nb, w, a, a_stride, out, out_stride, |b| $unpack(b)) }
-        }
-
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $gemv<const P: usize>(nb: usize, w: *const u8, w_stride: usize, prep: *const u8, out: *mut f32) {
-            // SAFETY: forwarded contract (a row prepared by prep_q8_0_off).
-            unsafe { gemv_off::<P, { $wb }>(nb, w, w_stride, prep, out, |b| $unpack(b)) }
-        }
-    };
-}
-
-prepped_off!(dot_q4_0_prepped, gemv_q4_0, Q4_0_B, |b: *const u8| bytes_from_nibbles_32(b.add(2)));
-prepped_off!(dot_q5_0_prepped, gemv_q5_0, Q5_0_B, |b: *const u8| unsigned_q5(b.add(2), b.add(6)));
+prepped_rows!(dot_q4_0_prepped, gemv_q4_0, Q4_0_B, |b: *const u8| bytes_from_nibbles_32(b.add(2)), dot_off_prepped, true);
+prepped_rows!(dot_q5_0_prepped, gemv_q5_0, Q5_0_B, |b: *const u8| unsigned_q5(b.add(2), b.add(6)), dot_off_prepped, true);
 
 // ---------------------------------------------------------------------------------------------
 // K-quants against Q8_K
