@@ -323,11 +323,12 @@ pub unsafe fn prep_q8_0(nb: usize, act: *const u8, prep: *mut u8) {
     }
 }
 
-/// The f32 scale of prepared activation block `ib` (of `nb`), broadcast.
+/// The f32 scale of prepared activation block `ib` (of `nb` blocks of `STEP` bytes: 32 for
+/// [`prep_q8_0`]'s rows, 64 for [`prep_q8_0_off`]'s), broadcast.
 #[inline(always)]
-unsafe fn prepped_d(a: *const u8, nb: usize, ib: usize) -> __m256 {
-    // SAFETY: the caller's prepared row holds nb scales after the quants.
-    unsafe { _mm256_broadcast_ss(&*(a.add(nb * 32 + 4 * ib) as *const f32)) }
+unsafe fn prepped_d<const STEP: usize>(a: *const u8, nb: usize, ib: usize) -> __m256 {
+    // SAFETY: the caller's prepared row holds nb scales after the blocks.
+    unsafe { _mm256_broadcast_ss(&*(a.add(nb * STEP + 4 * ib) as *const f32)) }
 }
 
 /// A block's f16 scale at `p`, converted exactly and broadcast to 8 lanes (a full-register
@@ -344,7 +345,7 @@ unsafe fn dot_signed_prepped<const R: usize, const WB: usize>(nb: usize, w: *con
     // SAFETY: forwarded contract; `a` rows are prepared rows of nb blocks.
     unsafe {
         dot_signed::<R, WB, __m256>(nb, w, (a, a_stride), out, out_stride, unpack, |wb| f16_splat(wb), |dw, _, ar, ib| {
-            (_mm256_load_si256(ar.add(32 * ib) as *const __m256i), _mm256_mul_ps(dw, prepped_d(ar, nb, ib)))
+            (_mm256_load_si256(ar.add(32 * ib) as *const __m256i), _mm256_mul_ps(dw, prepped_d::<32>(ar, nb, ib)))
         })
     }
 }
@@ -499,7 +500,7 @@ unsafe fn dot_off_prepped<const R: usize, const WB: usize>(nb: usize, w: *const 
             let u = unpack(wb);
             for (r, acc) in acc.iter_mut().enumerate() {
                 let ar = a.add(r * a_stride);
-                let d = _mm256_mul_ps(dw, _mm256_broadcast_ss(&*(ar.add(nb * 64 + 4 * ib) as *const f32)));
+                let d = _mm256_mul_ps(dw, prepped_d::<64>(ar, nb, ib));
                 *acc = _mm256_fmadd_ps(d, off_block_sum(u, ar.add(64 * ib)), *acc);
             }
         }

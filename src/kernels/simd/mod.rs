@@ -734,18 +734,13 @@ pub fn gemv_fns_at(level: Level, gfni: bool, ty: GgmlType) -> Option<&'static Ge
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
             macro_rules! g {
-                ($f:ident) => {
-                    GemvFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn, rows1: None }
+                ($prep:expr, $bytes:ident, $f:ident) => {
+                    GemvFns { prep: $prep as PrepFn, prep_bytes: avx2::$bytes, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn, rows1: None }
                 };
             }
-            macro_rules! g_off {
-                ($off:literal, $f:ident) => {
-                    GemvFns { prep: avx2::prep_q8_0_off::<$off> as PrepFn, prep_bytes: avx2::prep_bytes_q8_0_off, rows4: avx2::$f::<4> as GemvFn, rows2: avx2::$f::<2> as GemvFn, rows1: None }
-                };
-            }
-            static Q4_0: GemvFns = g_off!(8, gemv_q4_0);
-            static Q5_0: GemvFns = g_off!(16, gemv_q5_0);
-            static Q8_0: GemvFns = g!(gemv_q8_0);
+            static Q4_0: GemvFns = g!(avx2::prep_q8_0_off::<8>, prep_bytes_q8_0_off, gemv_q4_0);
+            static Q5_0: GemvFns = g!(avx2::prep_q8_0_off::<16>, prep_bytes_q8_0_off, gemv_q5_0);
+            static Q8_0: GemvFns = g!(avx2::prep_q8_0, prep_bytes_q8_0, gemv_q8_0);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
@@ -880,18 +875,13 @@ pub fn batch_fns_at(level: Level, ty: GgmlType) -> Option<&'static BatchFns> {
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => {
             macro_rules! b {
-                ($f:ident) => {
-                    BatchFns { prep: avx2::prep_q8_0 as PrepFn, prep_bytes: avx2::prep_bytes_q8_0, rows: table!(avx2, $f) }
+                ($prep:expr, $bytes:ident, $f:ident) => {
+                    BatchFns { prep: $prep as PrepFn, prep_bytes: avx2::$bytes, rows: table!(avx2, $f) }
                 };
             }
-            macro_rules! b_off {
-                ($off:literal, $f:ident) => {
-                    BatchFns { prep: avx2::prep_q8_0_off::<$off> as PrepFn, prep_bytes: avx2::prep_bytes_q8_0_off, rows: table!(avx2, $f) }
-                };
-            }
-            static Q4_0: BatchFns = b_off!(8, dot_q4_0_prepped);
-            static Q5_0: BatchFns = b_off!(16, dot_q5_0_prepped);
-            static Q8_0: BatchFns = b!(dot_q8_0_prepped);
+            static Q4_0: BatchFns = b!(avx2::prep_q8_0_off::<8>, prep_bytes_q8_0_off, dot_q4_0_prepped);
+            static Q5_0: BatchFns = b!(avx2::prep_q8_0_off::<16>, prep_bytes_q8_0_off, dot_q5_0_prepped);
+            static Q8_0: BatchFns = b!(avx2::prep_q8_0, prep_bytes_q8_0, dot_q8_0_prepped);
             match ty {
                 GgmlType::Q4_0 => Some(&Q4_0),
                 GgmlType::Q5_0 => Some(&Q5_0),
