@@ -4,7 +4,9 @@
 //!
 //! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [--fast] [--experts] [TYPE ...]
 //!        (--fast: the dense recipes' prefill order; default the reference's, as the MoE recipes;
-//!        --experts: the matrix multiplied as an expert stack, `quant::Repacked::of(.., true)`)
+//!        --experts: the matrix multiplied as an expert stack, `quant::Repacked::of(.., true)`;
+//!        --interleaved: a Q4_K matrix in the model's interleaved layout, as `use_extra_bufts`
+//!        loads it, `quant::interleave`)
 //!        cargo bench --bench kernels -- attention   (decode attention, one thread: ns per cell
 //!        for a GQA group of the 0.5B/1.5B models and for MLA's 16 heads, at 512 and 4096 cells)
 //! Prints GB/s of weight bytes and ns per weight row, by CPU time (the machine may be shared:
@@ -22,7 +24,7 @@ use deepseek::threads::ThreadPool;
 fn main() {
     let (mut threads, mut n_act, mut cols) = (1usize, 1usize, 2048usize);
     let mut order = deepseek::kernels::simd::SumOrder::Reference;
-    let mut experts = false;
+    let (mut experts, mut interleaved) = (false, false);
     let mut types = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -32,6 +34,7 @@ fn main() {
             "-c" => cols = it.next().unwrap().parse().unwrap(),
             "--fast" => order = deepseek::kernels::simd::SumOrder::Fast,
             "--experts" => experts = true,
+            "--interleaved" => interleaved = true,
             "--bench" => {}
             name => types.push(name.to_string()),
         }
@@ -49,7 +52,7 @@ fn main() {
         );
     }
     let pool = ThreadPool::new(threads).unwrap();
-    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s), {order:?} order{}", deepseek::kernels::simd::level(), if experts { ", expert stacks" } else { "" });
+    println!("kernels {:?}, {threads} thread(s), {n_act} activation row(s), {order:?} order{}{}", deepseek::kernels::simd::level(), if experts { ", expert stacks" } else { "" }, if interleaved { ", Q4_K interleaved" } else { "" });
     for name in types {
         let ty = (0..64u32).filter_map(GgmlType::from_u32).find(|t| t.name().eq_ignore_ascii_case(&name)).expect("type name");
         let rb = ty.row_bytes(cols).unwrap();
@@ -57,8 +60,14 @@ fn main() {
         for (label, bytes) in [("L2", 512 << 10), ("DRAM", 512 << 20)] {
             // (a multiple of 16: whole panels, and an expert stack as upstream repacks it)
             let rows = bytes / rb / 16 * 16;
-            let data = random_rows(ty, rows, cols);
-            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: deepseek::quant::Repacked::of(ty, rows, experts), layout: deepseek::kernels::matmul::Layout::Rows };
+            let mut data = random_rows(ty, rows, cols);
+            let mut layout = deepseek::kernels::matmul::Layout::Rows;
+            if interleaved && deepseek::quant::interleave::can_interleave(ty, rows) {
+                let mut to = vec![0u8; data.len()];
+                deepseek::quant::interleave::interleave_q4_k(&data, rows, cols, &mut to);
+                (data, layout) = (to, deepseek::kernels::matmul::Layout::Interleaved4);
+            }
+            let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: deepseek::quant::Repacked::of(ty, rows, experts), layout };
             let x: Vec<f32> = (0..cols * n_act).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
             let mut act = vec![0u8; activation_bytes(ty, cols, n_act)];
             quantize_activations(&pool, ty, &x, cols, n_act, &mut act);
