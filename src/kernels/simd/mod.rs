@@ -420,6 +420,12 @@ pub fn panel_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static PanelFn
     }
     match level {
         Level::Scalar => None,
+        // Q6_K: its own panel (the quants unsigned, the scales in the widening `madd`)
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx2 if ty == GgmlType::Q6K => {
+            static Q6K: PanelFns = panel!(tiled, 8, 1, tiled::Q6_BLOCK, unpack8_q6k, gemm8_q6k);
+            Some(&Q6K)
+        }
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 => per_type!(8, tiled::P8_BLOCK, unpack8, gemm8),
         // Q4_K and Q5_K: their own panels (unpacked in registers), in the tiled order

@@ -217,3 +217,112 @@ pub unsafe fn gemm8<const R: usize, const NSUB: usize, const HAS_MIN: bool>(nb: 
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// AVX2, Q6_K: 8 weight rows, the quants unsigned
+
+/// Offsets in one block of an 8-row Q6_K panel: 64 groups × 8 rows × 4 bytes `w + 32` (0..63),
+/// then per sub-block the rows' scales as i16 pairs (lanes 2j, 2j + 1: row j's scale twice),
+/// then per pair of sub-blocks `p` the rows' scales of sub-blocks 2p (low i16) and 2p + 1 (high),
+/// then the rows' `d`.
+const Q6_SC: usize = 64 * 32;
+const Q6_SC2: usize = Q6_SC + 16 * 32;
+const Q6_D: usize = Q6_SC2 + 8 * 32;
+pub(crate) const Q6_BLOCK: usize = Q6_D + 32;
+
+/// Unpacks 8 Q6_K rows (`w + j * w_stride`, `nb` blocks) into a panel of `nb * Q6_BLOCK` bytes
+/// for [`gemm8_q6k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn unpack8_q6k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
+    let bb = GgmlType::Q6K.block_bytes();
+    // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * Q6_BLOCK bytes at panel.
+    unsafe {
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6_BLOCK);
+            for j in 0..8 {
+                let t = unpack(GgmlType::Q6K, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
+                for (k, g) in t.w.as_chunks::<4>().0.iter().enumerate() {
+                    std::ptr::write_unaligned(pb.add(32 * k + 4 * j) as *mut u32, u32::from_le_bytes(g.map(|v| (v + 32) as u8)));
+                }
+                // (Q6_K's scales are i8: exact as i16)
+                let sc = t.sc.map(|s| s as i16 as u16 as u32);
+                for s in 0..16 {
+                    std::ptr::write_unaligned(pb.add(Q6_SC + 32 * s + 4 * j) as *mut u32, sc[s] | sc[s] << 16);
+                }
+                for p in 0..8 {
+                    std::ptr::write_unaligned(pb.add(Q6_SC2 + 32 * p + 4 * j) as *mut u32, sc[2 * p] | sc[2 * p + 1] << 16);
+                }
+                *(pb.add(Q6_D + 4 * j) as *mut f32) = t.d;
+            }
+        }
+    }
+}
+
+/// An 8-row Q6_K panel ([`unpack8_q6k`]) × `R` Q8_K activation rows: result (i, j) to
+/// `out + i * out_stride + j`, in the tiled matmul's order (bit for bit [`gemm8`]'s). The quants
+/// go unsigned (`w + 32`) into `maddubs`, two groups' products added in 16 bits (at most
+/// 2 · 2 · 63 · 128 < 2^15), scaled by the sub-block's scale in the `madd` that widens them;
+/// `32 · Σ_s scale_s · bsum_s` (the offset) is taken off the block's sum, one `madd` per pair of
+/// sub-blocks against the activation's 16-sums: `s1` exact in 32 bits, as the reference's.
+/// Per 32 products one `maddubs`, half an add and a `madd` (the generic panel: two sign
+/// operations, `maddubs`, `madd` by ones and an add, then `vpmulld` per sub-block).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn gemm8_q6k<const R: usize>(nb: usize, panel: *const u8, a: *const u8, a_stride: usize, _aux: *const super::ActAux, out: *mut f32, out_stride: usize) {
+    // SAFETY: the panel holds nb blocks of Q6_BLOCK bytes; a holds R rows of nb Q8_K blocks.
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); R];
+        for ib in 0..nb {
+            let pb = panel.add(ib * Q6_BLOCK);
+            let d = _mm256_loadu_ps(pb.add(Q6_D) as *const f32);
+            let mut r0 = 0;
+            while r0 < R {
+                let ar = a.add(r0 * a_stride + ib * Q8_K_B);
+                match R - r0 {
+                    1 => q6k8_rows::<1>(pb, ar, a_stride, d, &mut acc[r0..]),
+                    2 => q6k8_rows::<2>(pb, ar, a_stride, d, &mut acc[r0..]),
+                    3 => q6k8_rows::<3>(pb, ar, a_stride, d, &mut acc[r0..]),
+                    _ => q6k8_rows::<4>(pb, ar, a_stride, d, &mut acc[r0..]),
+                }
+                r0 += 4;
+            }
+        }
+        for r in 0..R {
+            _mm256_storeu_ps(out.add(r * out_stride), acc[r]);
+        }
+    }
+}
+
+/// One block of an 8-row Q6_K panel (`pb`, the rows' `d` in `d`) × `N` Q8_K blocks
+/// (`ab + i * a_stride`), added to `acc[i]` (see [`gemm8_q6k`]).
+#[inline(always)]
+unsafe fn q6k8_rows<const N: usize>(pb: *const u8, ab: *const u8, a_stride: usize, d: __m256, acc: &mut [__m256]) {
+    // SAFETY: the caller's panel block and N activation blocks; AVX2 checked by the caller.
+    unsafe {
+        let row = |i: usize| ab.add(i * a_stride);
+        let y4 = |i: usize, k: usize| _mm256_set1_epi32(std::ptr::read_unaligned(row(i).add(4 + 4 * k) as *const i32));
+        let mut s1 = [_mm256_setzero_si256(); N];
+        for s in 0..16 {
+            let sc = _mm256_loadu_si256(pb.add(Q6_SC + 32 * s) as *const __m256i);
+            for h in 0..2 {
+                let k = 4 * s + 2 * h;
+                let (w0, w1) = (_mm256_loadu_si256(pb.add(32 * k) as *const __m256i), _mm256_loadu_si256(pb.add(32 * k + 32) as *const __m256i));
+                for i in 0..N {
+                    let p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, y4(i, k)), _mm256_maddubs_epi16(w1, y4(i, k + 1)));
+                    s1[i] = _mm256_add_epi32(s1[i], _mm256_madd_epi16(p, sc));
+                }
+            }
+        }
+        for i in 0..N {
+            // the offset: 32 · Σ_s scale_s · bsum_s
+            let mut c = _mm256_setzero_si256();
+            for p in 0..8 {
+                let bs = _mm256_set1_epi32(std::ptr::read_unaligned(row(i).add(Q8_K_BSUMS + 4 * p) as *const i32));
+                c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_loadu_si256(pb.add(Q6_SC2 + 32 * p) as *const __m256i), bs));
+            }
+            let s = _mm256_sub_epi32(s1[i], _mm256_slli_epi32::<5>(c));
+            let res = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s));
+            let da = std::ptr::read_unaligned(row(i) as *const f32);
+            acc[i] = _mm256_fmadd_ps(res, _mm256_set1_ps(da), acc[i]);
+        }
+    }
+}
