@@ -321,10 +321,11 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             // (a tinyBLAS product takes panels only where they sum in tinyBLAS's order)
             let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference && !simd::panel_is_sgemm_exact(simd::level(), w.ty);
             panels = if rp == quant::Repacked::Tiled && gemm_rows > 0 {
-                // every row in the tiled matmul's order: from 9 rows where per-row kernels take
-                // that order too (as the K-quant panels: unpacking pays from two tiles of rows)
+                // every row in the tiled matmul's order: from the panel's own minimum where it
+                // has one (AVX2 Q6_K: 8), else from 9 rows where per-row kernels take that order
+                // too (as the K-quant panels: unpacking pays from two tiles of rows)
                 let from = if simd::dot_fns_tiled(w.ty).is_some() { TILE + 1 } else { 1 };
-                simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= g.min_act_rows.max(from))
+                simd::panel_fns_tiled(w.ty).filter(|g| gemm_rows >= if g.min_act_rows > 1 { g.min_act_rows } else { from })
             } else if gemv_only {
                 // (the panels that sum in the GEMV's order)
                 simd::panel_fns_gemv(w.ty).filter(|g| n_rows >= g.min_act_rows)

@@ -2595,7 +2595,7 @@ pub(crate) const Q4K_PANEL8_BLOCK: usize = Q4K8_D + 64;
 
 /// 8 × 8 transpose of 32-bit lanes: lane `k` of `r[j]` to lane `j` of the result's `k`.
 #[inline(always)]
-unsafe fn transpose8x32(r: [__m256i; 8]) -> [__m256i; 8] {
+pub(crate) unsafe fn transpose8x32(r: [__m256i; 8]) -> [__m256i; 8] {
     // SAFETY: register-only AVX2 intrinsics; the callers checked AVX2.
     unsafe {
         let t: [__m256i; 8] = std::array::from_fn(|i| {

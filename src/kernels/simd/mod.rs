@@ -423,7 +423,7 @@ pub fn panel_fns_tiled_at(level: Level, ty: GgmlType) -> Option<&'static PanelFn
         // Q6_K: its own panel (the quants unsigned, the scales in the widening `madd`)
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 if ty == GgmlType::Q6K => {
-            static Q6K: PanelFns = panel!(tiled, 8, 1, tiled::Q6_BLOCK, unpack8_q6k, gemm8_q6k);
+            static Q6K: PanelFns = panel!(tiled, 8, 8, tiled::Q6_BLOCK, unpack8_q6k, gemm8_q6k);
             Some(&Q6K)
         }
         #[cfg(target_arch = "x86_64")]

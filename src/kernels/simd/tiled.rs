@@ -231,29 +231,73 @@ const Q6_D: usize = Q6_SC2 + 8 * 32;
 pub(crate) const Q6_BLOCK: usize = Q6_D + 32;
 
 /// Unpacks 8 Q6_K rows (`w + j * w_stride`, `nb` blocks) into a panel of `nb * Q6_BLOCK` bytes
-/// for [`gemm8_q6k`].
+/// for [`gemm8_q6k`]: per 32 quants of the 8 rows (as the row kernels build them) one 8 × 8
+/// transpose of 32-bit lanes, the scales widened and transposed likewise (the reference's
+/// `quant::tiled::unpack` and a scatter per row took 40 ns per row and block, more than the
+/// products against 8 activation rows).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn unpack8_q6k(nb: usize, w: *const u8, w_stride: usize, panel: *mut u8) {
-    let bb = GgmlType::Q6K.block_bytes();
+    const BB: usize = GgmlType::Q6K.block_bytes();
     // SAFETY: the caller guarantees 8 rows of nb blocks at w and nb * Q6_BLOCK bytes at panel.
     unsafe {
+        let (m4, m30) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+        // each 32-bit lane's i16 0 (`dup_lo`) or 1 (`dup_hi`) in both of its halves
+        let (lo0, lo1) = (0x0504_0504_0100_0100, 0x0d0c_0d0c_0908_0908);
+        let dup_lo = _mm256_set_epi64x(lo1, lo0, lo1, lo0);
+        let (hi0, hi1) = (0x0706_0706_0302_0302, 0x0f0e_0f0e_0b0a_0b0a);
+        let dup_hi = _mm256_set_epi64x(hi1, hi0, hi1, hi0);
         for ib in 0..nb {
-            let pb = panel.add(ib * Q6_BLOCK);
-            for j in 0..8 {
-                let t = unpack(GgmlType::Q6K, std::slice::from_raw_parts(w.add(j * w_stride + ib * bb), bb));
-                for (k, g) in t.w.as_chunks::<4>().0.iter().enumerate() {
-                    std::ptr::write_unaligned(pb.add(32 * k + 4 * j) as *mut u32, u32::from_le_bytes(g.map(|v| (v + 32) as u8)));
+            // the next 8 rows' lines that fall to this block, in ascending order (the rows are
+            // one stream in memory; eight short row streams leave the hardware prefetcher
+            // behind), as `avx512::prefetch_next_panel`
+            let lines = (8 * BB).div_ceil(64);
+            for k in 0..lines {
+                let at = (ib * lines + k) * 64;
+                if at < 8 * w_stride {
+                    // SAFETY: a prefetch never faults, wherever it points.
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(8 * w_stride + at) as *const i8);
                 }
-                // (Q6_K's scales are i8: exact as i16)
-                let sc = t.sc.map(|s| s as i16 as u16 as u32);
-                for s in 0..16 {
-                    std::ptr::write_unaligned(pb.add(Q6_SC + 32 * s + 4 * j) as *mut u32, sc[s] | sc[s] << 16);
-                }
-                for p in 0..8 {
-                    std::ptr::write_unaligned(pb.add(Q6_SC2 + 32 * p + 4 * j) as *mut u32, sc[2 * p] | sc[2 * p + 1] << 16);
-                }
-                *(pb.add(Q6_D + 4 * j) as *mut f32) = t.d;
             }
+            let pb = panel.add(ib * Q6_BLOCK);
+            let mut rb = [w; 8];
+            for (j, r) in rb.iter_mut().enumerate() {
+                *r = w.add(j * w_stride + ib * BB);
+            }
+            let mut q = [_mm256_setzero_si256(); 8];
+            for n in 0..2 {
+                for s in 0..4 {
+                    for j in 0..8 {
+                        let ql = _mm256_loadu_si256(rb[j].add(64 * n + 32 * (s % 2)) as *const __m256i);
+                        let low = if s < 2 { _mm256_and_si256(ql, m4) } else { _mm256_and_si256(_mm256_srli_epi16::<4>(ql), m4) };
+                        // bits 2s, 2s + 1 of each qh byte to bits 4, 5
+                        let qh = _mm256_loadu_si256(rb[j].add(128 + 32 * n) as *const __m256i);
+                        let high = match s {
+                            0 => _mm256_slli_epi16::<4>(qh),
+                            1 => _mm256_slli_epi16::<2>(qh),
+                            2 => qh,
+                            _ => _mm256_srli_epi16::<2>(qh),
+                        };
+                        q[j] = _mm256_or_si256(low, _mm256_and_si256(high, m30));
+                    }
+                    let g = 4 * n + s;
+                    for (m, v) in super::avx2::transpose8x32(q).into_iter().enumerate() {
+                        _mm256_storeu_si256(pb.add(32 * (8 * g + m)) as *mut __m256i, v);
+                    }
+                }
+            }
+            // the scales: row j's sub-blocks 2p, 2p + 1 as 32-bit lane p, transposed
+            let mut sc = [_mm256_setzero_si256(); 8];
+            let mut dh = [0u16; 8];
+            for j in 0..8 {
+                sc[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(rb[j].add(192) as *const __m128i));
+                dh[j] = std::ptr::read_unaligned(rb[j].add(208) as *const u16);
+            }
+            for (p, v) in super::avx2::transpose8x32(sc).into_iter().enumerate() {
+                _mm256_storeu_si256(pb.add(Q6_SC2 + 32 * p) as *mut __m256i, v);
+                _mm256_storeu_si256(pb.add(Q6_SC + 32 * (2 * p)) as *mut __m256i, _mm256_shuffle_epi8(v, dup_lo));
+                _mm256_storeu_si256(pb.add(Q6_SC + 32 * (2 * p + 1)) as *mut __m256i, _mm256_shuffle_epi8(v, dup_hi));
+            }
+            _mm256_storeu_ps(pb.add(Q6_D) as *mut f32, _mm256_cvtph_ps(_mm_loadu_si128(dh.as_ptr() as *const __m128i)));
         }
     }
 }
