@@ -915,12 +915,17 @@ unsafe fn r4_block_sums(s: __m256i, p01: __m256i, p23: __m256i) -> (__m128i, __m
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const u8, a: *const u8, a_stride: usize, out: *mut f32, out_stride: usize) {
     const G: usize = 4 * Q4_K_B;
+    // activation rows taken two at a time in the GEMM order ([`r4_gemm_pair`])
+    let pairs = if GEMM { R / 2 } else { 0 };
     // SAFETY: one interleaved group of nb blocks at w; R rows of nb Q8_K blocks at a; outputs
     // (t, 0..4) at out.
     unsafe {
         let masks = r4_masks();
         let mut acc_s = [_mm_setzero_ps(); R];
         let mut acc_m = [_mm_setzero_ps(); R];
+        // the pairs' accumulators: activation row 2p in the low half, 2p + 1 in the high
+        let mut acc_s2 = [_mm256_setzero_ps(); 2];
+        let mut acc_m2 = [_mm256_setzero_ps(); 2];
         for ib in 0..nb {
             let b = w.add(ib * G);
             let (sc, mn01, mn23) = r4_scales_mins(b);
@@ -928,13 +933,31 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
             // every activation row's chunk sums, the weights unpacked once for all
             let y: [*const u8; R] = std::array::from_fn(|t| a.add(t * a_stride + ib * Q8_K_B + 4));
             let chunks = [0, 1, 2, 3].map(|c| r4_chunk::<R>(b, y, c, sc, &masks));
-            for t in 0..R {
+            if pairs > 0 {
+                // per chunk c, each row's two mins of it (a 32-bit lane), rows 0..4 in both halves
+                // (loops, not closures: a closure would not inherit the target features)
+                let mut mnc = [_mm256_setzero_si256(); 4];
+                for (c, m) in mnc.iter_mut().enumerate() {
+                    let i = c as i32;
+                    let idx = _mm256_setr_epi32(i, 4 + i, i, 4 + i, i, 4 + i, i, 4 + i);
+                    *m = _mm256_unpacklo_epi64(_mm256_permutevar8x32_epi32(mn01, idx), _mm256_permutevar8x32_epi32(mn23, idx));
+                }
+                let (d2, dmin2) = (_mm256_permute2f128_ps::<0x00>(dd, dd), _mm256_permute2f128_ps::<0x11>(dd, dd));
+                for p in 0..pairs {
+                    let ab = a.add(2 * p * a_stride + ib * Q8_K_B);
+                    let mut sums = [_mm256_setzero_si256(); 4];
+                    for (c, s) in sums.iter_mut().enumerate() {
+                        *s = _mm256_hadd_epi32(chunks[c][2 * p], chunks[c][2 * p + 1]);
+                    }
+                    (acc_s2[p], acc_m2[p]) = r4_gemm_pair(sums, &mnc, d2, dmin2, ab, a_stride, acc_s2[p], acc_m2[p]);
+                }
+            }
+            for t in 2 * pairs..R {
                 let ab = a.add(t * a_stride + ib * Q8_K_B);
                 let yd = _mm_set1_ps(f32_at(ab));
                 let (ds, dm) = (_mm_mul_ps(_mm256_castps256_ps128(dd), yd), _mm_mul_ps(_mm256_extractf128_ps(dd, 1), yd));
                 // the activation's 8 group sums (i16) in both halves
-                let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
-                let g8 = _mm256_broadcastsi128_si256(_mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+                let g8 = _mm256_broadcastsi128_si256(r4_group_sums(ab));
                 // lane c of each row: the mins' part of chunk c (groups 2c, 2c + 1)
                 let (p01, p23) = (_mm256_madd_epi16(mn01, g8), _mm256_madd_epi16(mn23, g8));
                 let sumi: [__m256i; 4] = std::array::from_fn(|c| chunks[c][t]);
@@ -965,9 +988,51 @@ pub unsafe fn dot_q4_k_r4<const R: usize, const GEMM: bool>(nb: usize, w: *const
                 }
             }
         }
-        for t in 0..R {
+        for p in 0..pairs {
+            let r = _mm256_sub_ps(acc_s2[p], acc_m2[p]);
+            _mm_storeu_ps(out.add(2 * p * out_stride), _mm256_castps256_ps128(r));
+            _mm_storeu_ps(out.add((2 * p + 1) * out_stride), _mm256_extractf128_ps(r, 1));
+        }
+        for t in 2 * pairs..R {
             _mm_storeu_ps(out.add(t * out_stride), _mm_sub_ps(acc_s[t], acc_m[t]));
         }
+    }
+}
+
+/// The 8 group sums (i16) of the Q8_K block at `ab`.
+#[inline(always)]
+unsafe fn r4_group_sums(ab: *const u8) -> __m128i {
+    // SAFETY: a whole Q8_K block at ab; AVX2 checked by the callers.
+    unsafe {
+        let pairs = _mm256_madd_epi16(load256(ab.add(4 + QK_K)), _mm256_set1_epi16(1));
+        _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1))
+    }
+}
+
+/// One block of [`dot_q4_k_r4`]'s GEMM order for two activation rows at once (`ab`, `ab +
+/// a_stride`: lanes 0..4 the first's rows 0..4, lanes 4..8 the second's), the same FMAs as one
+/// row at a time, half as many instructions: `sums[c]` is `vphaddd` of the two rows' chunk `c`
+/// ([first r0, r1, second r0, r1 | first r2, r3, second r2, r3]); `mnc[c]` the group's mins of
+/// chunk `c` (rows 0..4 in both halves), `d2` / `dmin2` the rows' `d` / `dmin` in both halves.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn r4_gemm_pair(sums: [__m256i; 4], mnc: &[__m256i; 4], d2: __m256, dmin2: __m256, ab: *const u8, a_stride: usize, mut acc_s: __m256, mut acc_m: __m256) -> (__m256, __m256) {
+    // SAFETY: two whole Q8_K blocks at ab and ab + a_stride; AVX2 checked by the callers.
+    unsafe {
+        let ab1 = ab.add(a_stride);
+        let yd = _mm256_set_m128(_mm_set1_ps(f32_at(ab1)), _mm_set1_ps(f32_at(ab)));
+        let (ds, dm) = (_mm256_mul_ps(d2, yd), _mm256_mul_ps(dmin2, yd));
+        // the two rows' group sums, the first's in the low half
+        let gg = _mm256_set_m128i(r4_group_sums(ab1), r4_group_sums(ab));
+        let gc = [_mm256_shuffle_epi32::<0x00>(gg), _mm256_shuffle_epi32::<0x55>(gg), _mm256_shuffle_epi32::<0xaa>(gg), _mm256_shuffle_epi32::<0xff>(gg)];
+        for c in 0..4 {
+            // [first r0..r4 | second r0..r4]
+            let isum = _mm256_permute4x64_epi64::<0b11_01_10_00>(sums[c]);
+            let imin = _mm256_madd_epi16(mnc[c], gc[c]);
+            acc_s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ds, acc_s);
+            acc_m = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm, acc_m);
+        }
+        (acc_s, acc_m)
     }
 }
 
