@@ -470,6 +470,14 @@ impl Vocab {
     /// The part of upstream's `load` after the tokenizer exists: newline, special ids, flags,
     /// auto-detection by text, end-of-generation set, caches, per-model attributes.
     fn finish_load(&mut self, f: &GgufFile) -> Result<(), String> {
+        /// Which bytes begin one of `lists`' names.
+        fn first_bytes(lists: &[&[&str]]) -> [bool; 256] {
+            let mut first = [false; 256];
+            for name in lists.iter().flat_map(|l| l.iter()) {
+                first[name.as_bytes()[0] as usize] = true;
+            }
+            first
+        }
         let n = self.tokens.len();
         let null = LLAMA_TOKEN_NULL;
 
@@ -577,9 +585,15 @@ impl Vocab {
             const FIM_PAD: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
             const FIM_REP: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
             const FIM_SEP: &[&str] = &["<|file_sep|>"];
+            // (a token whose first byte starts none of the names matches none: most of a
+            // 150k-token vocabulary is skipped without comparing it to each name)
+            let first = first_bytes(&[EOT, EOM, FIM_PRE, FIM_SUF, FIM_MID, FIM_PAD, FIM_REP, FIM_SEP]);
             let ids = &mut self.ids;
             for &i in &order {
                 let tok = &mut self.tokens[i];
+                if !tok.text.as_bytes().first().is_some_and(|&b| first[b as usize]) {
+                    continue;
+                }
                 let slots: [(&mut i32, &[&str]); 8] = [
                     (&mut ids.eot, EOT),
                     (&mut ids.eom, EOM),
@@ -620,9 +634,10 @@ impl Vocab {
                     eog.insert(id);
                 }
             }
+            let first = first_bytes(&[EOG]);
             for &i in &order {
                 let tok = &mut self.tokens[i];
-                if EOG.contains(&tok.text.as_str()) {
+                if tok.text.as_bytes().first().is_some_and(|&b| first[b as usize]) && EOG.contains(&tok.text.as_str()) {
                     eog.insert(i as i32);
                     force_control(tok, i);
                 }

@@ -170,18 +170,42 @@ pub static BYTE_TO_CPT: Lazy<[u32; 256]> = Lazy::new(|| {
     t
 });
 
+/// [`BYTE_TO_CPT`] inverted: for each codepoint below 0x144, its byte + 1, or 0 (a constant
+/// table: `cpt_to_byte` runs for every character of every token at load, where a search of
+/// the 256 entries took a third of the vocabulary's load).
+static CPT_TO_BYTE: Lazy<[u16; 0x144]> = Lazy::new(|| {
+    let mut t = [0u16; 0x144];
+    for (b, &c) in BYTE_TO_CPT.iter().enumerate() {
+        t[c as usize] = b as u16 + 1;
+    }
+    t
+});
+
 /// Inverse of [`BYTE_TO_CPT`] (`unicode_utf8_to_byte`); None for codepoints outside its image.
 #[inline]
 pub fn cpt_to_byte(cpt: u32) -> Option<u8> {
-    if cpt >= 0x144 {
-        return None;
+    match CPT_TO_BYTE.get(cpt as usize) {
+        Some(&b) if b > 0 => Some((b - 1) as u8),
+        _ => None,
     }
-    BYTE_TO_CPT.iter().position(|&c| c == cpt).map(|b| b as u8)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table inverts BYTE_TO_CPT exactly: every byte back from its codepoint, and no other
+    /// codepoint below 0x200 maps to a byte.
+    #[test]
+    fn cpt_to_byte_inverts_the_byte_table() {
+        for b in 0..=255u8 {
+            assert_eq!(cpt_to_byte(BYTE_TO_CPT[b as usize]), Some(b));
+        }
+        for c in 0..0x200u32 {
+            let want = BYTE_TO_CPT.iter().position(|&x| x == c).map(|b| b as u8);
+            assert_eq!(cpt_to_byte(c), want, "codepoint {c:#x}");
+        }
+    }
 
     #[test]
     fn decode_like_upstream() {
