@@ -1004,24 +1004,6 @@ unsafe fn dot_q6_k_any<const R: usize, const PREPPED: bool, const TILED: bool>(n
 /// (padded to 64 bytes).
 pub(crate) const PANEL_BLOCK: usize = 8 * 64 + 64;
 
-/// While a panel's block `ib` is unpacked from 16 rows (`w + j * w_stride`, blocks of `WB`
-/// bytes): prefetches the lines of the next 16 rows that fall to this block, in ascending
-/// order. The rows are one stream in memory (a chunk is one panel or a few), and sixteen short
-/// interleaved row streams leave the hardware prefetcher behind: with this, 8-sequence batched
-/// decode of the 0.5B model (Q5_0/Q8_0 panels) went from 236 to 330 tokens/s.
-#[inline(always)]
-unsafe fn prefetch_next_panel<const WB: usize>(w: *const u8, w_stride: usize, ib: usize) {
-    let span = 16 * w_stride;
-    let lines_per_block = (16 * WB).div_ceil(64);
-    for k in 0..lines_per_block {
-        let at = (ib * lines_per_block + k) * 64;
-        if at < span {
-            // SAFETY: a prefetch never faults, wherever it points.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(span + at) as *const i8) };
-        }
-    }
-}
-
 /// Unpacks 16 weight rows (`w + j * w_stride`, `nb` blocks of `WB` bytes) into a panel;
 /// `unpack(block)` gives the block's 32 quants, unsigned.
 #[inline(always)]
@@ -1030,7 +1012,7 @@ unsafe fn unpack16<const WB: usize>(nb: usize, w: *const u8, w_stride: usize, pa
     // panel.
     unsafe {
         for ib in 0..nb {
-            prefetch_next_panel::<WB>(w, w_stride, ib);
+            super::avx2::prefetch_next_panel::<16, WB>(w, w_stride, ib);
             let pb = panel.add(ib * PANEL_BLOCK);
             // the scales stay f16 here: gathering them in a local array and loading that as a
             // vector would stall on store forwarding every block
@@ -1474,7 +1456,7 @@ pub unsafe fn unpack16_q6_k(nb: usize, w: *const u8, w_stride: usize, panel: *mu
     unsafe {
         let (m4, m3) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x03));
         for ib in 0..nb {
-            prefetch_next_panel::<Q6_K_B>(w, w_stride, ib);
+            super::avx2::prefetch_next_panel::<16, Q6_K_B>(w, w_stride, ib);
             let pb = panel.add(ib * Q6K_PANEL_BLOCK);
             let row = |j: usize| w.add(j * w_stride + ib * Q6_K_B);
             for g in 0..8 {

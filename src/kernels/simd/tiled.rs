@@ -247,17 +247,7 @@ pub unsafe fn unpack8_q6k(nb: usize, w: *const u8, w_stride: usize, panel: *mut 
         let (hi0, hi1) = (0x0706_0706_0302_0302, 0x0f0e_0f0e_0b0a_0b0a);
         let dup_hi = _mm256_set_epi64x(hi1, hi0, hi1, hi0);
         for ib in 0..nb {
-            // the next 8 rows' lines that fall to this block, in ascending order (the rows are
-            // one stream in memory; eight short row streams leave the hardware prefetcher
-            // behind), as `avx512::prefetch_next_panel`
-            let lines = (8 * BB).div_ceil(64);
-            for k in 0..lines {
-                let at = (ib * lines + k) * 64;
-                if at < 8 * w_stride {
-                    // SAFETY: a prefetch never faults, wherever it points.
-                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add(8 * w_stride + at) as *const i8);
-                }
-            }
+            super::avx2::prefetch_next_panel::<8, BB>(w, w_stride, ib);
             let pb = panel.add(ib * Q6_BLOCK);
             let mut rb = [w; 8];
             for (j, r) in rb.iter_mut().enumerate() {
