@@ -1,0 +1,7 @@
+//! Chat formats for deepseek's server and CLI: a conversation rendered by the model's Jinja
+//! chat template as Hugging Face and llama-server render it, the tool-call formats parsed out
+//! of what the model writes, and its reasoning (`<think>`) split from its answer.
+
+pub mod jinja;
+pub mod pyjson;
+mod time;
