@@ -3,5 +3,7 @@
 //! of what the model writes, and its reasoning (`<think>`) split from its answer.
 
 pub mod jinja;
+pub mod messages;
+pub mod template;
 pub mod pyjson;
 mod time;

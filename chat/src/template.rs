@@ -1,0 +1,359 @@
+//! A model's chat template applied to a conversation as llama-server applies it (`--jinja`):
+//! what the template can do is probed once (its capabilities), the conversation is adapted to
+//! what it cannot (a system message merged into the first user turn, string or typed content,
+//! tool-call arguments as objects), and the context holds what Hugging Face templates expect
+//! plus upstream's extras (`enable_thinking`, `date_string`, `chat_template_kwargs` spread in).
+
+use serde_json::{json, Map, Value};
+
+use crate::jinja::{Limits, Template, TemplateError};
+use crate::messages::{concat_parts, tools_json, Message, Tool};
+
+/// What a template does with what it is given, found by rendering probe conversations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    pub supports_tools: bool,
+    pub supports_tool_calls: bool,
+    pub supports_system_role: bool,
+    pub supports_parallel_tool_calls: bool,
+    pub supports_preserve_reasoning: bool,
+    pub supports_reasoning_effort: bool,
+    pub supports_string_content: bool,
+    pub supports_typed_content: bool,
+    pub supports_object_arguments: bool,
+}
+
+impl Caps {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "supports_object_arguments": self.supports_object_arguments,
+            "supports_parallel_tool_calls": self.supports_parallel_tool_calls,
+            "supports_preserve_reasoning": self.supports_preserve_reasoning,
+            "supports_reasoning_effort": self.supports_reasoning_effort,
+            "supports_string_content": self.supports_string_content,
+            "supports_system_role": self.supports_system_role,
+            "supports_tool_calls": self.supports_tool_calls,
+            "supports_tools": self.supports_tools,
+            "supports_typed_content": self.supports_typed_content,
+        })
+    }
+}
+
+/// How a trailing assistant message is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Continuation {
+    /// It is a finished turn.
+    None,
+    /// It is continued: rendered without its end, generation goes on from its text.
+    #[default]
+    Auto,
+}
+
+/// One rendering's inputs.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    pub messages: Vec<Message>,
+    pub tools: Vec<Tool>,
+    pub add_generation_prompt: bool,
+    pub enable_thinking: bool,
+    /// `chat_template_kwargs` (already JSON values).
+    pub kwargs: Map<String, Value>,
+    pub reasoning_effort: Option<String>,
+    pub continuation: Continuation,
+}
+
+impl Default for Inputs {
+    fn default() -> Inputs {
+        Inputs { messages: Vec::new(), tools: Vec::new(), add_generation_prompt: true, enable_thinking: true, kwargs: Map::new(), reasoning_effort: None, continuation: Continuation::Auto }
+    }
+}
+
+/// The rendered prompt, and what the continuation left to be generated after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    pub prompt: String,
+    /// The generation prompt alone: what add_generation_prompt adds to the conversation.
+    pub generation_prompt: String,
+}
+
+/// A template with its special tokens and capabilities.
+#[derive(Clone, Debug)]
+pub struct ChatTemplate {
+    pub jinja: Template,
+    pub bos_token: String,
+    pub eos_token: String,
+    /// The model adds BOS / EOS itself: a rendered one at the start / end is removed.
+    pub add_bos: bool,
+    pub add_eos: bool,
+    pub caps: Caps,
+}
+
+const STRING_MARKER: &str = "STRING_MARKER";
+const REASONING_MARKER: &str = "<REASONING_CONTENT_PLACEHOLDER>";
+
+fn probe(t: &Template, messages: Value, tools: Option<Value>, extra: &[(&str, Value)]) -> Option<String> {
+    let mut ctx = json!({"messages": messages, "bos_token": "", "eos_token": "", "add_generation_prompt": true, "tools": tools.unwrap_or(json!([]))});
+    for (k, v) in extra {
+        ctx[*k] = v.clone();
+    }
+    t.render(&ctx).ok()
+}
+
+fn probe_tools() -> Value {
+    json!([{"name": "tool", "type": "function", "function": {"name": "tool1", "description": "Tool description", "parameters": {"type": "object", "properties": {"arg": {"type": "string", "description": "Arg description"}}, "required": ["arg"]}}}])
+}
+
+fn probe_call_convo(args: Value, calls: usize) -> Value {
+    let call = |n: usize| json!({"id": format!("call0000{n}"), "type": "function", "function": {"name": "tool1", "arguments": args.clone()}});
+    json!([
+        {"role": "user", "content": "User message"},
+        {"role": "assistant", "content": "", "tool_calls": (1..=calls).map(call).collect::<Vec<_>>()},
+        {"role": "tool", "content": "Tool response", "tool_call_id": "call00001"},
+        {"role": "assistant", "content": "The tool response was 'tool response'"},
+        {"role": "user", "content": "User message"},
+    ])
+}
+
+impl Caps {
+    /// Probes `t` with upstream's probe conversations; a value's "use" is judged by its
+    /// appearing in the output.
+    pub fn probe(t: &Template) -> Caps {
+        let mut c = Caps { supports_tools: true, supports_tool_calls: true, supports_system_role: true, supports_parallel_tool_calls: true, supports_preserve_reasoning: false, supports_reasoning_effort: false, supports_string_content: true, supports_typed_content: false, supports_object_arguments: false };
+        // Content as a string and as typed parts.
+        let s = probe(t, json!([{"role": "user", "content": STRING_MARKER}]), None, &[]);
+        let typed = probe(t, json!([{"role": "user", "content": [{"type": "text", "text": STRING_MARKER}]}]), None, &[]);
+        let string_ok = s.as_deref().is_some_and(|o| o.contains(STRING_MARKER));
+        let typed_ok = typed.as_deref().is_some_and(|o| o.contains(STRING_MARKER));
+        // A template that prints a list of parts as its repr "uses" the list without reading it.
+        let typed_read = typed_ok && !typed.as_deref().is_some_and(|o| o.contains("'type'") || o.contains("\"type\""));
+        if typed_read && s.as_deref().is_some_and(|o| !o.contains(STRING_MARKER)) {
+            c.supports_string_content = false;
+            c.supports_typed_content = true;
+        } else if typed_read && t.source.contains("is string") {
+            c.supports_typed_content = true;
+        }
+        if s.is_none() {
+            c.supports_string_content = false;
+        }
+        let _ = string_ok;
+        // System role.
+        let sys = probe(t, json!([{"role": "system", "content": "System message"}, {"role": "user", "content": "User message"}]), None, &[]);
+        if !sys.as_deref().is_some_and(|o| o.contains("System message")) {
+            c.supports_system_role = false;
+        }
+        // Tools and tool calls, with arguments as an object.
+        let obj = probe(t, probe_call_convo(json!({"arg": "value"}), 1), Some(probe_tools()), &[]);
+        if let Some(o) = &obj {
+            if !o.contains("tool1") || !o.contains("Tool description") && !o.contains("Arg description") {
+                c.supports_tools = o.contains("Tool description") || o.contains("Arg description");
+            }
+            let calls_rendered = o.matches("tool1").count() > usize::from(c.supports_tools);
+            if !calls_rendered {
+                c.supports_tool_calls = false;
+            } else if o.contains("value") {
+                c.supports_object_arguments = !o.contains("{'arg': 'value'}");
+            }
+        }
+        if !c.supports_object_arguments {
+            let st = probe(t, probe_call_convo(json!("{\"arg\": \"value\"}"), 1), Some(probe_tools()), &[]);
+            if let Some(o) = &st {
+                c.supports_tools = o.contains("Tool description") || o.contains("Arg description");
+                let calls_rendered = o.matches("tool1").count() > usize::from(c.supports_tools);
+                c.supports_tool_calls = calls_rendered;
+            } else if obj.is_none() {
+                // Neither form renders: nothing is known.
+            }
+        }
+        let args = if c.supports_object_arguments { json!({"arg": "value"}) } else { json!("{\"arg\": \"value\"}") };
+        match probe(t, probe_call_convo(args.clone(), 2), Some(probe_tools()), &[]) {
+            None => c.supports_parallel_tool_calls = false,
+            Some(two) => {
+                let one = probe(t, probe_call_convo(args, 1), Some(probe_tools()), &[]).unwrap_or_default();
+                if two.matches("tool1").count() <= one.matches("tool1").count() {
+                    c.supports_parallel_tool_calls = false;
+                }
+            }
+        }
+        // Reasoning kept in the history.
+        let hist = json!([
+            {"role": "user", "content": "User message"},
+            {"role": "assistant", "content": "Assistant message", "reasoning_content": REASONING_MARKER},
+            {"role": "user", "content": "User message"},
+            {"role": "assistant", "content": "Assistant message", "reasoning_content": "Reasoning content"},
+            {"role": "user", "content": "User message"},
+        ]);
+        let keep = [("enable_thinking", json!(true)), ("preserve_thinking", json!(true)), ("clear_thinking", json!(false)), ("truncate_history_thinking", json!(false)), ("drop_thinking", json!(false))];
+        c.supports_preserve_reasoning = probe(t, hist, None, &keep).is_some_and(|o| o.contains(REASONING_MARKER));
+        // Reasoning effort: the output changes with it.
+        let user = json!([{"role": "user", "content": "User message"}]);
+        let low = probe(t, user.clone(), None, &[("enable_thinking", json!(true)), ("reasoning_effort", json!("low")), ("reasoning_strength", json!("low"))]);
+        let high = probe(t, user, None, &[("enable_thinking", json!(true)), ("reasoning_effort", json!("high")), ("reasoning_strength", json!("high"))]);
+        c.supports_reasoning_effort = low.is_some() && low != high || t.source.contains("reasoning_effort");
+        c
+    }
+}
+
+/// Local time now, formatted by the C library (as upstream's `format_time`).
+fn now(fmt: &str) -> String {
+    crate::time::strftime_now(fmt).unwrap_or_default()
+}
+
+impl ChatTemplate {
+    pub fn new(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool) -> Result<ChatTemplate, TemplateError> {
+        Self::with_limits(source, bos_token, eos_token, add_bos, add_eos, Limits::default())
+    }
+
+    pub fn with_limits(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool, limits: Limits) -> Result<ChatTemplate, TemplateError> {
+        let jinja = Template::with_limits(source, limits)?;
+        let caps = Caps::probe(&jinja);
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps })
+    }
+
+    /// The reasoning section's tags, when the template writes one.
+    pub fn think_tags(&self) -> Option<(&'static str, &'static str)> {
+        (self.source().contains("<think>") && self.source().contains("</think>")).then_some(("<think>", "</think>"))
+    }
+
+    pub fn source(&self) -> &str {
+        &self.jinja.source
+    }
+
+    /// The messages as this template is given them.
+    fn messages_json(&self, messages: &[Message]) -> Result<Vec<Value>, TemplateError> {
+        let only_string = self.caps.supports_string_content && !self.caps.supports_typed_content;
+        let only_typed = !self.caps.supports_string_content && self.caps.supports_typed_content;
+        let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+        for m in messages {
+            let mut v = m.to_json();
+            if let Some(c) = v.get_mut("content") {
+                if only_typed && c.is_string() {
+                    *c = json!([{"type": "text", "text": c.as_str().unwrap_or_default()}]);
+                } else if only_string && c.is_array() {
+                    *c = json!(concat_parts(&m.parts));
+                }
+            }
+            out.push(v);
+        }
+        if !self.source().contains("<|channel|>") {
+            for v in &mut out {
+                if v["role"] == "developer" {
+                    v["role"] = json!("system");
+                }
+            }
+        }
+        if !self.caps.supports_system_role && out.first().is_some_and(|m| m["role"] == "system") {
+            let first = out.remove(0);
+            if let Some(next) = out.first_mut() {
+                let text = |v: &Value| -> Result<String, TemplateError> {
+                    v.as_str().map(str::to_string).ok_or_else(|| TemplateError { syntax: false, raised: false, message: "this template has no system role, and a system message or the one after it has content parts, which cannot be merged".into() })
+                };
+                next["content"] = json!(format!("{}\n{}", text(&first["content"])?, text(&next["content"])?));
+            }
+        }
+        if self.caps.supports_tool_calls {
+            for v in &mut out {
+                if v.get("tool_calls").is_some() && v.get("content").is_none() {
+                    v["content"] = json!("");
+                }
+            }
+        }
+        if self.caps.supports_object_arguments {
+            for v in &mut out {
+                if let Some(Value::Array(calls)) = v.get_mut("tool_calls") {
+                    for c in calls {
+                        if let Some(a) = c.pointer_mut("/function/arguments") {
+                            if let Some(s) = a.as_str() {
+                                *a = serde_json::from_str(s).map_err(|e| TemplateError { syntax: false, raised: false, message: format!("Failed to parse tool call arguments as JSON: {e}") })?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn context(&self, inputs: &Inputs, messages: Vec<Value>, add_generation_prompt: bool) -> Value {
+        let mut ctx = Map::new();
+        ctx.insert("messages".into(), Value::Array(messages));
+        ctx.insert("bos_token".into(), json!(self.bos_token));
+        ctx.insert("eos_token".into(), json!(self.eos_token));
+        ctx.insert("enable_thinking".into(), json!(inputs.enable_thinking));
+        if !inputs.tools.is_empty() {
+            ctx.insert("tools".into(), tools_json(&inputs.tools));
+        }
+        ctx.insert("datetime".into(), json!(now("%b %d %Y")));
+        ctx.insert("date_string".into(), json!(now("%d %b %Y")));
+        for (k, v) in &inputs.kwargs {
+            ctx.insert(k.clone(), v.clone());
+        }
+        if add_generation_prompt {
+            ctx.insert("add_generation_prompt".into(), json!(true));
+        }
+        if let Some(Value::Bool(keep)) = ctx.get("preserve_reasoning").cloned() {
+            ctx.insert("preserve_thinking".into(), json!(keep));
+            for k in ["clear_thinking", "truncate_history_thinking", "drop_thinking"] {
+                ctx.insert(k.into(), json!(!keep));
+            }
+        }
+        let effort = ctx.get("reasoning_effort").and_then(Value::as_str).map(str::to_string).or_else(|| inputs.reasoning_effort.clone());
+        if let Some(e) = effort.filter(|e| !e.is_empty()) {
+            ctx.insert("reasoning_effort".into(), json!(e));
+            ctx.insert("reasoning_strength".into(), json!(e));
+        }
+        Value::Object(ctx)
+    }
+
+    fn render_raw(&self, inputs: &Inputs, messages: Vec<Value>, add_generation_prompt: bool) -> Result<String, TemplateError> {
+        let mut out = self.jinja.render(&self.context(inputs, messages, add_generation_prompt))?;
+        if self.add_bos && !self.bos_token.is_empty() && out.starts_with(&self.bos_token) {
+            out.drain(..self.bos_token.len());
+        }
+        if self.add_eos && !self.eos_token.is_empty() && out.ends_with(&self.eos_token) {
+            out.truncate(out.len() - self.eos_token.len());
+        }
+        Ok(out)
+    }
+
+    /// Renders a conversation, continuing a trailing assistant message when asked to.
+    pub fn apply(&self, inputs: &Inputs) -> Result<Rendered, TemplateError> {
+        let mut messages = self.messages_json(&inputs.messages)?;
+        let continuing = inputs.continuation == Continuation::Auto && inputs.messages.last().is_some_and(|m| m.role == "assistant");
+        let mut continued = None;
+        if continuing {
+            messages.pop();
+            continued = inputs.messages.last().cloned();
+        }
+        let gen = inputs.add_generation_prompt || continuing;
+        let with = self.render_raw(inputs, messages.clone(), gen)?;
+        let without = if gen { self.render_raw(inputs, messages, false)? } else { with.clone() };
+        let common = with.bytes().zip(without.bytes()).take_while(|(a, b)| a == b).count();
+        let mut common = common.min(with.len());
+        while !with.is_char_boundary(common) {
+            common -= 1;
+        }
+        let mut generation_prompt = with[common..].to_string();
+        let mut prompt = if gen && continued.is_none() { with } else { without };
+        if let Some(m) = continued {
+            // As upstream: the generation prompt up to the reasoning's opening, the reasoning
+            // given, its end when content follows, then the content.
+            let content_mode = !(m.content.is_empty() && m.parts.is_empty() && !m.reasoning_content.is_empty());
+            if let Some((open, close)) = self.think_tags() {
+                if let Some(at) = generation_prompt.find(open) {
+                    generation_prompt.truncate(at);
+                }
+                generation_prompt.push_str(open);
+                generation_prompt.push_str(&m.reasoning_content);
+                if content_mode {
+                    generation_prompt.push_str(close);
+                }
+            }
+            if content_mode {
+                generation_prompt.push_str(if m.parts.is_empty() { &m.content } else { "" });
+                generation_prompt.push_str(&concat_parts(&m.parts));
+            }
+            prompt.push_str(&generation_prompt);
+        }
+        Ok(Rendered { prompt, generation_prompt })
+    }
+}
