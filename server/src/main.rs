@@ -66,10 +66,29 @@ pub struct Args {
     /// Serve Prometheus metrics at /metrics.
     #[arg(long)]
     pub metrics: bool,
-    /// A built-in template name (chatml, deepseek3, llama3, ...) or a file holding a Jinja
-    /// template to recognize; default: the model's own.
-    #[arg(long = "chat-template", value_name = "NAME|FILE")]
+    /// A built-in template name (chatml, deepseek3, llama3, ...; formatted without Jinja, as
+    /// llama-server's built-ins) or a Jinja template's text; default: the model's own.
+    #[arg(long = "chat-template", value_name = "NAME|TEMPLATE")]
     pub chat_template: Option<String>,
+    /// A file holding the Jinja chat template to use instead of the model's.
+    #[arg(long = "chat-template-file", value_name = "FILE")]
+    pub chat_template_file: Option<PathBuf>,
+    /// Render chats with the Jinja template (the model's, or --chat-template-file's); the
+    /// default, as in llama-server.
+    #[arg(long = "jinja", overrides_with = "no_jinja")]
+    pub jinja: bool,
+    /// Format chats with the built-in template the model's template is recognized as, instead
+    /// of rendering its Jinja.
+    #[arg(long = "no-jinja", overrides_with = "jinja")]
+    pub no_jinja: bool,
+    /// A JSON object of extra variables for every render of the template (a request's
+    /// chat_template_kwargs are added to them), e.g. '{"enable_thinking": false}'.
+    #[arg(long = "chat-template-kwargs", value_name = "JSON", value_parser = kwargs_object)]
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A trailing assistant message is continued (the default, as llama-server's); with this,
+    /// it is a finished turn.
+    #[arg(long = "no-prefill-assistant")]
+    pub no_prefill_assistant: bool,
     /// Tokens to generate when a request gives no max_tokens; -1: until the context is full.
     #[arg(short = 'n', long = "n-predict", value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     pub n_predict: i32,
@@ -105,6 +124,15 @@ pub struct Args {
     /// KV cache type of the values (as --cache-type-k); also -ctv.
     #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
     pub cache_type_v: CacheType,
+}
+
+/// `--chat-template-kwargs`: a JSON object.
+fn kwargs_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err("must be a JSON object".into()),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
 }
 
 /// A KV cache type by ggml's name, as llama-server's --cache-type-k/-v take it.
@@ -152,6 +180,8 @@ pub struct Ready {
     pub model: Arc<Model>,
     pub name: String,
     pub template: chat::Template,
+    /// The Jinja template chats are rendered with (None: `--no-jinja` or a built-in name).
+    pub jinja: Option<deepseek_chat::template::ChatTemplate>,
     /// Split `<think>` sections off by default.
     pub reasoning: bool,
 }
@@ -168,9 +198,47 @@ impl App {
     }
 }
 
+/// A special token's text as templates are given it (`bos_token`, `eos_token`): empty when the
+/// vocabulary has none.
+fn token_text(model: &Model, id: i32) -> String {
+    if id < 0 {
+        return String::new();
+    }
+    let mut out = Vec::new();
+    model.vocab.token_to_piece(id, 0, true, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The Jinja template: --chat-template-file, a --chat-template that is Jinja text, or the
+/// model's own (chatml's when it has none), as llama-server picks it with --jinja.
+fn choose_jinja(args: &Args, model: &Model) -> Result<Option<deepseek_chat::template::ChatTemplate>, String> {
+    if args.no_jinja {
+        return Ok(None);
+    }
+    let (source, from) = if let Some(path) = &args.chat_template_file {
+        (std::fs::read_to_string(path).map_err(|e| format!("--chat-template-file {}: {e}", path.display()))?, format!("--chat-template-file {}", path.display()))
+    } else if let Some(spec) = &args.chat_template {
+        if chat::builtin_names().any(|n| n == spec) {
+            // A built-in name: formatted by the built-in, as llama-server's legacy names.
+            return Ok(None);
+        }
+        (spec.clone(), "--chat-template".to_string())
+    } else if let Some(t) = model.file.get_str("tokenizer.chat_template") {
+        (t.to_string(), "the model's chat template".to_string())
+    } else {
+        (CHATML_JINJA.to_string(), "chatml (the model has no template)".to_string())
+    };
+    let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
+    deepseek_chat::template::ChatTemplate::new(&source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map(Some).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))
+}
+
+/// llama.cpp's default template when a model has none (chatml).
+const CHATML_JINJA: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
+
 fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool), String> {
     let model_text = model.file.get_str("tokenizer.chat_template").map(str::to_string);
     let (text, from) = match &args.chat_template {
+        Some(spec) if !args.no_jinja && chat::detect(spec).is_none() => (spec.clone(), "--chat-template"),
         Some(spec) if chat::detect(spec).is_some() && !PathBuf::from(spec).is_file() => (spec.clone(), "--chat-template"),
         Some(spec) => (std::fs::read_to_string(spec).map_err(|e| format!("--chat-template {spec}: neither a built-in name ({}) nor a readable file: {e}", chat::builtin_names().collect::<Vec<_>>().join(", ")))?, "--chat-template file"),
         None => match &model_text {
@@ -203,7 +271,18 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         std::thread::sleep(Duration::from_millis(ms));
     }
     let model = Arc::new(Model::load(&path, !a.no_mmap).map_err(|e| format!("{}: {e}", path.display()))?);
-    let (template, reasoning) = choose_template(a, &model)?;
+    let jinja = choose_jinja(a, &model)?;
+    let (template, mut reasoning) = match choose_template(a, &model) {
+        Ok(t) => t,
+        // The Jinja template is what formats chats; the built-in is only the fallback name.
+        Err(_) if jinja.is_some() => (chat::Template::ChatMl, false),
+        Err(e) => return Err(e),
+    };
+    if let Some(j) = &jinja {
+        if a.reasoning_format == "auto" {
+            reasoning = j.think_tags().is_some();
+        }
+    }
     let parallel = a.parallel.max(1);
     let params = EngineParams {
         n_seq_max: parallel,
@@ -231,7 +310,10 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         template.name(),
         if reasoning { "as reasoning_content" } else { "inline" }
     );
-    Ok(Ready { engine, model, name, template, reasoning })
+    if let Some(j) = &jinja {
+        eprintln!("deepseek-server: chats rendered by the Jinja template ({} bytes); capabilities {}", j.source().len(), j.caps.to_json());
+    }
+    Ok(Ready { engine, model, name, template, jinja, reasoning })
 }
 
 async fn shutdown_signal(app: Arc<App>) {
