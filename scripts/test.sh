@@ -54,6 +54,7 @@ DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test gold
 # After the reruns above: its build resolves the shared dependencies' features without the root
 # crate's dev-dependencies, and a root test run after it was seen to rebuild the library.
 stage "deepseek-server"
+cargo test --profile ci -p deepseek-chat
 cargo test --profile ci -p deepseek-server
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
 stage "loom"

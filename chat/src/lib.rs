@@ -4,6 +4,7 @@
 
 pub mod jinja;
 pub mod messages;
+pub mod request;
 pub mod template;
 pub mod pyjson;
-mod time;
+pub mod time;

@@ -4,12 +4,17 @@
 use std::ffi::CString;
 
 pub fn strftime_now(fmt: &str) -> Result<String, String> {
+    // SAFETY: time(NULL) only reads the clock.
+    strftime_at(fmt, unsafe { libc::time(std::ptr::null_mut()) } as i64)
+}
+
+/// `fmt` applied to the local time at `unix_secs`.
+pub fn strftime_at(fmt: &str, unix_secs: i64) -> Result<String, String> {
     if fmt.len() > 256 {
         return Err("strftime_now: the format is longer than 256 bytes".into());
     }
     let cfmt = CString::new(fmt).map_err(|_| "strftime_now: the format holds a NUL byte".to_string())?;
-    // SAFETY: time(NULL) only reads the clock.
-    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    let now = unix_secs as libc::time_t;
     // SAFETY: an all-zero tm is a valid value to be overwritten.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are to live locals; localtime_r is the re-entrant form.

@@ -329,67 +329,8 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<String, ApiError>
         chat::format_str(r.template, &list, f.bool("add_generation_prompt")?.unwrap_or(true), &mut text);
         return Ok(text);
     };
-    use deepseek_chat::template::{Continuation, Inputs};
-    let Some(mv) = f.get("messages") else { return Err(ApiError::param("messages", "'messages' is required")) };
-    let messages = deepseek_chat::messages::parse_messages(mv).map_err(|e| ApiError::param("messages", e))?;
-    for m in mv.as_array().into_iter().flatten() {
-        if m.get("role").and_then(|r| r.as_str()) != Some("assistant") && m.get("content").is_none() {
-            return Err(ApiError::param("messages", "All non-assistant messages must contain 'content'"));
-        }
-    }
-    let tools = match f.get("tools") {
-        Some(v) => deepseek_chat::messages::parse_tools(v).map_err(|e| ApiError::param("tools", e))?,
-        None => Vec::new(),
-    };
-    let mut inputs = Inputs { messages, tools, ..Inputs::default() };
-    inputs.add_generation_prompt = f.bool("add_generation_prompt")?.unwrap_or(true);
-    let prefill = !app.args.no_prefill_assistant && inputs.messages.last().is_some_and(|m| m.role == "assistant");
-    match f.get("continue_final_message") {
-        Some(serde_json::Value::Bool(true)) => inputs.continuation = Continuation::Auto,
-        Some(serde_json::Value::Bool(false)) => inputs.continuation = Continuation::None,
-        Some(v) => return Err(ApiError::param("continue_final_message", format!("'continue_final_message' must be a boolean, not {v}"))),
-        None if prefill => {
-            let n = inputs.messages.len();
-            if n >= 2 && inputs.messages[n - 2].role == "assistant" {
-                return Err(ApiError::param("messages", "Cannot have 2 or more assistant messages at the end of the list."));
-            }
-            inputs.continuation = Continuation::Auto;
-            inputs.add_generation_prompt = false;
-        }
-        None => inputs.continuation = Continuation::None,
-    }
-    if inputs.continuation == Continuation::Auto {
-        if f.get("continue_final_message").is_some() && f.bool("add_generation_prompt")?.unwrap_or(true) {
-            return Err(ApiError::param("continue_final_message", "Cannot set both add_generation_prompt and continue_final_message to true."));
-        }
-        if inputs.messages.last().is_some_and(|m| m.role == "assistant" && !m.tool_calls.is_empty()) {
-            return Err(ApiError::param("messages", "Cannot continue an assistant message that contains tool calls."));
-        }
-    }
-    // Template variables: the server's --chat-template-kwargs, then the request's.
-    if let Some(k) = &app.args.chat_template_kwargs {
-        inputs.kwargs = k.clone();
-    }
-    match f.get("chat_template_kwargs") {
-        Some(serde_json::Value::Object(m)) => inputs.kwargs.extend(m.clone()),
-        Some(v) => return Err(ApiError::param("chat_template_kwargs", format!("'chat_template_kwargs' must be an object, not {v}"))),
-        None => {}
-    }
-    match inputs.kwargs.get("enable_thinking") {
-        Some(serde_json::Value::Bool(b)) => inputs.enable_thinking = *b,
-        Some(serde_json::Value::String(_)) => return Err(ApiError::param("chat_template_kwargs", "invalid type for \"enable_thinking\" (expected boolean, got string)")),
-        _ => {}
-    }
-    match f.str("reasoning_effort")? {
-        Some("none") => {
-            inputs.enable_thinking = false;
-            inputs.kwargs.remove("reasoning_effort");
-        }
-        Some(e) if !e.is_empty() => {
-            inputs.kwargs.insert("reasoning_effort".into(), serde_json::Value::String(e.to_string()));
-        }
-        _ => {}
-    }
+    let defaults = deepseek_chat::request::ServerDefaults { kwargs: app.args.chat_template_kwargs.clone().unwrap_or_default(), prefill_assistant: !app.args.no_prefill_assistant };
+    let inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
     let rendered = t.apply(&inputs).map_err(|e| {
         let mut err = ApiError::invalid(format!("the chat template failed on this conversation: {}", e.message));
         err.param = Some("messages".into());

@@ -295,7 +295,13 @@ def check_bad_requests(srv):
     expect_error(post("/v1/completions", json={"prompt": [10**9]}), 400, "prompt")
     expect_error(post("/v1/completions", json={}), 400, "prompt")
     expect_error(post("/v1/chat/completions", json={"messages": "hi"}), 400, "messages")
-    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "wizard", "content": "x"}]}), 400, "role")
+    # Roles are the template's to judge (llama-server's --jinja): a message without one is refused.
+    expect_error(post("/v1/chat/completions", json={"messages": [{"content": "x"}]}), 400, "role")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": 5}]}), 400, "content")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "yes"}}), 400, "enable_thinking")
+    # /apply-template: the prompt a chat request renders to, with a trailing assistant message continued.
+    r = post("/apply-template", json={"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Sure, here"}]})
+    assert r.status_code == 200 and r.json()["prompt"].endswith("Sure, here"), r.text
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}), 400, "response_format")
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "kaboom"}}}}), 400, "JSON schema conversion failed")
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}), 400, "tools")
