@@ -4,6 +4,7 @@
 
 pub mod jinja;
 pub mod messages;
+pub mod reasoning;
 pub mod request;
 pub mod template;
 pub mod pyjson;
