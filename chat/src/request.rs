@@ -24,6 +24,18 @@ pub struct ServerDefaults {
     pub kwargs: Map<String, Value>,
     /// A trailing assistant message is continued unless the request says otherwise.
     pub prefill_assistant: bool,
+    /// `enable_thinking` unless the request sets it: llama-server's is on only for templates
+    /// with a reasoning section (`ChatTemplate::supports_thinking`).
+    pub enable_thinking: bool,
+}
+
+impl ServerDefaults {
+    /// llama-server's: `preserve_reasoning` on unless `--chat-template-kwargs` says otherwise
+    /// (so templates keep earlier turns' reasoning), assistant prefill on.
+    pub fn llama_server(mut kwargs: Map<String, Value>, prefill_assistant: bool, template: &crate::template::ChatTemplate) -> ServerDefaults {
+        kwargs.entry("preserve_reasoning").or_insert(Value::Bool(true));
+        ServerDefaults { kwargs, prefill_assistant, enable_thinking: template.supports_thinking() }
+    }
 }
 
 pub fn inputs(body: &Map<String, Value>, defaults: &ServerDefaults) -> Result<Inputs, FieldError> {
@@ -49,7 +61,7 @@ pub fn inputs(body: &Map<String, Value>, defaults: &ServerDefaults) -> Result<In
         Some(v) => parse_tools(v).map_err(|e| err("tools", e))?,
         None => Vec::new(),
     };
-    let mut inputs = Inputs { messages, tools, ..Inputs::default() };
+    let mut inputs = Inputs { messages, tools, enable_thinking: defaults.enable_thinking, ..Inputs::default() };
     inputs.add_generation_prompt = match get("add_generation_prompt") {
         None => true,
         Some(Value::Bool(b)) => *b,

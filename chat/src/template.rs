@@ -214,6 +214,11 @@ impl ChatTemplate {
         (self.source().contains("<think>") && self.source().contains("</think>")).then_some(("<think>", "</think>"))
     }
 
+    /// Whether the template has a reasoning section to turn on and off.
+    pub fn supports_thinking(&self) -> bool {
+        self.think_tags().is_some()
+    }
+
     pub fn source(&self) -> &str {
         &self.jinja.source
     }

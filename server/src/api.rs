@@ -329,7 +329,7 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<String, ApiError>
         chat::format_str(r.template, &list, f.bool("add_generation_prompt")?.unwrap_or(true), &mut text);
         return Ok(text);
     };
-    let defaults = deepseek_chat::request::ServerDefaults { kwargs: app.args.chat_template_kwargs.clone().unwrap_or_default(), prefill_assistant: !app.args.no_prefill_assistant };
+    let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.args.chat_template_kwargs.clone().unwrap_or_default(), !app.args.no_prefill_assistant, t);
     let inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
     let rendered = t.apply(&inputs).map_err(|e| {
         let mut err = ApiError::invalid(format!("the chat template failed on this conversation: {}", e.message));
