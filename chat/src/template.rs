@@ -86,6 +86,32 @@ pub struct ChatTemplate {
     pub add_bos: bool,
     pub add_eos: bool,
     pub caps: Caps,
+    /// The text around an assistant turn's reasoning as the template writes it (e.g.
+    /// `"<think>\n"`, `"\n</think>\n\n"`): what a continued turn's reasoning is wrapped in.
+    reasoning_markers: Option<(String, String)>,
+}
+
+/// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
+/// reasoning to it, and from the reasoning to the content.
+fn reasoning_markers(t: &Template) -> Option<(String, String)> {
+    if !(t.source.contains("<think>") && t.source.contains("</think>")) {
+        return None;
+    }
+    let (r, c) = ("REASONING_MARKER_7f3a", "CONTENT_MARKER_7f3a");
+    let msgs = json!([{"role": "user", "content": "U"}, {"role": "assistant", "reasoning_content": r, "content": c}]);
+    let out = probe(t, msgs, None, &[("enable_thinking", json!(true)), ("add_generation_prompt", json!(false)), ("preserve_thinking", json!(true)), ("clear_thinking", json!(false)), ("truncate_history_thinking", json!(false)), ("drop_thinking", json!(false))]);
+    let fallback = Some(("<think>".to_string(), "</think>".to_string()));
+    let Some(out) = out else { return fallback };
+    let (Some(ri), Some(ci)) = (out.find(r), out.find(c)) else { return fallback };
+    let Some(open) = out[..ri].rfind("<think>") else { return fallback };
+    if ci < ri + r.len() {
+        return fallback;
+    }
+    let end = &out[ri + r.len()..ci];
+    if !end.contains("</think>") {
+        return fallback;
+    }
+    Some((out[open..ri].to_string(), end.to_string()))
 }
 
 const STRING_MARKER: &str = "STRING_MARKER";
@@ -206,7 +232,8 @@ impl ChatTemplate {
     pub fn with_limits(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool, limits: Limits) -> Result<ChatTemplate, TemplateError> {
         let jinja = Template::with_limits(source, limits)?;
         let caps = Caps::probe(&jinja);
-        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps })
+        let reasoning_markers = reasoning_markers(&jinja);
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers })
     }
 
     /// The reasoning section's tags, when the template writes one.
@@ -343,8 +370,8 @@ impl ChatTemplate {
             // As upstream: the generation prompt up to the reasoning's opening, the reasoning
             // given, its end when content follows, then the content.
             let content_mode = !(m.content.is_empty() && m.parts.is_empty() && !m.reasoning_content.is_empty());
-            if let Some((open, close)) = self.think_tags() {
-                if let Some(at) = generation_prompt.find(open) {
+            if let Some((open, close)) = &self.reasoning_markers {
+                if let Some(at) = generation_prompt.find(open.trim()) {
                     generation_prompt.truncate(at);
                 }
                 generation_prompt.push_str(open);
