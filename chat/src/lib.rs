@@ -6,6 +6,8 @@ pub mod jinja;
 pub mod messages;
 pub mod reasoning;
 pub mod request;
+pub mod schema;
 pub mod template;
 pub mod pyjson;
 pub mod time;
+pub mod tools;

@@ -60,11 +60,14 @@ pub struct Inputs {
     pub kwargs: Map<String, Value>,
     pub reasoning_effort: Option<String>,
     pub continuation: Continuation,
+    /// The schema the answer must follow (`response_format` / `json_schema`); DeepSeek V4's
+    /// template shows it to the model.
+    pub json_schema: Option<Value>,
 }
 
 impl Default for Inputs {
     fn default() -> Inputs {
-        Inputs { messages: Vec::new(), tools: Vec::new(), add_generation_prompt: true, enable_thinking: true, kwargs: Map::new(), reasoning_effort: None, continuation: Continuation::Auto }
+        Inputs { messages: Vec::new(), tools: Vec::new(), add_generation_prompt: true, enable_thinking: true, kwargs: Map::new(), reasoning_effort: None, continuation: Continuation::Auto, json_schema: None }
     }
 }
 
@@ -74,6 +77,19 @@ pub struct Rendered {
     pub prompt: String,
     /// The generation prompt alone: what add_generation_prompt adds to the conversation.
     pub generation_prompt: String,
+    /// A continued assistant message: what of it the prompt already holds.
+    pub continued: Option<Continued>,
+}
+
+/// A trailing assistant message the generation continues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Continued {
+    /// Its reasoning, as written into the prompt (empty when the template writes none).
+    pub reasoning: String,
+    /// The reasoning is closed and its content follows (else generation goes on inside the
+    /// reasoning).
+    pub content_mode: bool,
+    pub content: String,
 }
 
 /// A template with its special tokens and capabilities.
@@ -112,6 +128,45 @@ fn reasoning_markers(t: &Template) -> Option<(String, String)> {
         return fallback;
     }
     Some((out[open..ri].to_string(), end.to_string()))
+}
+
+/// DeepSeek V4's reference renders a run of tool results in the order of the calls they
+/// answer (matched by id), not in the order given, as upstream's V4 handler reorders them.
+fn sort_tool_results(messages: &mut [Value]) {
+    let mut order: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let role = messages[i]["role"].as_str().unwrap_or("").to_string();
+        if role == "assistant" {
+            if let Some(calls) = messages[i]["tool_calls"].as_array().filter(|c| !c.is_empty()) {
+                order = calls.iter().enumerate().filter_map(|(k, c)| c["id"].as_str().filter(|id| !id.is_empty()).map(|id| (id.to_string(), k))).collect();
+            }
+            i += 1;
+            continue;
+        }
+        if role != "user" && role != "tool" {
+            i += 1;
+            continue;
+        }
+        let mut end = i;
+        let mut tools = Vec::new();
+        while end < messages.len() {
+            match messages[end]["role"].as_str() {
+                Some("tool") => tools.push(end),
+                Some("user") => {}
+                _ => break,
+            }
+            end += 1;
+        }
+        if tools.len() > 1 && !order.is_empty() {
+            let mut results: Vec<Value> = tools.iter().map(|&k| messages[k].clone()).collect();
+            results.sort_by_key(|m| m["tool_call_id"].as_str().and_then(|id| order.get(id)).copied().unwrap_or(0));
+            for (k, r) in tools.iter().zip(results) {
+                messages[*k] = r;
+            }
+        }
+        i = end.max(i + 1);
+    }
 }
 
 const STRING_MARKER: &str = "STRING_MARKER";
@@ -246,6 +301,16 @@ impl ChatTemplate {
         self.think_tags().is_some()
     }
 
+    /// The format this template's model writes tool calls in: the one its text renders, the
+    /// generic JSON one for templates that render tools their own way, none for templates
+    /// that cannot show the model its tools.
+    pub fn tool_format(&self) -> crate::tools::ToolFormat {
+        match crate::tools::ToolFormat::detect(self.source()) {
+            crate::tools::ToolFormat::Generic if !self.caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
+            f => f,
+        }
+    }
+
     pub fn source(&self) -> &str {
         &self.jinja.source
     }
@@ -302,6 +367,9 @@ impl ChatTemplate {
                 }
             }
         }
+        if self.tool_format() == (crate::tools::ToolFormat::Dsml { v4: true }) {
+            sort_tool_results(&mut out);
+        }
         Ok(out)
     }
 
@@ -321,6 +389,11 @@ impl ChatTemplate {
         }
         if add_generation_prompt {
             ctx.insert("add_generation_prompt".into(), json!(true));
+        }
+        if let (crate::tools::ToolFormat::Dsml { v4: true }, Some(schema)) = (self.tool_format(), &inputs.json_schema) {
+            if schema.is_object() {
+                ctx.insert("response_format".into(), schema.clone());
+            }
         }
         if let Some(Value::Bool(keep)) = ctx.get("preserve_reasoning").cloned() {
             ctx.insert("preserve_thinking".into(), json!(keep));
@@ -352,6 +425,7 @@ impl ChatTemplate {
         let mut messages = self.messages_json(&inputs.messages)?;
         let continuing = inputs.continuation == Continuation::Auto && inputs.messages.last().is_some_and(|m| m.role == "assistant");
         let mut continued = None;
+        let mut info = None;
         if continuing {
             messages.pop();
             continued = inputs.messages.last().cloned();
@@ -370,7 +444,32 @@ impl ChatTemplate {
             // As upstream: the generation prompt up to the reasoning's opening, the reasoning
             // given, its end when content follows, then the content.
             let content_mode = !(m.content.is_empty() && m.parts.is_empty() && !m.reasoning_content.is_empty());
+            let mut reasoning = String::new();
+            let content = if m.parts.is_empty() { m.content.clone() } else { concat_parts(&m.parts) };
+            if let crate::tools::ToolFormat::Dsml { v4 } = self.tool_format() {
+                // Upstream's DeepSeek V3.2 / V4 handler: the assistant tag, then V4 without
+                // reasoning closes it bare; otherwise the reasoning given, closed when content
+                // follows.
+                let mut gp = String::from("<｜Assistant｜>");
+                if v4 && m.reasoning_content.is_empty() {
+                    gp.push_str("</think>");
+                } else {
+                    gp.push_str("<think>");
+                    gp.push_str(&m.reasoning_content);
+                    reasoning = m.reasoning_content.clone();
+                    if content_mode {
+                        gp.push_str("</think>");
+                    }
+                }
+                if content_mode {
+                    gp.push_str(&content);
+                }
+                prompt.push_str(&gp);
+                info = Some(Continued { reasoning, content_mode, content: if content_mode { content } else { String::new() } });
+                return Ok(Rendered { prompt, generation_prompt: gp, continued: info });
+            }
             if let Some((open, close)) = &self.reasoning_markers {
+                reasoning = m.reasoning_content.clone();
                 if let Some(at) = generation_prompt.find(open.trim()) {
                     generation_prompt.truncate(at);
                 }
@@ -381,11 +480,11 @@ impl ChatTemplate {
                 }
             }
             if content_mode {
-                generation_prompt.push_str(if m.parts.is_empty() { &m.content } else { "" });
-                generation_prompt.push_str(&concat_parts(&m.parts));
+                generation_prompt.push_str(&content);
             }
             prompt.push_str(&generation_prompt);
+            info = Some(Continued { reasoning, content_mode, content: if content_mode { content } else { String::new() } });
         }
-        Ok(Rendered { prompt, generation_prompt })
+        Ok(Rendered { prompt, generation_prompt, continued: info })
     }
 }

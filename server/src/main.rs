@@ -12,7 +12,6 @@ mod api;
 mod error;
 mod metrics;
 mod params;
-mod schema;
 mod text;
 
 use std::net::SocketAddr;

@@ -257,7 +257,7 @@ fn convert_schema(mut schema: Value) -> Result<String, String> {
     if schema.as_object().is_some_and(Map::is_empty) {
         schema = serde_json::json!({"type": "object"});
     }
-    let c = crate::schema::json_schema_to_grammar(&schema)?;
+    let c = deepseek_chat::schema::json_schema_to_grammar(&schema)?;
     if !c.warnings.is_empty() {
         eprintln!("deepseek-server: WARNING: JSON schema conversion was incomplete: {}", c.warnings.join("; "));
     }
@@ -352,7 +352,7 @@ mod tests {
     }
 
     fn of(schema: Value) -> Option<String> {
-        Some(crate::schema::json_schema_to_grammar(&schema).unwrap().grammar)
+        Some(deepseek_chat::schema::json_schema_to_grammar(&schema).unwrap().grammar)
     }
 
     /// Upstream's precedence (oaicompat_chat_params_parse, the completion fields).

@@ -5,7 +5,7 @@ Usage: compare_llama_server.py DEEPSEEK_SERVER LLAMA_SERVER MODEL.gguf [SCHEMA_C
 
 Starts both servers on MODEL (llama-server with --no-jinja: the built-in chat templates, as
 deepseek-server formats chats), sends every schema of SCHEMA_CASES (default:
-server/tests/data/json_schema_oracle.txt, the schemas upstream converts) as `json_schema` on
+chat/tests/data/json_schema_oracle.txt, the schemas upstream converts) as `json_schema` on
 /v1/completions and as `response_format` json_schema on /v1/chat/completions, greedy, plus a few
 GBNF grammars and bad requests, and compares text and finish reason. llama-server is killed and
 restarted when it passes 3 GB (some grammars make upstream's stacks explode) or stops answering.
@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 
 OURS, LLAMA, MODEL = sys.argv[1], sys.argv[2], sys.argv[3]
-CASES = sys.argv[4] if len(sys.argv) > 4 else os.path.join(os.path.dirname(__file__), "../data/json_schema_oracle.txt")
+CASES = sys.argv[4] if len(sys.argv) > 4 else os.path.join(os.path.dirname(__file__), "../../../chat/tests/data/json_schema_oracle.txt")
 
 
 def free_port():

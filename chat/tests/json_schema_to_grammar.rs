@@ -1,4 +1,4 @@
-//! The JSON schema converter (`server/src/schema.rs`) against llama.cpp b11312's
+//! The JSON schema converter (`chat/src/schema.rs`) against llama.cpp b11312's
 //! tests/test-json-schema-to-grammar.cpp: every case of upstream's list (in
 //! `data/json_schema_to_grammar.txt`, extracted by `data/extract_json_schema_cases.py`) must
 //! give exactly upstream's grammar (compared as upstream compares: both trimmed, blanks at the
@@ -6,9 +6,7 @@
 //! the library's GBNF parser and have a root; and upstream's two hand-written checks (a document
 //! parsed first, a sub-schema with a $ref) hold too.
 
-#[path = "../src/schema.rs"]
-#[allow(dead_code)]
-mod schema;
+use deepseek_chat::schema;
 
 use serde_json::Value;
 

@@ -371,6 +371,75 @@ impl Doc {
     }
 }
 
+/// Several schemas and hand-written rules in one grammar, as upstream's
+/// `common_grammar_builder` makes a tool-call grammar: each `add_schema` converts a schema into
+/// rules named from `name` and gives the rule to refer to; `add_rule` adds a rule of GBNF
+/// text. Names are shared, so a rule two schemas make alike is written once.
+pub struct GrammarBuilder {
+    rules: BTreeMap<String, String>,
+    warnings: Vec<String>,
+    probes: usize,
+}
+
+impl Default for GrammarBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GrammarBuilder {
+    pub fn new() -> GrammarBuilder {
+        let mut rules = BTreeMap::new();
+        rules.insert("space".to_string(), SPACE_RULE.to_string());
+        GrammarBuilder { rules, warnings: Vec::new(), probes: 0 }
+    }
+
+    fn with<T>(&mut self, doc: &Doc, f: impl FnOnce(&mut Converter<'_>) -> T) -> Result<T, String> {
+        let mut c = Converter::new(doc);
+        c.rules = std::mem::take(&mut self.rules);
+        c.probes = self.probes;
+        let out = f(&mut c);
+        self.rules = std::mem::take(&mut c.rules);
+        self.probes = c.probes;
+        self.warnings.append(&mut c.warnings);
+        if let Some(e) = c.fatal {
+            return Err(format!("JSON schema conversion failed:\n{e}"));
+        }
+        if !c.errors.is_empty() {
+            return Err(format!("JSON schema conversion failed:\n{}", c.errors.join("\n")));
+        }
+        Ok(out)
+    }
+
+    /// A rule of GBNF text named from `name` (a number appended when another rule has it).
+    pub fn add_rule(&mut self, name: &str, text: String) -> String {
+        let doc = Doc { root: Node::Any, refs: BTreeMap::new() };
+        self.with(&doc, |c| c.add_rule(name, text)).unwrap_or_default()
+    }
+
+    /// The rules of `schema` (its `$ref`s resolved in itself), the top one named from `name`.
+    pub fn add_schema(&mut self, name: &str, schema: &Value) -> Result<String, String> {
+        let doc = Doc::from_json(schema).map_err(|e| format!("JSON schema conversion failed:\n{e}"))?;
+        self.with(&doc, |c| c.visit(&doc.root, name))
+    }
+
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The grammar, rules in name order.
+    pub fn finish(self) -> String {
+        let mut grammar = String::new();
+        for (k, v) in &self.rules {
+            grammar.push_str(k);
+            grammar.push_str(" ::= ");
+            grammar.push_str(v);
+            grammar.push('\n');
+        }
+        grammar
+    }
+}
+
 // ---- the converter (common/json-schema-to-grammar.cpp) ----
 
 const SPACE_RULE: &str = r#"| " " | "\n"{1,2} [ \t]{0,20}"#;
