@@ -3,8 +3,9 @@
 # llama.cpp into a virtualenv (cached under target/), points LLAMA_CPP_LIB_PATH at a directory
 # whose libllama.so is our library, and runs tests/python/test_llama_cpp_python.py on the
 # Qwen2.5-Coder-0.5B model. Needs `cargo build --release` first and network access the first time.
-# DEEPSEEK_LIB_DIR (default target/release) holds libdeepseek.so and deepseek-cli; DEEPSEEK_CLI
-# names another deepseek-cli (tests/llama_cpp_python.rs, which runs this script, passes its own).
+# DEEPSEEK_LIB_DIR (default target/release) holds libdeepseek.so and deepseek-cli (`cargo build
+# --release -p deepseek-cli`); DEEPSEEK_CLI names another deepseek-cli (tests/llama_cpp_python.rs,
+# which runs this script, passes its own profile's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

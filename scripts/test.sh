@@ -20,6 +20,9 @@ ln -sfn libdeepseek.so target/memcheck/libdeepseek.so.0
 # re-optimize the library into each of ~40 test binaries).
 stage "tests (ci profile)"
 cargo test --profile ci --no-run -q
+# deepseek-cli (its own workspace crate, so the root's tests do not build it): the CLI that
+# tests/llama_cpp_python.rs and the server's tests compare with, from target/ci/.
+cargo build --profile ci -p deepseek-cli -q
 # The two long single-test binaries run beside the others, each in its own process: the soak
 # measures only its own process's memory, registration only its own allocations, so neither is
 # disturbed by the tests running at the same time (they would be inside one process).
@@ -50,11 +53,13 @@ else
 fi
 stage "scalar reruns"
 DEEPSEEK_KERNELS=scalar cargo test --profile ci --test golden_logits --test golden_quants --test engine --test kv_types
-# deepseek-server (its own workspace crate): unit tests, then the real openai client against it.
-# After the reruns above: its build resolves the shared dependencies' features without the root
-# crate's dev-dependencies, and a root test run after it was seen to rebuild the library.
-stage "deepseek-server"
+# The chat crate, deepseek-cli and deepseek-server (workspace crates of their own): unit tests,
+# the CLI on the tiny fixtures, then the real openai client against the server.
+# After the reruns above: their builds resolve the shared dependencies' features without the
+# root crate's dev-dependencies, and a root test run after them was seen to rebuild the library.
+stage "deepseek-chat, deepseek-cli, deepseek-server"
 cargo test --profile ci -p deepseek-chat
+cargo test --profile ci -p deepseek-cli
 cargo test --profile ci -p deepseek-server
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
 stage "loom"

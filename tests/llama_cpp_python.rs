@@ -4,7 +4,9 @@
 //! greedy/streamed/seeded completion, chat completion, state save/load, embeddings; then
 //! tests/python/test_grammar.py: JSON mode, a JSON schema, LlamaGrammar.from_string and
 //! chatml-function-calling with a forced tool, each output parsed and validated.
-//! Needs `cargo build --release` first (the library and deepseek-cli).
+//! Needs `cargo build --release` first (the library), and deepseek-cli built in this test's
+//! profile (`cargo build -p deepseek-cli --profile ci` for `cargo test --profile ci`: it is its
+//! own workspace crate, so this package's tests do not build it).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,8 +14,11 @@ use std::process::Command;
 #[test]
 fn llama_cpp_python_runs_on_libdeepseek() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let cli = PathBuf::from(env!("CARGO_BIN_EXE_deepseek-cli"));
-    // the library `cargo build --release` made (the one users load), this test build's CLI
+    // the library `cargo build --release` made (the one users load), the CLI of this test
+    // build's profile (target/<profile>/, two levels above target/<profile>/deps/<this test>)
+    let exe = std::env::current_exe().unwrap();
+    let cli = exe.parent().and_then(|d| d.parent()).unwrap().join("deepseek-cli");
+    assert!(cli.is_file(), "{} is missing: build it with cargo build -p deepseek-cli in this test's profile", cli.display());
     let out = Command::new(root.join("scripts/test-llama-cpp-python.sh"))
         .env("DEEPSEEK_LIB_DIR", root.join("target/release"))
         .env("DEEPSEEK_CLI", &cli)

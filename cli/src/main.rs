@@ -1,28 +1,28 @@
 //! deepseek-cli: generate text or chat with a GGUF model on the CPU, streaming tokens as they
 //! come, then a summary (load time, prompt and generation speed, peak memory; `--json` for
-//! scripts). Uses the Rust API (model, context, tokenizer, sampling, chat), not the C one.
-//! Exit codes: 0 success, 1 runtime failure, 2 bad arguments or missing model.
+//! scripts). Uses the Rust API (model, context, tokenizer, sampling), not the C one; chats are
+//! rendered by deepseek-chat as deepseek-server renders them.
+//! Exit codes: 0 success, 1 runtime failure, 2 bad arguments, a missing model or an unusable
+//! chat template.
 
-#[path = "deepseek_cli/args.rs"]
+mod answer;
 mod args;
-#[path = "deepseek_cli/fetch.rs"]
+// Shared with deepseek-server, which includes the same file.
+#[path = "../../src/bin/deepseek_cli/fetch.rs"]
 mod fetch;
-#[path = "deepseek_cli/session.rs"]
+mod prompt;
 mod session;
-#[path = "deepseek_cli/think.rs"]
-mod think;
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use deepseek::chat;
 use deepseek::model::Model;
 
+use answer::Answer;
 use args::{Args, Parsed};
 use session::Session;
-use think::ThinkFilter;
 
 /// Set by Ctrl-C to stop the current answer. A signal handler can reach no other state, hence
 /// this one process-wide flag (in the binary, not the library).
@@ -147,8 +147,12 @@ fn summary(a: &Args, s: &session::Stats, load_s: f64, text: Option<&str>) {
 fn run_prompt(a: &Args) -> Result<(), (i32, String)> {
     let (model, load_s) = load(a)?;
     let mut s = Session::new(model, a).map_err(|e| (1, e))?;
-    if s.feed(&a.prompt).map_err(|e| (1, e))? == 0 {
+    let n = s.feed(&a.prompt).map_err(|e| (1, e))?;
+    if n == 0 {
         return Err((1, "the prompt tokenized to nothing".into()));
+    }
+    if a.verbose_prompt {
+        eprintln!("prompt ({n} tokens): {}", json_string(&a.prompt));
     }
     let mut out = std::io::stdout().lock();
     if !a.json {
@@ -173,51 +177,54 @@ fn run_prompt(a: &Args) -> Result<(), (i32, String)> {
 
 fn run_chat(a: &Args) -> Result<(), (i32, String)> {
     let (model, load_s) = load(a)?;
-    let tmpl_text = model.file.get_str("tokenizer.chat_template").unwrap_or("chatml").to_string();
-    let family = chat::detect(&tmpl_text).unwrap_or(chat::Template::ChatMl);
+    let (format, which) = prompt::choose(a, &model).map_err(|e| (2, e))?;
     let mut s = Session::new(model, a).map_err(|e| (1, e))?;
     let color = std::io::stdout().is_terminal();
     install_sigint();
-    eprintln!("chat template: {} — type a message, Ctrl-C stops an answer, Ctrl-D (or Ctrl-C here) quits", family.name());
-    let mut history: Vec<(String, String)> = Vec::new();
-    let mut formatted = String::new();
-    let mut prev_len = 0;
+    eprintln!("chat template: {which} — type a message, Ctrl-C stops an answer, Ctrl-D (or Ctrl-C here) quits");
+    let mut history = Vec::new();
     loop {
         eprint!("> ");
         let Some(line) = read_line() else { break };
         if line.trim().is_empty() {
             continue;
         }
-        history.push(("user".into(), line));
-        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message::new(r, c)).collect();
-        chat::format_str(family, &msgs, true, &mut formatted);
-        s.feed(&formatted[prev_len..]).map_err(|e| (1, e))?;
+        history.push(prompt::message("user", &line, ""));
+        let text = match format.render(&history) {
+            Ok(text) => text,
+            // A template may refuse a conversation (raise_exception): the turn is not taken.
+            Err(e) => {
+                eprintln!("deepseek-cli: {e}");
+                history.pop();
+                continue;
+            }
+        };
+        // The whole conversation each turn: the context keeps what it already holds of it.
+        let (n, new) = s.set_prompt(&text).map_err(|e| (1, e))?;
+        if a.verbose_prompt {
+            eprintln!("prompt ({n} tokens, {new} decoded): {}", json_string(&text));
+        }
         let mut out = std::io::stdout().lock();
-        let mut filter = ThinkFilter::new(a.hide_think, color);
+        let mut answer = Answer::new(text.trim_end().ends_with("<think>"), a.hide_think, color);
         let mut shown = Vec::new();
-        let answer = s
-            .generate(a.n_predict.unwrap_or(512), &INTERRUPTED, |piece| {
-                shown.clear();
-                filter.push(piece, &mut shown);
-                let _ = out.write_all(&shown);
-                let _ = out.flush();
-            })
-            .map_err(|e| (1, e))?;
+        s.generate(a.n_predict.unwrap_or(512), &INTERRUPTED, |piece| {
+            shown.clear();
+            answer.push(piece, &mut shown);
+            let _ = out.write_all(&shown);
+            let _ = out.flush();
+        })
+        .map_err(|e| (1, e))?;
         shown.clear();
-        filter.finish(&mut shown);
+        answer.finish(&mut shown);
         let _ = out.write_all(&shown);
         let _ = out.write_all(b"\n");
         let _ = out.flush();
         if INTERRUPTED.swap(false, Ordering::Relaxed) {
             eprintln!("[stopped]");
         }
-        let answer = String::from_utf8_lossy(&answer).into_owned();
-        history.push(("assistant".into(), think::strip_think(&answer).to_string()));
-        // What the context holds now is the prompt plus the answer as generated; the next turn
-        // continues from the history's formatted length (upstream's simple-chat approach).
-        let msgs: Vec<chat::Message> = history.iter().map(|(r, c)| chat::Message::new(r, c)).collect();
-        chat::format_str(family, &msgs, false, &mut formatted);
-        prev_len = formatted.len();
+        // The answer goes back to the template with its reasoning apart, for the template to
+        // keep or drop (DeepSeek-R1's drops it from past turns), and its content as written.
+        history.push(prompt::message("assistant", &answer.content, &answer.reasoning));
     }
     eprintln!();
     summary(a, &s.stats, load_s, None);

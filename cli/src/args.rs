@@ -1,4 +1,9 @@
-//! Command-line flags of deepseek-cli (hand-parsed: a dozen flags do not need a crate).
+//! Command-line flags of deepseek-cli (hand-parsed: a dozen flags do not need a crate). The chat
+//! template flags are deepseek-server's (llama-server's) names and meanings.
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
 
 pub const USAGE: &str = "usage: deepseek-cli -m MODEL [-p PROMPT | --chat] [options]
 
@@ -7,6 +12,16 @@ pub const USAGE: &str = "usage: deepseek-cli -m MODEL [-p PROMPT | --chat] [opti
   -p, --prompt TEXT        text to continue (default: \"The capital of France is\")
       --chat               interactive conversation with the model's chat template
       --hide-think         in --chat, hide the <think> section instead of dimming it
+      --chat-template NAME|TEMPLATE
+                           a built-in template name (chatml, deepseek3, llama3, ...; formatted
+                           without Jinja) or a Jinja template's text (default: the model's own)
+      --chat-template-file FILE
+                           a file holding the Jinja chat template to use instead of the model's
+      --chat-template-kwargs JSON
+                           a JSON object of extra template variables, e.g. '{\"enable_thinking\": false}'
+      --jinja, --no-jinja  render chats with the Jinja template (the default, as deepseek-server),
+                           or format them with the built-in the model's template is recognized as
+      --verbose-prompt     print each prompt as the model is given it (JSON-quoted) on stderr
   -n, --n-predict N        tokens to generate (default 128; in --chat, per answer: 512)
   -t, --threads N          worker threads (default 2)
   -c, --ctx-size N         context size (default 2048)
@@ -37,6 +52,13 @@ pub struct Args {
     pub seed: u32,
     pub no_mmap: bool,
     pub json: bool,
+    /// `--chat-template`: a built-in name or Jinja text.
+    pub chat_template: Option<String>,
+    pub chat_template_file: Option<PathBuf>,
+    /// `--chat-template-kwargs`, already checked to be a JSON object.
+    pub chat_template_kwargs: Map<String, Value>,
+    pub no_jinja: bool,
+    pub verbose_prompt: bool,
 }
 
 pub enum Parsed {
@@ -46,6 +68,15 @@ pub enum Parsed {
 
 fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.parse().map_err(|_| format!("invalid value '{v}' for {flag}"))
+}
+
+/// A JSON object, as deepseek-server checks `--chat-template-kwargs`.
+fn kwargs_object(flag: &str, v: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(v) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!("invalid value '{v}' for {flag}: must be a JSON object")),
+        Err(e) => Err(format!("invalid value '{v}' for {flag}: not valid JSON: {e}")),
+    }
 }
 
 pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
@@ -66,6 +97,11 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
         seed: u32::MAX,
         no_mmap: false,
         json: false,
+        chat_template: None,
+        chat_template_file: None,
+        chat_template_kwargs: Map::new(),
+        no_jinja: false,
+        verbose_prompt: false,
     };
     let mut it = argv.into_iter();
     while let Some(arg) = it.next() {
@@ -93,6 +129,13 @@ pub fn parse(argv: impl IntoIterator<Item = String>) -> Result<Parsed, String> {
             "--seed" => a.seed = number(&flag, &value()?)?,
             "--no-mmap" => a.no_mmap = true,
             "--json" => a.json = true,
+            "--chat-template" => a.chat_template = Some(value()?),
+            "--chat-template-file" => a.chat_template_file = Some(PathBuf::from(value()?)),
+            "--chat-template-kwargs" => a.chat_template_kwargs = kwargs_object(&flag, &value()?)?,
+            // The last of the two wins, as deepseek-server's.
+            "--jinja" => a.no_jinja = false,
+            "--no-jinja" => a.no_jinja = true,
+            "--verbose-prompt" => a.verbose_prompt = true,
             _ => return Err(format!("unknown argument '{arg}' (see --help)")),
         }
     }

@@ -1,4 +1,6 @@
-//! One model + context + sampler chain: feeds text, streams sampled pieces, counts time.
+//! One model + context + sampler chain: feeds text, streams sampled pieces, counts time. It
+//! knows the tokens its context holds, so a chat's whole prompt can be given each turn and only
+//! what differs from them is decoded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,8 +32,8 @@ pub struct Session {
     chain: BoxChain,
     candidates: Vec<TokenData>,
     n_batch: usize,
-    /// Tokens in the context so far.
-    pub n_past: usize,
+    /// The tokens the context holds, at positions 0.. (prompts and sampled tokens).
+    tokens: Vec<i32>,
     pub stats: Stats,
 }
 
@@ -73,29 +75,64 @@ impl Session {
         };
         let ctx = Context::new(Arc::clone(&model), &params)?;
         let n_batch = ctx.n_batch as usize;
-        Ok(Session { model, ctx, chain: build_chain(a), candidates: Vec::new(), n_batch, n_past: 0, stats: Stats::default() })
+        Ok(Session { model, ctx, chain: build_chain(a), candidates: Vec::new(), n_batch, tokens: Vec::new(), stats: Stats::default() })
     }
 
     fn decode(&mut self, tokens: &[i32]) -> Result<(), String> {
-        if self.n_past + tokens.len() > self.ctx.n_ctx_seq as usize {
+        if self.tokens.len() + tokens.len() > self.ctx.n_ctx_seq as usize {
             return Err(format!("the context is full ({} tokens); use a larger --ctx-size", self.ctx.n_ctx_seq));
         }
         self.ctx.decode(&BatchInput { tokens, pos: None, seq_ids: None, logits: None }, None).map_err(|e| format!("decode failed: {e:?}"))?;
-        self.n_past += tokens.len();
+        self.tokens.extend_from_slice(tokens);
         Ok(())
     }
 
-    /// Tokenizes and evaluates `text` (special tokens parsed; BOS only at the very start).
-    pub fn feed(&mut self, text: &str) -> Result<usize, String> {
-        let mut tokens = Vec::new();
-        self.model.vocab.tokenize(text.as_bytes(), self.n_past == 0, true, &mut tokens);
+    /// Evaluates prompt tokens in batches, counting them and their time.
+    fn decode_prompt(&mut self, tokens: &[i32]) -> Result<(), String> {
         let t0 = Instant::now();
         for chunk in tokens.chunks(self.n_batch) {
             self.decode(chunk)?;
         }
         self.stats.prompt_tokens += tokens.len();
         self.stats.prompt_time += t0.elapsed();
+        Ok(())
+    }
+
+    /// Tokenizes and evaluates `text` after what the context holds (special tokens parsed; BOS
+    /// only at the very start). Returns the number of tokens.
+    pub fn feed(&mut self, text: &str) -> Result<usize, String> {
+        let mut tokens = Vec::new();
+        self.model.vocab.tokenize(text.as_bytes(), self.tokens.is_empty(), true, &mut tokens);
+        self.decode_prompt(&tokens)?;
         Ok(tokens.len())
+    }
+
+    /// Makes the context hold exactly `prompt` (a chat's whole conversation, tokenized with BOS
+    /// as the model wants it): the longest common prefix with what it holds is kept, the rest
+    /// removed from the cache, and the remainder decoded — at least the last token, whose logits
+    /// the next token is sampled from. A template that re-renders an earlier turn differently
+    /// (R1's drops past answers' reasoning) costs a re-decode from there, never a wrong
+    /// context. Returns (prompt tokens, tokens decoded).
+    pub fn set_prompt(&mut self, prompt: &str) -> Result<(usize, usize), String> {
+        let mut want = Vec::new();
+        self.model.vocab.tokenize(prompt.as_bytes(), true, true, &mut want);
+        if want.is_empty() {
+            return Err("the chat's prompt tokenized to nothing".into());
+        }
+        let common = self.tokens.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        let mut keep = common.min(want.len() - 1);
+        if keep < self.tokens.len() {
+            // deepseek4's compressed cache cannot be cut inside a sequence: it starts over.
+            if !self.ctx.kv.seq_rm(0, keep as i32, -1) {
+                keep = 0;
+                if !self.ctx.kv.seq_rm(0, 0, -1) {
+                    return Err("cannot clear the context's cache for the next turn".into());
+                }
+            }
+            self.tokens.truncate(keep);
+        }
+        self.decode_prompt(&want[keep..])?;
+        Ok((want.len(), want.len() - keep))
     }
 
     /// Samples up to `n` tokens, calling `on_piece` with each piece's bytes; stops at an
