@@ -48,7 +48,7 @@ fn engine(model: &Arc<Model>) -> Engine {
 }
 
 fn spec(text: &str) -> Option<GrammarSpec> {
-    Some(GrammarSpec { text: text.to_string(), root: "root".into() })
+    Some(GrammarSpec::new(text))
 }
 
 /// Runs one request with a callback: its tokens and how it ended.

@@ -24,7 +24,10 @@ use deepseek::engine::{Engine, Event, FinishInfo, FinishKind, GrammarSpec, Promp
 
 use crate::error::ApiError;
 use crate::params::{self, Fields, GenParams, PromptInput};
-use crate::text::{Split, ThinkSplit, Utf8Stream};
+use crate::text::Utf8Stream;
+use deepseek::sampling::reasoning_budget::ReasoningBudget;
+use deepseek_chat::template::{ChatTemplate, Inputs, Rendered};
+use deepseek_chat::tools::{self, grammar::Thinking, ParseSpec, ParsedMsg, ReasoningFormat, ToolChoice, ToolFormat, ToolSetup};
 use crate::{App, Ready};
 
 type AppState = State<Arc<App>>;
@@ -183,8 +186,12 @@ impl Drop for Job {
 struct Plan {
     tokens: Vec<i32>,
     max_tokens: i32,
-    /// Split `<think>` into reasoning_content (chat only), and whether the prompt opened it.
-    reasoning: Option<bool>,
+    /// How a chat answer is read (reasoning, content, tool calls); None for completions.
+    chat: Option<ParseSpec>,
+    grammar: Option<GrammarSpec>,
+    /// A reasoning budget: the start and end tags' tokens, the tokens allowed, whether the
+    /// prompt opened the reasoning.
+    budget: Option<(Vec<i32>, Vec<i32>, usize, bool)>,
 }
 
 fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, ApiError> {
@@ -207,7 +214,7 @@ fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, 
         None if app.args.n_predict > 0 => (app.args.n_predict as i64).min(n_ctx - n) as i32,
         None => -1,
     };
-    Ok(Plan { tokens, max_tokens, reasoning: None })
+    Ok(Plan { tokens, max_tokens, chat: None, grammar: gp.grammar.clone().map(GrammarSpec::new), budget: None })
 }
 
 fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job, ApiError> {
@@ -223,7 +230,13 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
     let n_probs = if gp.logprobs { gp.top_logprobs.max(1) } else { 0 };
     let req = EngineRequest {
         prompt: Prompt::Tokens(plan.tokens.clone()),
-        sampler: Box::new(gp.sampling.build(r.engine.n_ctx_seq() as usize)),
+        sampler: {
+            let chain: Box<dyn deepseek::sampling::Sampler + Send> = Box::new(gp.sampling.build(r.engine.n_ctx_seq() as usize));
+            match &plan.budget {
+                Some((start, end, n, open)) => Box::new(ReasoningBudget::new(chain, start.clone(), end.clone(), *n, *open)),
+                None => chain,
+            }
+        },
         max_tokens: plan.max_tokens,
         stop_tokens: Vec::new(),
         stop_strings: gp.stop.iter().map(|s| s.as_bytes().to_vec()).collect(),
@@ -231,7 +244,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         callback: Some(callback),
         user_data: 0,
         n_probs,
-        grammar: gp.grammar.as_ref().map(|text| GrammarSpec { text: text.clone(), root: "root".into() }),
+        grammar: plan.grammar.clone(),
     };
     match r.engine.submit(req) {
         Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),
@@ -239,6 +252,17 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         Err(SubmitError::Closed) => Err(ApiError::unavailable("the server is shutting down")),
         Err(SubmitError::Invalid(m)) => Err(ApiError::invalid(m)),
     }
+}
+
+/// The output bytes of a generated token: its piece, or a preserved marker's text.
+fn out_piece(r: &Ready, token: i32, n_piece: u32) -> &[u8] {
+    let piece = &r.engine.piece(token)[..n_piece as usize];
+    if piece.is_empty() {
+        if let Some((_, text)) = r.preserved.iter().find(|(t, _)| *t == token) {
+            return text;
+        }
+    }
+    piece
 }
 
 fn finish_reason(k: Option<FinishKind>) -> Result<&'static str, ApiError> {
@@ -320,23 +344,85 @@ enum Kind {
 }
 
 /// A chat request rendered to its prompt: by the Jinja template as llama-server renders it
-/// (--jinja), or by the built-in the template was recognized as (--no-jinja).
-fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<String, ApiError> {
+/// (--jinja), with the inputs and rendering the answer is read by; or by the built-in the
+/// template was recognized as (--no-jinja).
+fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<(String, Option<(Inputs, Rendered)>), ApiError> {
     let Some(t) = &r.jinja else {
+        if f.get("tools").is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+            return Err(ApiError::param("tools", "tools param requires --jinja flag (this server runs with --no-jinja: built-in templates, which cannot show a model its tools)"));
+        }
         let msgs = params::messages(f)?;
         let list: Vec<chat::Message> = msgs.iter().map(|(role, content)| chat::Message::new(role, content)).collect();
         let mut text = String::new();
         chat::format_str(r.template, &list, f.bool("add_generation_prompt")?.unwrap_or(true), &mut text);
-        return Ok(text);
+        return Ok((text, None));
     };
     let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.args.chat_template_kwargs.clone().unwrap_or_default(), !app.args.no_prefill_assistant, t);
     let inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
-    let rendered = t.apply(&inputs).map_err(|e| {
+    let rendered = render(t, &inputs)?;
+    Ok((rendered.prompt.clone(), Some((inputs, rendered))))
+}
+
+fn render(t: &ChatTemplate, inputs: &Inputs) -> Result<Rendered, ApiError> {
+    t.apply(inputs).map_err(|e| {
         let mut err = ApiError::invalid(format!("the chat template failed on this conversation: {}", e.message));
         err.param = Some("messages".into());
         err
-    })?;
-    Ok(rendered.prompt)
+    })
+}
+
+/// How a chat request's answer is read and constrained: its reasoning as the request's (or
+/// the server's) `reasoning_format` says, its tool calls in the template's format when tools
+/// are offered and `tool_choice` is not none, under the tools' grammar (lazy for auto, forced
+/// for required or a named function); a `response_format` schema or `grammar` instead of the
+/// tools' where one is given, as upstream.
+fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &mut GenParams) -> Result<(String, ParseSpec, Option<GrammarSpec>), ApiError> {
+    let (prompt, jinja) = render_chat(app, r, f)?;
+    let rf = gp.reasoning.unwrap_or(if r.reasoning { ReasoningFormat::DeepSeek } else { ReasoningFormat::None });
+    let grammar = gp.grammar.clone().map(GrammarSpec::new);
+    let Some((mut inputs, mut rendered)) = jinja else {
+        // Built-in templates: reasoning only, opened by the prompt or by the answer.
+        let mut spec = ParseSpec::content_only();
+        if rf != ReasoningFormat::None {
+            spec.reasoning_format = rf;
+            spec.think = Some(("<think>".into(), "</think>".into()));
+            spec.in_reasoning = prompt.trim_end().ends_with("<think>");
+        }
+        return Ok((prompt, spec, grammar));
+    };
+    let t = r.jinja.as_ref().expect("a Jinja template");
+    let offered = !inputs.tools.is_empty();
+    let tools_active = offered && gp.tool_choice != ToolChoice::None && gp.json_schema.is_none();
+    if tools_active && gp.grammar.is_some() {
+        return Err(ApiError::param("grammar", "Cannot use custom grammar constraints with tools."));
+    }
+    if let ToolChoice::Function(name) = &gp.tool_choice {
+        if offered && !inputs.tools.iter().any(|tool| &tool.name == name) {
+            return Err(ApiError::param("tool_choice", format!("Invalid tool_choice: no tool named '{name}' is in 'tools'")));
+        }
+    }
+    if !offered && matches!(gp.tool_choice, ToolChoice::Required | ToolChoice::Function(_)) {
+        return Err(ApiError::param("tool_choice", "tool_choice requires a tool call, and 'tools' offers none"));
+    }
+    if gp.json_schema.is_some() {
+        inputs.json_schema = gp.json_schema.clone();
+        rendered = render(t, &inputs)?;
+    }
+    let mut spec = ParseSpec::new(t, &rendered, rf, tools_active);
+    spec.json_response = gp.json_schema.is_some();
+    let setup = ToolSetup { tools: &inputs.tools, choice: &gp.tool_choice, parallel: gp.parallel_tool_calls.unwrap_or(t.caps.supports_parallel_tool_calls) };
+    if tools_active && spec.format == ToolFormat::ContentOnly && setup.required() {
+        // The template cannot show the model its tools, yet a call is required: the generic
+        // JSON form, which the grammar spells out.
+        spec.format = ToolFormat::Generic;
+    }
+    if !tools_active || spec.format == ToolFormat::ContentOnly {
+        return Ok((rendered.prompt, spec, grammar));
+    }
+    let thinking = Thinking { tags: t.think_tags(), open: spec.in_reasoning };
+    let tg = tools::grammar::build(spec.format, &setup, thinking).map_err(|e| ApiError::param("tools", format!("Failed to parse tools: {e}")))?;
+    let grammar = tg.map(|g| GrammarSpec { text: g.grammar, root: "root".into(), lazy: g.lazy, trigger_words: g.trigger_words, trigger_patterns: g.trigger_patterns, trigger_tokens: Vec::new() });
+    Ok((rendered.prompt, spec, grammar))
 }
 
 /// llama-server's `/apply-template`: the prompt a chat request renders to.
@@ -344,7 +430,7 @@ async fn apply_template(State(app): AppState, body: Body) -> Result<Response, Ap
     let v = read_json(&app, body).await?;
     let r = app.ready()?;
     let f = Fields::parse(&v)?;
-    let prompt = render_chat(&app, r, &f)?;
+    let (prompt, _) = render_chat(&app, r, &f)?;
     Ok(axum::Json(json!({"prompt": prompt})).into_response())
 }
 
@@ -352,13 +438,22 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     let v = read_json(&app, body).await?;
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
-    let gp = f.gen(true)?;
-    let text = render_chat(&app, r, &f)?;
+    let mut gp = f.gen(true)?;
+    let (text, spec, grammar) = chat_read(&app, r, &f, &mut gp)?;
     let mut tokens = Vec::new();
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
     let mut plan = plan(&app, r, tokens, &gp)?;
-    let inside = text.trim_end().ends_with("<think>");
-    plan.reasoning = gp.reasoning.unwrap_or(r.reasoning).then_some(inside);
+    let budget = gp.reasoning_budget.or((app.args.reasoning_budget >= 0).then_some(app.args.reasoning_budget));
+    if let (Some(n), Some((open, close))) = (budget, &spec.think) {
+        let tokens = |s: &str| {
+            let mut t = Vec::new();
+            r.model.vocab.tokenize(s.as_bytes(), false, true, &mut t);
+            t
+        };
+        plan.budget = Some((tokens(open), tokens(close), n as usize, spec.in_reasoning));
+    }
+    plan.chat = Some(spec);
+    plan.grammar = grammar;
     generate(app.clone(), plan, gp, Kind::Chat).await
 }
 
@@ -391,9 +486,9 @@ async fn generate(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind) -> Resul
     let id = app.next_id(if kind == Kind::Chat { "chatcmpl" } else { "cmpl" });
     let out = Output { id, kind, created: unix_now(), model: r.name.clone(), n_top: gp.top_logprobs, logprobs: gp.logprobs, include_usage: gp.include_usage };
     if gp.stream {
-        Ok(stream(app.clone(), job, out, plan.reasoning))
+        Ok(stream(app.clone(), job, out, plan.chat))
     } else {
-        whole(app.clone(), job, out, plan.reasoning).await
+        whole(app.clone(), job, out, plan.chat).await
     }
 }
 
@@ -411,7 +506,41 @@ struct Output {
     include_usage: bool,
 }
 
-async fn whole(app: Arc<App>, mut job: Job, out: Output, reasoning: Option<bool>) -> Result<Response, ApiError> {
+/// A tool call's id: 32 random letters and digits, as llama-server makes them.
+fn tool_call_id() -> String {
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut bytes = [0u8; 32];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        // No kernel randomness: the clock and a counter still make ids unique in a process.
+        static FALLBACK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut x = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64) ^ FALLBACK.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        for b in &mut bytes {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+    bytes.iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
+}
+
+/// A parsed call as OpenAI's `tool_calls` entry.
+fn tool_call_json(c: &tools::ParsedCall, id: &str) -> Value {
+    json!({"type": "function", "function": {"name": c.name, "arguments": c.arguments}, "id": id})
+}
+
+/// The finish reason of a chat answer: a finished answer with calls ends for them.
+fn chat_finish(reason: &'static str, msg: &ParsedMsg) -> &'static str {
+    if reason == "stop" && !msg.tool_calls.is_empty() {
+        "tool_calls"
+    } else {
+        reason
+    }
+}
+
+async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>) -> Result<Response, ApiError> {
     let r = app.ready()?;
     let mut bytes = Vec::new();
     let mut chat_probs = Vec::new();
@@ -419,7 +548,7 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, reasoning: Option<bool>
     let info = loop {
         match job.rx.recv().await {
             Some(Msg::Token { token, n_piece, probs }) => {
-                let piece = &r.engine.piece(token)[..n_piece as usize];
+                let piece = out_piece(r, token, n_piece);
                 if let Some(p) = probs.as_ref().filter(|_| out.logprobs) {
                     match out.kind {
                         Kind::Chat => chat_probs.push(chat_logprob(r, piece, p, out.n_top)),
@@ -433,22 +562,20 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, reasoning: Option<bool>
         }
     };
     job.finished = true;
-    let reason = finish_reason(info.reason)?;
+    let mut reason = finish_reason(info.reason)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = match out.kind {
         Kind::Chat => {
-            let mut message = json!({"role": "assistant"});
-            match reasoning {
-                Some(inside) => {
-                    let mut s = ThinkSplit::new(inside);
-                    let mut split = Split::default();
-                    s.push(&text, &mut split);
-                    s.finish(&mut split);
-                    message["content"] = json!(split.content);
-                    message["reasoning_content"] = if split.reasoning.is_empty() && !inside { Value::Null } else { json!(split.reasoning) };
-                }
-                None => message["content"] = json!(text),
+            let spec = chat.unwrap_or_else(ParseSpec::content_only);
+            let msg = tools::parse(&spec, &text, false);
+            let mut message = json!({"role": "assistant", "content": msg.content});
+            if !msg.reasoning_content.is_empty() {
+                message["reasoning_content"] = json!(msg.reasoning_content);
             }
+            if !msg.tool_calls.is_empty() {
+                message["tool_calls"] = Value::Array(msg.tool_calls.iter().map(|c| tool_call_json(c, &if c.id.is_empty() { tool_call_id() } else { c.id.clone() })).collect());
+            }
+            reason = chat_finish(reason, &msg);
             let logprobs = if out.logprobs { json!({"content": chat_probs}) } else { Value::Null };
             json!({
                 "id": out.id, "object": "chat.completion", "created": out.created, "model": out.model,
@@ -480,10 +607,19 @@ struct Streaming {
     job: Job,
     out: Output,
     utf8: Utf8Stream,
-    think: Option<ThinkSplit>,
+    /// A chat answer: how it is read, the text so far and the parse last sent.
+    chat: Option<ChatStream>,
     chat_probs: Vec<Value>,
     comp_probs: CompletionLogprobs,
     done: bool,
+}
+
+struct ChatStream {
+    spec: ParseSpec,
+    text: String,
+    sent: ParsedMsg,
+    /// Each call's id, made when the call first appears (the model's own when it wrote one).
+    ids: Vec<String>,
 }
 
 /// Decrements the open-stream gauge when the response ends however it ends.
@@ -525,37 +661,48 @@ impl Streaming {
         self.out.logprobs && (!self.chat_probs.is_empty() || !self.comp_probs.tokens.is_empty())
     }
 
-    /// Text that is ready, as a chunk (None when there is nothing to send yet).
-    fn text_chunk(&mut self, text: String, end: bool) -> Option<Value> {
-        let split = match &mut self.think {
-            Some(t) => {
-                let mut s = Split::default();
-                t.push(&text, &mut s);
-                if end {
-                    t.finish(&mut s);
-                }
-                s
+    /// The chunks for new output text (none when there is nothing to send yet): completion
+    /// text as it comes; a chat answer parsed again whole, and what it adds sent as OpenAI's
+    /// deltas (reasoning, content, then each call: its id, type and name first).
+    fn text_chunks(&mut self, text: String, end: bool, out: &mut Vec<Value>) {
+        let Some(chat) = &mut self.chat else {
+            if !text.is_empty() || self.has_pending_logprobs() {
+                let lp = self.pending_logprobs();
+                out.push(self.chunk(json!(text), None, lp));
             }
-            None => Split { reasoning: String::new(), content: text },
+            return;
         };
-        if split.reasoning.is_empty() && split.content.is_empty() && !self.has_pending_logprobs() {
-            return None;
+        chat.text.push_str(&text);
+        let next = tools::parse(&chat.spec, &chat.text, !end);
+        let deltas = tools::diff(&chat.sent, &next);
+        let mut payloads = Vec::new();
+        for d in deltas {
+            if !d.reasoning_content.is_empty() {
+                payloads.push(json!({"reasoning_content": d.reasoning_content}));
+            }
+            if !d.content.is_empty() {
+                payloads.push(json!({"content": d.content}));
+            }
+            if let Some(c) = d.tool_call {
+                let mut call = json!({"index": c.index, "function": {"arguments": c.arguments}});
+                if let Some((name, id)) = c.new {
+                    let id = if id.is_empty() { tool_call_id() } else { id };
+                    chat.ids.push(id.clone());
+                    call["id"] = json!(id);
+                    call["type"] = json!("function");
+                    call["function"]["name"] = json!(name);
+                }
+                payloads.push(json!({"tool_calls": [call]}));
+            }
         }
-        let payload = match self.out.kind {
-            Kind::Chat => {
-                let mut d = serde_json::Map::new();
-                if !split.reasoning.is_empty() {
-                    d.insert("reasoning_content".into(), json!(split.reasoning));
-                }
-                if !split.content.is_empty() || split.reasoning.is_empty() {
-                    d.insert("content".into(), json!(split.content));
-                }
-                Value::Object(d)
-            }
-            Kind::Completion => json!(split.content),
-        };
-        let lp = self.pending_logprobs();
-        Some(self.chunk(payload, None, lp))
+        chat.sent = next;
+        if payloads.is_empty() && self.has_pending_logprobs() {
+            payloads.push(json!({"content": ""}));
+        }
+        for p in payloads {
+            let lp = self.pending_logprobs();
+            out.push(self.chunk(p, None, lp));
+        }
     }
 
     /// The next bytes of the event stream, None at its end.
@@ -573,7 +720,7 @@ impl Streaming {
             let Some(r) = self.app.ready.get() else { return None };
             match self.job.rx.recv().await {
                 Some(Msg::Token { token, n_piece, probs }) => {
-                    let piece = &r.engine.piece(token)[..n_piece as usize];
+                    let piece = out_piece(r, token, n_piece);
                     if let Some(p) = probs.as_ref().filter(|_| self.out.logprobs) {
                         match self.out.kind {
                             Kind::Chat => self.chat_probs.push(chat_logprob(r, piece, p, self.out.n_top)),
@@ -581,8 +728,12 @@ impl Streaming {
                         }
                     }
                     let text = self.utf8.push(piece);
-                    if let Some(c) = self.text_chunk(text, false) {
-                        sse(&mut out, &c);
+                    let mut chunks = Vec::new();
+                    self.text_chunks(text, false, &mut chunks);
+                    if !chunks.is_empty() {
+                        for c in &chunks {
+                            sse(&mut out, c);
+                        }
                         return Some(Bytes::from(out));
                     }
                 }
@@ -590,11 +741,17 @@ impl Streaming {
                     self.job.finished = true;
                     self.done = true;
                     let rest = self.utf8.finish();
-                    if let Some(c) = self.text_chunk(rest, true) {
-                        sse(&mut out, &c);
+                    let mut chunks = Vec::new();
+                    self.text_chunks(rest, true, &mut chunks);
+                    for c in &chunks {
+                        sse(&mut out, c);
                     }
                     match finish_reason(info.reason) {
                         Ok(reason) => {
+                            let reason = match &self.chat {
+                                Some(c) => chat_finish(reason, &c.sent),
+                                None => reason,
+                            };
                             let empty = if self.out.kind == Kind::Chat { json!({}) } else { json!("") };
                             let mut last = self.chunk(empty, Some(reason), Value::Null);
                             last["timings"] = timings(&info);
@@ -621,13 +778,14 @@ impl Streaming {
     }
 }
 
-fn stream(app: Arc<App>, job: Job, out: Output, reasoning: Option<bool>) -> Response {
+fn stream(app: Arc<App>, job: Job, out: Output, chat: Option<ParseSpec>) -> Response {
     app.stats.streams_open.fetch_add(1, Ordering::Relaxed);
     let gauge = StreamGauge(app.clone());
-    let st = Streaming { app, job, think: reasoning.map(ThinkSplit::new), out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false };
+    let chat = chat.map(|spec| ChatStream { sent: tools::parse(&spec, "", true), spec, text: String::new(), ids: Vec::new() });
+    let st = Streaming { app, job, chat, out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false };
     // OpenAI's first chat chunk carries the role.
     let first = (st.out.kind == Kind::Chat).then(|| {
-        let c = st.chunk(json!({"role": "assistant", "content": ""}), None, Value::Null);
+        let c = st.chunk(json!({"role": "assistant", "content": null}), None, Value::Null);
         Bytes::from(format!("data: {c}\n\n"))
     });
     let body = futures_util::stream::unfold((st, first, gauge), |(mut st, first, gauge)| async move {

@@ -93,8 +93,12 @@ pub struct Args {
     pub n_predict: i32,
     /// How <think> sections are returned: deepseek (as reasoning_content), none (inline), auto
     /// (deepseek when the model's template has think sections).
-    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "none"])]
+    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "deepseek-legacy", "none"])]
     pub reasoning_format: String,
+    /// Tokens of thinking a chat answer may take before its end is forced (requests set it with
+    /// reasoning_budget_tokens); -1: unlimited, 0: none.
+    #[arg(long = "reasoning-budget", value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    pub reasoning_budget: i64,
     /// Seconds to wait for a request's body, and for in-flight requests at shutdown; also -to.
     #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u64,
@@ -183,6 +187,9 @@ pub struct Ready {
     pub jinja: Option<deepseek_chat::template::ChatTemplate>,
     /// Split `<think>` sections off by default.
     pub reasoning: bool,
+    /// Control tokens that are chat-format markers (`</think>`, tool-call tags): their text is
+    /// output, as llama-server outputs its preserved tokens, so that answers can be parsed.
+    pub preserved: Vec<(i32, Vec<u8>)>,
 }
 
 impl App {
@@ -195,6 +202,22 @@ impl App {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         format!("{prefix}-{:x}{n:06x}", self.created.wrapping_mul(0x9E37_79B9) & 0xffff_ffff)
     }
+}
+
+/// The chat-format markers that are one control token in this vocabulary (whose output piece
+/// is otherwise empty).
+fn preserved_tokens(engine: &Engine, model: &Model) -> Vec<(i32, Vec<u8>)> {
+    let mut out = Vec::new();
+    for m in deepseek_chat::tools::MARKERS {
+        let mut t = Vec::new();
+        model.vocab.tokenize(m.as_bytes(), false, true, &mut t);
+        if let [id] = t[..] {
+            if engine.piece(id).is_empty() && !out.iter().any(|(x, _)| *x == id) {
+                out.push((id, m.as_bytes().to_vec()));
+            }
+        }
+    }
+    out
 }
 
 /// A special token's text as templates are given it (`bos_token`, `eos_token`): empty when the
@@ -255,7 +278,7 @@ fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool),
     };
     let think = chat::has_think_section(&text) || matches!(t, chat::Template::Deepseek3);
     let reasoning = match args.reasoning_format.as_str() {
-        "deepseek" => true,
+        "deepseek" | "deepseek-legacy" => true,
         "none" => false,
         _ => think,
     };
@@ -312,7 +335,8 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     if let Some(j) = &jinja {
         eprintln!("deepseek-server: chats rendered by the Jinja template ({} bytes); capabilities {}", j.source().len(), j.caps.to_json());
     }
-    Ok(Ready { engine, model, name, template, jinja, reasoning })
+    let preserved = preserved_tokens(&engine, &model);
+    Ok(Ready { engine, model, name, template, jinja, reasoning, preserved })
 }
 
 async fn shutdown_signal(app: Arc<App>) {

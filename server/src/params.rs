@@ -1,13 +1,14 @@
 //! The OpenAI request bodies read field by field from JSON: every field the server knows is
 //! type- and range-checked (a 400 naming the field otherwise), fields it does not know are
 //! ignored as OpenAI's clients send extras, and the features it does not have (n > 1, echo,
-//! tools, logit_bias) are refused, never ignored. Structured output (`grammar`, `json_schema`,
+//! logit_bias) are refused, never ignored. Structured output (`grammar`, `json_schema`,
 //! chat's `response_format`) becomes one GBNF grammar, as llama-server makes it.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use deepseek::sampling::chain::CommonParams;
+use deepseek_chat::tools::{ReasoningFormat, ToolChoice};
 
 /// A random seed (`LLAMA_DEFAULT_SEED`).
 pub const RANDOM_SEED: u32 = 0xFFFF_FFFF;
@@ -25,11 +26,17 @@ pub struct GenParams {
     pub logprobs: bool,
     pub top_logprobs: u32,
     pub ignore_eos: bool,
-    /// `reasoning_format`: Some(true) splits `<think>` into `reasoning_content`, Some(false)
-    /// keeps it inline, None: the server's default.
-    pub reasoning: Option<bool>,
+    /// `reasoning_format`; None: the server's default.
+    pub reasoning: Option<ReasoningFormat>,
     /// GBNF (root rule `root`) the output must keep to; None: unconstrained.
     pub grammar: Option<String>,
+    /// The schema `grammar` was made from (`json_schema`, `response_format`).
+    pub json_schema: Option<Value>,
+    pub tool_choice: ToolChoice,
+    /// None: as the template can (whether it renders several calls in a turn).
+    pub parallel_tool_calls: Option<bool>,
+    /// `reasoning_budget_tokens` / `thinking_budget_tokens`; None: the server's.
+    pub reasoning_budget: Option<i64>,
 }
 
 pub struct Fields<'a>(pub &'a Map<String, Value>);
@@ -109,11 +116,11 @@ impl<'a> Fields<'a> {
             }
         }
         self.refuse_unless("logit_bias", |v| v.as_object().is_some_and(|m| m.is_empty()), "token biases are not supported")?;
-        // llama-server makes tool-call grammars and parsers from the model's Jinja template
-        // (--jinja); without it, as here (built-in templates), it refuses tools too.
-        self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tool calls are not supported: this server formats chats with built-in templates, as llama-server does without --jinja, which refuses tools too")?;
-        self.refuse_unless("tool_choice", |v| v.as_str() == Some("none") || v.as_str() == Some("auto"), "forcing a tool call is not supported (this server has no tool calls)")?;
-        let grammar = if chat { self.chat_grammar()? } else { self.completion_grammar()? };
+        let (tool_choice, parallel_tool_calls) = if chat { self.tool_choice()? } else { (ToolChoice::None, None) };
+        if !chat {
+            self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tools are a chat completions field (/v1/chat/completions)")?;
+        }
+        let (grammar, json_schema) = if chat { self.chat_grammar()? } else { (self.completion_grammar()?, None) };
         let mut max_tokens = None;
         for name in ["max_tokens", "max_completion_tokens", "n_predict"] {
             if let Some(n) = self.int(name, -1, i32::MAX as i64)? {
@@ -181,12 +188,42 @@ impl<'a> Fields<'a> {
         };
         let ignore_eos = self.bool("ignore_eos")?.unwrap_or(false);
         let reasoning = match self.str("reasoning_format")? {
-            None | Some("auto") => None,
-            Some("none") => Some(false),
-            Some("deepseek") | Some("deepseek-legacy") => Some(true),
-            Some(o) => return Err(ApiError::param("reasoning_format", format!("'reasoning_format' = '{o}': use none, deepseek or auto"))),
+            None => None,
+            Some(o) => Some(ReasoningFormat::parse(o).ok_or_else(|| ApiError::param("reasoning_format", format!("Unknown reasoning format: {o}")))?),
         };
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar })
+        let mut reasoning_budget = None;
+        for name in ["reasoning_budget_tokens", "thinking_budget_tokens"] {
+            if let Some(n) = self.int(name, -1, i32::MAX as i64)? {
+                // -1: the server's --reasoning-budget, as upstream.
+                if n >= 0 {
+                    reasoning_budget = Some(n);
+                }
+            }
+        }
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget })
+    }
+
+    /// `tool_choice` (`none`, `auto`, `required`, or `{"type": "function", "function":
+    /// {"name": …}}`) and `parallel_tool_calls`.
+    fn tool_choice(&self) -> Result<(ToolChoice, Option<bool>), ApiError> {
+        let choice = match self.get("tool_choice") {
+            None => ToolChoice::Auto,
+            Some(Value::String(s)) => match s.as_str() {
+                "auto" => ToolChoice::Auto,
+                "none" => ToolChoice::None,
+                "required" => ToolChoice::Required,
+                other => return Err(ApiError::param("tool_choice", format!("Invalid tool_choice: {other}"))),
+            },
+            Some(Value::Object(o)) => {
+                let name = o.get("function").and_then(|f| f.get("name")).and_then(Value::as_str);
+                match (o.get("type").and_then(Value::as_str), name) {
+                    (Some("function"), Some(n)) if !n.is_empty() => ToolChoice::Function(n.to_string()),
+                    _ => return Err(ApiError::param("tool_choice", "Invalid tool_choice: an object must be {\"type\": \"function\", \"function\": {\"name\": …}}")),
+                }
+            }
+            Some(v) => return Err(ApiError::param("tool_choice", format!("Invalid tool_choice: expected a string or an object, not {}", kind(v)))),
+        };
+        Ok((choice, self.bool("parallel_tool_calls")?))
     }
 
     /// Chat's grammar, as llama-server b11312 derives it (`oaicompat_chat_params_parse`, then
@@ -194,7 +231,7 @@ impl<'a> Fields<'a> {
     /// schema of `response_format` (`json_object` with an optional `schema`, `json_schema`
     /// with `json_schema.schema`; an absent or empty schema is any JSON object), converted to
     /// GBNF; else `grammar`. A schema and a grammar together are refused.
-    fn chat_grammar(&self) -> Result<Option<String>, ApiError> {
+    fn chat_grammar(&self) -> Result<(Option<String>, Option<Value>), ApiError> {
         let mut schema = self.get("json_schema").cloned();
         let grammar = self.str("grammar")?.unwrap_or("");
         if schema.is_some() && !grammar.is_empty() {
@@ -220,8 +257,11 @@ impl<'a> Fields<'a> {
             }
         }
         match schema {
-            Some(s) => convert_schema(s).map(Some).map_err(|e| ApiError::param(from, e)),
-            None => Ok((!grammar.is_empty()).then(|| grammar.to_string())),
+            Some(s) => {
+                let g = convert_schema(s.clone()).map_err(|e| ApiError::param(from, e))?;
+                Ok((Some(g), Some(s)))
+            }
+            None => Ok(((!grammar.is_empty()).then(|| grammar.to_string()), None)),
         }
     }
 
@@ -347,7 +387,7 @@ mod tests {
     /// The grammar a body gives (chat or completions), or the error's message.
     fn grammar(body: Value, chat: bool) -> Result<Option<String>, String> {
         let f = Fields::parse(&body).unwrap();
-        let r = if chat { f.chat_grammar() } else { f.completion_grammar() };
+        let r = if chat { f.chat_grammar().map(|g| g.0) } else { f.completion_grammar() };
         r.map_err(|e| e.message)
     }
 

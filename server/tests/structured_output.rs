@@ -426,7 +426,7 @@ fn structured_output_end_to_end() {
     refused("/v1/completions", json!({"prompt": "x", "json_schema": {"type": "string", "pattern": "^(a$"}}), &["\"json_schema\": JSON schema conversion failed:\nInvalid pattern ^(a$: unbalanced parentheses"]);
     refused("/v1/completions", json!({"prompt": "x", "response_format": {"type": "json_object"}}), &["response_format", "json_schema"]);
     refused("/v1/chat/completions", chat("x", json!({"grammar": 5})), &["'grammar' must be a string"]);
-    refused("/v1/chat/completions", chat("x", json!({"tools": [{"type": "function", "function": {"name": "f"}}]})), &["tool calls are not supported"]);
+    refused("/v1/chat/completions", chat("x", json!({"tools": [{"type": "function", "function": {"name": "f"}}], "grammar": "root ::= \"a\""})), &["Cannot use custom grammar constraints with tools."]);
     // and the server still serves
     let (status, r) = post(&srv, "/v1/chat/completions", chat("x", json!({"max_tokens": 3})));
     assert_eq!(status, 200, "{r}");

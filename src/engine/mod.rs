@@ -119,10 +119,26 @@ pub type Callback = Box<dyn FnMut(&EventView<'_>) -> bool + Send>;
 /// rule it starts from. The request's tokens are sampled as llama.cpp samples under a grammar:
 /// the sampler's pick is checked against it and, when it breaks it, the row is sampled again
 /// with the grammar applied first; end-of-generation is allowed only where the grammar may end.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// A lazy grammar (llama.cpp's `llama_sampler_init_grammar_lazy_patterns`) leaves the output
+/// free until a trigger appears in it (a word, a pattern over the output so far, or a token),
+/// then holds from the trigger's start on: how a tool call is constrained only once the model
+/// begins one.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct GrammarSpec {
     pub text: String,
     pub root: String,
+    pub lazy: bool,
+    pub trigger_words: Vec<String>,
+    pub trigger_patterns: Vec<String>,
+    pub trigger_tokens: Vec<i32>,
+}
+
+impl GrammarSpec {
+    /// A grammar that holds from the first token.
+    pub fn new(text: impl Into<String>) -> GrammarSpec {
+        GrammarSpec { text: text.into(), root: "root".into(), ..GrammarSpec::default() }
+    }
 }
 
 pub struct Request {
@@ -522,7 +538,15 @@ impl Engine {
         }
         let grammar = match r.grammar.as_ref().filter(|g| !g.text.is_empty()) {
             None => None,
-            Some(g) => match GrammarSampler::new(inner.model.clone(), Some(g.text.as_bytes()), g.root.as_bytes(), false, &[], &[], &[]) {
+            Some(g) => match GrammarSampler::new(
+                inner.model.clone(),
+                Some(g.text.as_bytes()),
+                g.root.as_bytes(),
+                g.lazy,
+                &g.trigger_words.iter().map(|w| w.as_bytes()).collect::<Vec<_>>(),
+                &g.trigger_patterns.iter().map(|p| p.as_bytes()).collect::<Vec<_>>(),
+                &g.trigger_tokens,
+            ) {
                 Ok(s) => {
                     // The vocabulary's token trie is built on first use: here, not on the decode thread.
                     inner.model.vocab.grammar_trie();

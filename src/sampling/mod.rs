@@ -12,6 +12,7 @@ pub mod mirostat;
 pub mod ops;
 pub mod penalties;
 pub mod pick;
+pub mod reasoning_budget;
 pub mod rng;
 pub mod temp;
 pub mod truncate;

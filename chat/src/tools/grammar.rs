@@ -97,6 +97,26 @@ fn may_be_string(schema: &Value) -> bool {
     }
 }
 
+/// A string parameter's raw text in DSML: one of its `enum` / `const` values, text of its
+/// `minLength` to `maxLength` characters, else any text up to the parameter's end.
+fn dsml_string(b: &mut GrammarBuilder, name: &str, schema: &Value, any: &str) -> String {
+    let strings = |v: &Value| -> Option<Vec<String>> { v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()) };
+    let values = schema.get("enum").and_then(strings).filter(|v| !v.is_empty()).or_else(|| schema.get("const").and_then(Value::as_str).map(|c| vec![c.to_string()]));
+    if let Some(vals) = values {
+        return b.add_rule(&format!("{name}-value"), vals.iter().map(|v| lit(v)).collect::<Vec<_>>().join(" | "));
+    }
+    let min = schema.get("minLength").and_then(Value::as_u64);
+    let max = schema.get("maxLength").and_then(Value::as_u64);
+    if min.is_some() || max.is_some() {
+        let range = match max {
+            Some(m) => format!("{{{},{m}}}", min.unwrap_or(0).min(m)),
+            None => format!("{{{},}}", min.unwrap_or(0)),
+        };
+        return b.add_rule(&format!("{name}-value"), format!("[^<]{range}"));
+    }
+    any.to_string()
+}
+
 /// One tool's call in a JSON format: `{"name": N, "<args_key>": ARGS}` (and a 9-character id
 /// for Mistral).
 fn json_call(b: &mut GrammarBuilder, t: &Tool, args_key: &str, id: bool) -> Result<String, String> {
@@ -124,7 +144,7 @@ fn dsml_call(b: &mut GrammarBuilder, t: &Tool) -> Result<String, String> {
     if let Some(props) = params.get("properties").and_then(Value::as_object) {
         for (name, schema) in props {
             let string = may_be_string(schema);
-            let value = if string { text.clone() } else { b.add_schema(&format!("{}-{}", t.name, name), schema)? };
+            let value = if string { dsml_string(b, &format!("{}-{}", t.name, name), schema, &text) } else { b.add_schema(&format!("{}-{}", t.name, name), schema)? };
             let rule = format!("{} {value} {} space", lit(&format!("<{DSML}parameter name=\"{name}\" string=\"{string}\">")), lit(&param_end));
             let r = b.add_rule(&format!("{}-param-{}", t.name, name), rule);
             if required.contains(&name.as_str()) {

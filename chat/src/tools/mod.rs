@@ -79,6 +79,23 @@ impl ToolFormat {
     }
 }
 
+/// The markers of the reasoning and of every tool-call format: where a vocabulary has one as a
+/// control token, its text must still reach the parser.
+pub const MARKERS: &[&str] = &[
+    "<think>",
+    "</think>",
+    parse::R1_CALLS_BEGIN,
+    parse::R1_CALL_BEGIN,
+    parse::R1_SEP,
+    parse::R1_CALL_END,
+    parse::R1_CALLS_END,
+    parse::HERMES_OPEN,
+    parse::HERMES_CLOSE,
+    parse::MISTRAL_CALLS,
+    parse::PYTHON_TAG,
+    parse::DSML,
+];
+
 /// `tool_choice`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum ToolChoice {

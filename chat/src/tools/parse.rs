@@ -168,7 +168,9 @@ fn content_and_calls(spec: &ParseSpec, text: &str, mut i: usize, partial: bool, 
         };
         match r {
             Section::Done(e) => i = e,
-            Section::More => return,
+            // The text ends inside the block: the calls so far (a whole answer cut off by its
+        // length limit keeps them; finish_reason tells it was cut).
+        Section::More => return,
             Section::Bad(at) => {
                 // Not a call after all: in a whole answer the text stays, as content; while
                 // streaming it is held (it may be a call being written oddly).
@@ -237,11 +239,11 @@ fn r1_block(text: &str, p: usize, partial: bool, r1: bool, calls: &mut Vec<Parse
         };
         if r1 {
             // The type ("function"), then the name up to the line's end.
-            let Some(q) = text[k..].find(R1_SEP) else { return if partial { Section::More } else { Section::Bad(p) } };
+            let Some(q) = text[k..].find(R1_SEP) else { return Section::More };
             k += q + R1_SEP.len();
         }
         let name_end = if r1 { text[k..].find('\n') } else { text[k..].find(R1_SEP) };
-        let Some(q) = name_end else { return if partial { Section::More } else { Section::Bad(p) } };
+        let Some(q) = name_end else { return Section::More };
         let name = text[k..k + q].trim().to_string();
         k += q + if r1 { 1 } else { R1_SEP.len() };
         if r1 {
@@ -285,7 +287,6 @@ fn dsml_calls(text: &str, p: usize, partial: bool, v4: bool, calls: &mut Vec<Par
     let invoke_end = format!("</{DSML}invoke>");
     let param = format!("<{DSML}parameter name=\"");
     let param_end = format!("</{DSML}parameter>");
-    let more = |partial: bool| if partial { Section::More } else { Section::Bad(p) };
     let mut j = p + open.len();
     loop {
         j = skip_ws(text, j);
@@ -294,15 +295,15 @@ fn dsml_calls(text: &str, p: usize, partial: bool, v4: bool, calls: &mut Vec<Par
         }
         let k = match lit(text, j, &invoke) {
             Lit::Match(e) => e,
-            Lit::More => return more(partial),
-            Lit::No if matches!(lit(text, j, &close), Lit::More) => return more(partial),
+            Lit::More => return Section::More,
+            Lit::No if matches!(lit(text, j, &close), Lit::More) => return Section::More,
             Lit::No => return Section::Bad(p),
         };
-        let Some(q) = text[k..].find('"') else { return more(partial) };
+        let Some(q) = text[k..].find('"') else { return Section::More };
         let name = text[k..k + q].to_string();
         let mut k = match lit(text, k + q + 1, ">") {
             Lit::Match(e) => e,
-            Lit::More => return more(partial),
+            Lit::More => return Section::More,
             Lit::No => return Section::Bad(p),
         };
         let at = calls.len();
@@ -317,11 +318,11 @@ fn dsml_calls(text: &str, p: usize, partial: bool, v4: bool, calls: &mut Vec<Par
             }
             let v = match lit(text, k, &param) {
                 Lit::Match(e) => e,
-                Lit::More => return more(partial),
-                Lit::No if matches!(lit(text, k, &invoke_end), Lit::More) => return more(partial),
+                Lit::More => return Section::More,
+                Lit::No if matches!(lit(text, k, &invoke_end), Lit::More) => return Section::More,
                 Lit::No => return Section::Bad(p),
             };
-            let Some(q) = text[v..].find('"') else { return more(partial) };
+            let Some(q) = text[v..].find('"') else { return Section::More };
             let pname = &text[v..v + q];
             let mut v = v + q + 1;
             let string = match (lit(text, v, " string=\"true\">"), lit(text, v, " string=\"false\">")) {
@@ -333,7 +334,7 @@ fn dsml_calls(text: &str, p: usize, partial: bool, v4: bool, calls: &mut Vec<Par
                     v = e;
                     false
                 }
-                (Lit::More, _) | (_, Lit::More) => return more(partial),
+                (Lit::More, _) | (_, Lit::More) => return Section::More,
                 _ => return Section::Bad(p),
             };
             let args = &mut calls[at].arguments;
@@ -359,7 +360,7 @@ fn dsml_calls(text: &str, p: usize, partial: bool, v4: bool, calls: &mut Vec<Par
             }
             match whole {
                 Some(e) => k = e,
-                None => return more(partial),
+                None => return Section::More,
             }
         }
     }
@@ -390,14 +391,16 @@ fn named_call(text: &str, o: &json::PartialObject, args_keys: &[&str]) -> Option
 fn hermes_call(text: &str, p: usize, partial: bool, calls: &mut Vec<ParsedCall>) -> Section {
     let k = skip_ws(text, p + HERMES_OPEN.len());
     if k == text.len() {
-        return if partial { Section::More } else { Section::Bad(p) };
+        return Section::More;
     }
     let Some(o) = json::object(text, k) else { return Section::Bad(p) };
-    if let Some(c) = named_call(text, &o, &["arguments", "parameters"]) {
+    let named = named_call(text, &o, &["arguments", "parameters"]);
+    let found = named.is_some();
+    if let Some(c) = named {
         calls.push(c);
     }
-    let Some(e) = o.end else { return if partial { Section::More } else { Section::Bad(p) } };
-    if calls.is_empty() || o.get("name").is_none() {
+    let Some(e) = o.end else { return Section::More };
+    if !found {
         return Section::Bad(p);
     }
     let e = skip_ws(text, e);
@@ -439,13 +442,7 @@ fn call_array(text: &str, j: usize, partial: bool, args_keys: &[&str], calls: &m
 fn mistral_calls(text: &str, p: usize, partial: bool, calls: &mut Vec<ParsedCall>) -> Section {
     let j = skip_ws(text, p + MISTRAL_CALLS.len());
     match text.as_bytes().get(j) {
-        None => {
-            if partial {
-                Section::More
-            } else {
-                Section::Bad(p)
-            }
-        }
+        None => Section::More,
         Some(b'[') => call_array(text, j, partial, &["arguments", "parameters"], calls),
         Some(_) => Section::Bad(p),
     }

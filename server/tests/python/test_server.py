@@ -304,7 +304,7 @@ def check_bad_requests(srv):
     assert r.status_code == 200 and r.json()["prompt"].endswith("Sure, here"), r.text
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}}), 400, "response_format")
     expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "kaboom"}}}}), 400, "JSON schema conversion failed")
-    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}), 400, "tools")
+    expect_error(post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "maybe"}), 400, "Invalid tool_choice")
     ctx = raw(srv, "GET", "/v1/models").json()["data"][0]["meta"]["n_ctx_slot"]
     expect_error(post("/v1/completions", json={"prompt": "hello", "max_tokens": ctx + 10}), 400, "maximum context length")
     long_prompt = "word " * (ctx + 50)
