@@ -347,7 +347,7 @@ enum Kind {
 /// (--jinja), with the inputs and rendering the answer is read by; or by the built-in the
 /// template was recognized as (--no-jinja).
 fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<(String, Option<(Inputs, Rendered)>), ApiError> {
-    let Some(t) = &r.jinja else {
+    let Some(t) = chat_template(r, f) else {
         if f.get("tools").is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
             return Err(ApiError::param("tools", "tools param requires --jinja flag (this server runs with --no-jinja: built-in templates, which cannot show a model its tools)"));
         }
@@ -361,6 +361,16 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<(String, Option<(
     let inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
     let rendered = render(t, &inputs)?;
     Ok((rendered.prompt.clone(), Some((inputs, rendered))))
+}
+
+/// The Jinja template a request renders with: the model's tool_use variant when it offers
+/// tools and the model has one.
+fn chat_template<'a>(r: &'a Ready, f: &Fields<'_>) -> Option<&'a ChatTemplate> {
+    let tools = f.get("tools").is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()));
+    match (&r.jinja, &r.jinja_tool_use) {
+        (Some(_), Some(t)) if tools => Some(t),
+        (j, _) => j.as_ref(),
+    }
 }
 
 fn render(t: &ChatTemplate, inputs: &Inputs) -> Result<Rendered, ApiError> {
@@ -390,7 +400,7 @@ fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &mut GenParams) -> Result
         }
         return Ok((prompt, spec, grammar));
     };
-    let t = r.jinja.as_ref().expect("a Jinja template");
+    let t = chat_template(r, f).expect("a Jinja template");
     let offered = !inputs.tools.is_empty();
     let tools_active = offered && gp.tool_choice != ToolChoice::None && gp.json_schema.is_none();
     if tools_active && gp.grammar.is_some() {

@@ -190,6 +190,8 @@ pub struct Ready {
     /// Control tokens that are chat-format markers (`</think>`, tool-call tags): their text is
     /// output, as llama-server outputs its preserved tokens, so that answers can be parsed.
     pub preserved: Vec<(i32, Vec<u8>)>,
+    /// The template for requests with tools, when the model has one of its own.
+    pub jinja_tool_use: Option<deepseek_chat::template::ChatTemplate>,
 }
 
 impl App {
@@ -252,6 +254,17 @@ fn choose_jinja(args: &Args, model: &Model) -> Result<Option<deepseek_chat::temp
     };
     let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
     deepseek_chat::template::ChatTemplate::new(&source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map(Some).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))
+}
+
+/// The model's `tokenizer.chat_template.tool_use` variant, which renders requests that offer
+/// tools (as llama-server picks it), unless a template was given on the command line.
+fn choose_tool_use(args: &Args, model: &Model) -> Result<Option<deepseek_chat::template::ChatTemplate>, String> {
+    if args.no_jinja || args.chat_template_file.is_some() || args.chat_template.is_some() {
+        return Ok(None);
+    }
+    let Some(source) = model.file.get_str("tokenizer.chat_template.tool_use") else { return Ok(None) };
+    let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
+    deepseek_chat::template::ChatTemplate::new(source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map(Some).map_err(|e| format!("the model's tool_use chat template is not a usable Jinja template: {e}"))
 }
 
 /// llama.cpp's default template when a model has none (chatml).
@@ -336,7 +349,8 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         eprintln!("deepseek-server: chats rendered by the Jinja template ({} bytes); capabilities {}", j.source().len(), j.caps.to_json());
     }
     let preserved = preserved_tokens(&engine, &model);
-    Ok(Ready { engine, model, name, template, jinja, reasoning, preserved })
+    let jinja_tool_use = choose_tool_use(a, &model)?;
+    Ok(Ready { engine, model, name, template, jinja, reasoning, preserved, jinja_tool_use })
 }
 
 async fn shutdown_signal(app: Arc<App>) {
