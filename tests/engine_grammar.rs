@@ -189,3 +189,59 @@ fn steady_generation_under_a_grammar_allocates_nothing() {
     }
     assert_eq!(after, before, "the decode thread allocated {} bytes while 3 grammar requests generated 300 tokens each", after - before);
 }
+
+/// A lazy grammar's trigger words gated by the reasoning's end: a word written before the gate
+/// leaves the grammar waiting; the same word after it starts the grammar, from the word on.
+#[test]
+fn gated_trigger_words_count_after_the_gate() {
+    let m = model();
+    let grammar = b"root ::= \"<tool_call>\" [a-z]*";
+    let tokens = |text: &str| {
+        let mut t = Vec::new();
+        m.vocab.tokenize(text.as_bytes(), false, false, &mut t);
+        t
+    };
+    let make = |gate: Option<&[u8]>| {
+        let s = GrammarSampler::new(m.clone(), Some(grammar), b"root", true, &[b"<tool_call>"], &[], &[]).unwrap();
+        match gate {
+            Some(g) => s.gated(g),
+            None => s,
+        }
+    };
+    // Ungated: the word in the reasoning starts it.
+    let mut s = make(None);
+    for t in tokens("I think <tool_call>abc") {
+        s.accept(t);
+    }
+    assert!(!s.awaiting_trigger() && !s.is_dead());
+    // Gated: the word before </think> does not; after it, it does, and the grammar holds from it.
+    let mut s = make(Some(b"</think>"));
+    for t in tokens("I think <tool_call>abc</think> so") {
+        s.accept(t);
+    }
+    assert!(s.awaiting_trigger(), "a word inside the reasoning started the grammar");
+    for t in tokens(" <tool_call>abc") {
+        s.accept(t);
+    }
+    assert!(!s.awaiting_trigger() && !s.is_dead(), "the word after the gate must start the grammar on it");
+    // A long wait keeps its buffer bounded and still finds a word cut across tokens.
+    let mut s = make(Some(b"</think>"));
+    let filler = tokens(&"lorem ipsum dolor ".repeat(600));
+    for &t in &filler {
+        s.accept(t);
+    }
+    for t in tokens("</think> ok <tool_") {
+        s.accept(t);
+    }
+    assert!(s.awaiting_trigger());
+    for t in tokens("call>xyz") {
+        s.accept(t);
+    }
+    assert!(!s.awaiting_trigger() && !s.is_dead());
+    // reset waits for the gate again
+    s.reset();
+    for t in tokens("<tool_call>") {
+        s.accept(t);
+    }
+    assert!(s.awaiting_trigger());
+}

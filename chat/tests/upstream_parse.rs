@@ -347,7 +347,12 @@ fn tool_grammars_accept_upstream_answers() {
         let auto = ToolSetup { tools: &inp.tools, choice: &ToolChoice::Auto, parallel };
         let g = build(spec.format, &auto, thinking).unwrap().expect("a grammar");
         assert!(g.lazy, "{name}: auto is lazy");
-        let start = g.trigger_words.iter().filter_map(|w| input.find(w.as_str())).min();
+        // Words count after the gate (the reasoning's end) when there is one, as the sampler has it.
+        let from = match &g.trigger_after {
+            Some(gate) => input.find(gate.as_str()).map(|p| p + gate.len()).unwrap_or(input.len()),
+            None => 0,
+        };
+        let start = g.trigger_words.iter().filter_map(|w| input[from..].find(w.as_str()).map(|p| from + p)).min();
         match start {
             None => failures.push(format!("{name}: no trigger of {:?} in the answer", g.trigger_words)),
             Some(at) => {

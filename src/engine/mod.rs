@@ -132,6 +132,9 @@ pub struct GrammarSpec {
     pub trigger_words: Vec<String>,
     pub trigger_patterns: Vec<String>,
     pub trigger_tokens: Vec<i32>,
+    /// Trigger words count only after this text (e.g. `</think>` when the prompt opened the
+    /// reasoning, so a call's marker written while thinking does not start the grammar).
+    pub trigger_after: Option<String>,
 }
 
 impl GrammarSpec {
@@ -546,7 +549,11 @@ impl Engine {
                 &g.trigger_words.iter().map(|w| w.as_bytes()).collect::<Vec<_>>(),
                 &g.trigger_patterns.iter().map(|p| p.as_bytes()).collect::<Vec<_>>(),
                 &g.trigger_tokens,
-            ) {
+            )
+            .map(|s| match &g.trigger_after {
+                Some(gate) => s.gated(gate.as_bytes()),
+                None => s,
+            }) {
                 Ok(s) => {
                     // The vocabulary's token trie is built on first use: here, not on the decode thread.
                     inner.model.vocab.grammar_trie();

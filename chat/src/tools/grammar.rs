@@ -22,6 +22,9 @@ pub struct ToolGrammar {
     /// Regular expressions over the output so far; the constrained part starts at the first
     /// group (or the match).
     pub trigger_patterns: Vec<String>,
+    /// The words count only after this text: the reasoning's end tag when the prompt opened
+    /// the reasoning (a marker written while thinking is not a call).
+    pub trigger_after: Option<String>,
 }
 
 /// How the answer's reasoning stands when the grammar starts.
@@ -224,12 +227,12 @@ pub fn build(format: ToolFormat, setup: &ToolSetup<'_>, thinking: Thinking<'_>) 
         };
         let root = with_reasoning(&mut b, root, thinking, format);
         b.add_rule("root", root);
-        return Ok(Some(ToolGrammar { grammar: b.finish(), lazy: false, trigger_words: Vec::new(), trigger_patterns: Vec::new() }));
+        return Ok(Some(ToolGrammar { grammar: b.finish(), lazy: false, trigger_words: Vec::new(), trigger_patterns: Vec::new(), trigger_after: None }));
     }
     if required {
         let root = with_reasoning(&mut b, format!("space {calls}"), thinking, format);
         b.add_rule("root", root);
-        return Ok(Some(ToolGrammar { grammar: b.finish(), lazy: false, trigger_words: Vec::new(), trigger_patterns: Vec::new() }));
+        return Ok(Some(ToolGrammar { grammar: b.finish(), lazy: false, trigger_words: Vec::new(), trigger_patterns: Vec::new(), trigger_after: None }));
     }
     b.add_rule("root", calls);
     let (trigger_words, trigger_patterns) = match format {
@@ -241,7 +244,13 @@ pub fn build(format: ToolFormat, setup: &ToolSetup<'_>, thinking: Thinking<'_>) 
         ToolFormat::Llama3 => (Vec::new(), vec![llama3_trigger(thinking)]),
         ToolFormat::Generic | ToolFormat::ContentOnly => unreachable!("handled above"),
     };
-    Ok(Some(ToolGrammar { grammar: b.finish(), lazy: true, trigger_words, trigger_patterns }))
+    // DSML's call block ends the reasoning itself; the other formats' markers count after it.
+    let trigger_after = match (thinking.tags, format) {
+        (_, ToolFormat::Dsml { .. }) => None,
+        (Some((_, close)), _) if thinking.open && !trigger_words.is_empty() => Some(close.to_string()),
+        _ => None,
+    };
+    Ok(Some(ToolGrammar { grammar: b.finish(), lazy: true, trigger_words, trigger_patterns, trigger_after }))
 }
 
 fn llama3_trigger(thinking: Thinking<'_>) -> String {

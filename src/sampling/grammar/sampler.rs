@@ -23,6 +23,10 @@ use super::Grammar;
 use crate::model::Model;
 use crate::sampling::{Candidates, Sampler};
 
+/// Bytes of output a lazy grammar with trigger words keeps while it waits, before the part no
+/// word can start in any more is dropped.
+const WORD_BUFFER: usize = 4096;
+
 /// Up to this many candidates, `apply` decides each directly instead of walking the trie.
 const FEW_CANDIDATES: usize = 64;
 
@@ -32,6 +36,19 @@ pub struct Config {
     pub lazy: bool,
     pub trigger_tokens: Vec<i32>,
     pub patterns: Vec<Regex>,
+    /// Trigger words, when given (then `patterns` is empty): upstream turns them into the
+    /// pattern `[\s\S]*?(w1|w2|…)[\s\S]*`, whose match is the leftmost place a word starts
+    /// (the first word listed at a tie); found here by searching only the text a token adds,
+    /// so the wait costs each token its own length, not the output's.
+    pub words: Vec<Vec<u8>>,
+    /// Words count only after this text has appeared (empty: from the start); e.g. `</think>`,
+    /// so that a tool call's marker inside the reasoning does not start the grammar.
+    pub gate: Vec<u8>,
+}
+
+/// Where the leftmost of `words` starts in `buf`, looking only at starts from `from` on.
+fn find_word(buf: &[u8], from: usize, words: &[Vec<u8>]) -> Option<usize> {
+    (from..=buf.len()).find(|&p| words.iter().any(|w| buf[p..].starts_with(w)))
 }
 
 pub struct GrammarSampler {
@@ -44,6 +61,8 @@ pub struct GrammarSampler {
     in_table: bool,
     partial: Partial,
     awaiting: bool,
+    /// Waiting for the trigger words' gate.
+    gated: bool,
     buffer: Vec<u8>,
     /// (token, start, end) of each token in `buffer`.
     positions: Vec<(i32, usize, usize)>,
@@ -66,16 +85,14 @@ impl GrammarSampler {
             Some(src) if !src.is_empty() => {
                 let grammar = Grammar::new(src, root, Some(&model.vocab), limits).map_err(|e| e.0)?;
                 let mut texts: Vec<String> = Vec::new();
-                if !words.is_empty() {
-                    let alts: Vec<String> = words.iter().map(|w| super::regex::escape(w)).collect();
-                    texts.push(format!("[\\s\\S]*?({})[\\s\\S]*", alts.join("|")));
-                } else {
+                if words.is_empty() {
                     for p in patterns {
                         texts.push(std::str::from_utf8(p).map_err(|_| "a trigger pattern is not valid UTF-8".to_string())?.to_string());
                     }
                 }
                 let patterns = texts.iter().map(|t| Regex::new(t)).collect::<Result<Vec<_>, _>>()?;
-                Some(Arc::new(Config { grammar, lazy, trigger_tokens: tokens.to_vec(), patterns }))
+                let words = words.iter().map(|w| w.to_vec()).collect();
+                Some(Arc::new(Config { grammar, lazy, trigger_tokens: tokens.to_vec(), patterns, words, gate: Vec::new() }))
             }
             _ => None,
         };
@@ -87,6 +104,7 @@ impl GrammarSampler {
             in_table: false,
             partial: Partial::default(),
             awaiting: false,
+            gated: false,
             buffer: Vec::new(),
             positions: Vec::new(),
             dead: false,
@@ -99,6 +117,28 @@ impl GrammarSampler {
     }
 
     /// Whether the sampler is waiting for a trigger (lazy grammars).
+    /// A lazy grammar whose trigger words count only once `gate` has appeared in the output
+    /// (no effect without trigger words).
+    pub fn gated(mut self, gate: &[u8]) -> GrammarSampler {
+        if let Some(cfg) = self.cfg.as_mut().and_then(Arc::get_mut) {
+            if !cfg.words.is_empty() {
+                cfg.gate = gate.to_vec();
+            }
+        }
+        self.reset();
+        self
+    }
+
+    /// Drops the first `cut` bytes of the waiting buffer, keeping the tokens that reach past it.
+    fn drop_front(&mut self, cut: usize) {
+        self.buffer.drain(..cut);
+        self.positions.retain(|&(_, _, e)| e > cut);
+        for p in &mut self.positions {
+            p.1 = p.1.saturating_sub(cut);
+            p.2 -= cut;
+        }
+    }
+
     pub fn awaiting_trigger(&self) -> bool {
         self.awaiting
     }
@@ -387,18 +427,39 @@ impl Sampler for GrammarSampler {
             let start = self.buffer.len();
             self.positions.push((token, start, start + piece.len()));
             self.buffer.extend_from_slice(piece);
-            for pat in &cfg.patterns {
-                if let Some(start) = pat.find(&self.buffer) {
-                    self.awaiting = false;
-                    let buffer = std::mem::take(&mut self.buffer);
-                    let positions = std::mem::take(&mut self.positions);
-                    for (tok, s, e) in positions {
-                        if e <= start {
-                            continue;
-                        }
-                        self.accept_piece(tok, &buffer[s.max(start)..e]);
+            let found = if cfg.words.is_empty() {
+                cfg.patterns.iter().find_map(|pat| pat.find(&self.buffer))
+            } else {
+                let longest = cfg.words.iter().map(Vec::len).max().unwrap_or(0);
+                let mut from = start.saturating_sub(longest.saturating_sub(1));
+                let mut hit = None;
+                if self.gated {
+                    if let Some(p) = find_word(&self.buffer, start.saturating_sub(cfg.gate.len().saturating_sub(1)), std::slice::from_ref(&cfg.gate)) {
+                        // The gate and what came before it are out of the words' reach.
+                        self.gated = false;
+                        self.drop_front(p + cfg.gate.len());
+                        from = 0;
                     }
-                    return;
+                }
+                if !self.gated {
+                    hit = find_word(&self.buffer, from, &cfg.words);
+                }
+                if hit.is_none() && self.buffer.len() > WORD_BUFFER {
+                    // Only the last bytes can begin a word or the gate still: the rest goes.
+                    let keep = if self.gated { cfg.gate.len() } else { longest };
+                    self.drop_front(self.buffer.len() - keep.saturating_sub(1));
+                }
+                hit
+            };
+            if let Some(start) = found {
+                self.awaiting = false;
+                let buffer = std::mem::take(&mut self.buffer);
+                let positions = std::mem::take(&mut self.positions);
+                for (tok, s, e) in positions {
+                    if e <= start {
+                        continue;
+                    }
+                    self.accept_piece(tok, &buffer[s.max(start)..e]);
                 }
             }
             return;
@@ -415,6 +476,7 @@ impl Sampler for GrammarSampler {
 
     fn reset(&mut self) {
         let Some(cfg) = &self.cfg else { return };
+        self.gated = cfg.lazy && !cfg.gate.is_empty();
         self.stacks = cfg.grammar.initial.clone();
         self.in_table = false;
         self.partial = Partial::default();
@@ -433,6 +495,7 @@ impl Sampler for GrammarSampler {
             in_table: false,
             partial: self.partial,
             awaiting: self.awaiting,
+            gated: self.gated,
             buffer: self.buffer.clone(),
             positions: self.positions.clone(),
             dead: self.dead,
@@ -440,5 +503,33 @@ impl Sampler for GrammarSampler {
             bits: TokenBits::default(),
             cps: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word search finds what upstream's pattern for the words finds, wherever the text
+    /// the last token added begins.
+    #[test]
+    fn word_search_is_upstreams_pattern() {
+        let words: Vec<Vec<u8>> = vec![b"<tool_call>".to_vec(), b"<tool".to_vec(), b"[TOOL_CALLS]".to_vec(), b"ab".to_vec()];
+        let alts: Vec<String> = words.iter().map(|w| super::super::regex::escape(w)).collect();
+        let re = Regex::new(&format!("[\\s\\S]*?({})[\\s\\S]*", alts.join("|"))).unwrap();
+        let texts: [&[u8]; 7] = [b"no trigger here", b"x <tool_call> y", b"aab", b"call [TOOL_CALLS][", b"<to", b"ab<tool_call>", "é <tool".as_bytes()];
+        for t in texts {
+            // Fed a byte at a time, as the shortest pieces would feed it.
+            let mut first = None;
+            for n in 1..=t.len() {
+                let longest = words.iter().map(Vec::len).max().unwrap();
+                if let Some(p) = find_word(&t[..n], (n - 1).saturating_sub(longest - 1), &words) {
+                    first = Some(p);
+                    break;
+                }
+            }
+            let upstream = (1..=t.len()).find_map(|n| re.find(&t[..n]));
+            assert_eq!(first, upstream, "{:?}", String::from_utf8_lossy(t));
+        }
     }
 }
