@@ -2,8 +2,8 @@
 //! no `static mut`, no thread-local storage, no blocking lock (mutex, read-write lock,
 //! condition variable) anywhere in the library, and no `static` that holds growable data (a
 //! process-wide cache). Fixed tables computed once (CPU features, Unicode flags) and atomics
-//! are allowed. The command-line tool (cli/, and the fetch.rs in src/bin that it shares with the
-//! server) is a program, not the library, and is exempt.
+//! are allowed. The command-line tool (cli/, whose fetch.rs the server shares) is a program, not
+//! the library, and is exempt.
 
 use std::path::Path;
 

@@ -8,6 +8,7 @@ pub mod reasoning;
 pub mod request;
 pub mod schema;
 pub mod template;
+pub mod text;
 pub mod pyjson;
 pub mod time;
 pub mod tools;

@@ -92,6 +92,9 @@ pub struct Continued {
     pub content: String,
 }
 
+/// llama.cpp's default template when a model has none (chatml).
+pub const CHATML: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
+
 /// A template with its special tokens and capabilities.
 #[derive(Clone, Debug)]
 pub struct ChatTemplate {

@@ -1,5 +1,5 @@
-//! Turning a stream of token pieces into JSON text: whole UTF-8 characters only (a piece may
-//! end inside one); answers are read by the chat crate's parser (`deepseek_chat::tools`).
+//! Turning a stream of token pieces into text: whole UTF-8 characters only (a piece may end
+//! inside one), for the server's JSON and the CLI's terminal alike.
 
 /// Collects bytes and hands out the longest valid UTF-8 prefix; an incomplete character at
 /// the end waits for the next piece, invalid bytes become U+FFFD.

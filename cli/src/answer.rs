@@ -3,6 +3,7 @@
 //! between `<think>` tags, dimmed, or hidden; content and reasoning kept apart for the history.
 
 use deepseek_chat::reasoning::{Split, ThinkSplit};
+use deepseek_chat::text::Utf8Stream;
 
 const DIM: &[u8] = b"\x1b[2m";
 const RESET: &[u8] = b"\x1b[0m";
@@ -10,7 +11,7 @@ const RESET: &[u8] = b"\x1b[0m";
 pub struct Answer {
     split: ThinkSplit,
     /// Bytes of a character cut across pieces.
-    utf8: Vec<u8>,
+    utf8: Utf8Stream,
     hide: bool,
     color: bool,
     opened: bool,
@@ -22,37 +23,7 @@ pub struct Answer {
 impl Answer {
     /// `inside`: the prompt ends with `<think>`, so the answer starts as reasoning.
     pub fn new(inside: bool, hide: bool, color: bool) -> Answer {
-        Answer { split: ThinkSplit::new(inside), utf8: Vec::new(), hide, color, opened: false, closed: false, reasoning: String::new(), content: String::new() }
-    }
-
-    /// The longest whole-character prefix of what has arrived; invalid bytes become U+FFFD.
-    fn whole_chars(&mut self, piece: &[u8]) -> String {
-        self.utf8.extend_from_slice(piece);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.utf8) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.utf8.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let good = e.valid_up_to();
-                    out.push_str(&String::from_utf8_lossy(&self.utf8[..good]));
-                    match e.error_len() {
-                        // Cut at the end: the rest of the character comes with the next piece.
-                        None => {
-                            self.utf8.drain(..good);
-                            return out;
-                        }
-                        Some(bad) => {
-                            out.push('\u{FFFD}');
-                            self.utf8.drain(..good + bad);
-                        }
-                    }
-                }
-            }
-        }
+        Answer { split: ThinkSplit::new(inside), utf8: Utf8Stream::default(), hide, color, opened: false, closed: false, reasoning: String::new(), content: String::new() }
     }
 
     fn close(&mut self, out: &mut Vec<u8>) {
@@ -94,7 +65,7 @@ impl Answer {
 
     /// Feeds a piece; appends what to show now to `out`.
     pub fn push(&mut self, piece: &[u8], out: &mut Vec<u8>) {
-        let text = self.whole_chars(piece);
+        let text = self.utf8.push(piece);
         let mut s = Split::default();
         self.split.push(&text, &mut s);
         self.show(s, out);
@@ -102,7 +73,7 @@ impl Answer {
 
     /// Ends the answer: what was held back is shown, the style reset.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        let rest = String::from_utf8_lossy(&std::mem::take(&mut self.utf8)).into_owned();
+        let rest = self.utf8.finish();
         let mut s = Split::default();
         self.split.push(&rest, &mut s);
         self.split.finish(&mut s);

@@ -8,7 +8,6 @@
 mod answer;
 mod args;
 // Shared with deepseek-server, which includes the same file.
-#[path = "../../src/bin/deepseek_cli/fetch.rs"]
 mod fetch;
 mod prompt;
 mod session;

@@ -12,22 +12,9 @@ use serde_json::{Map, Value};
 
 use crate::args::Args;
 
-/// llama.cpp's default template when a model has none (chatml), as deepseek-server's.
-const CHATML_JINJA: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
-
 pub enum Format {
     Jinja { template: Box<ChatTemplate>, defaults: ServerDefaults },
     Builtin(chat::Template),
-}
-
-/// A special token's text (empty for none), as the template's `bos_token` / `eos_token`.
-fn token_text(model: &Model, id: i32) -> String {
-    if id < 0 {
-        return String::new();
-    }
-    let mut out = Vec::new();
-    model.vocab.token_to_piece(id, 0, true, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The format `--chat` uses and a line saying which: with Jinja (the default)
@@ -48,10 +35,10 @@ pub fn choose(a: &Args, model: &Model) -> Result<(Format, String), String> {
         } else if let Some(t) = model.file.get_str("tokenizer.chat_template") {
             (t.to_string(), "the model's".to_string())
         } else {
-            (CHATML_JINJA.to_string(), "chatml (the model has none)".to_string())
+            (deepseek_chat::template::CHATML.to_string(), "chatml (the model has none)".to_string())
         };
-        let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
-        let template = ChatTemplate::new(&source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))?;
+        let v = &model.vocab;
+        let template = ChatTemplate::new(&source, &v.template_text(v.bos()), &v.template_text(v.eos()), v.add_bos(), v.add_eos()).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))?;
         // No assistant prefill: the CLI's conversation always ends with the user's turn.
         let defaults = ServerDefaults::llama_server(a.chat_template_kwargs.clone(), false, &template);
         return Ok((Format::Jinja { template: Box::new(template), defaults }, format!("{from}, rendered by Jinja")));

@@ -24,7 +24,7 @@ use deepseek::engine::{Engine, Event, FinishInfo, FinishKind, GrammarSpec, Promp
 
 use crate::error::ApiError;
 use crate::params::{self, Fields, GenParams, PromptInput};
-use crate::text::Utf8Stream;
+use deepseek_chat::text::Utf8Stream;
 use deepseek::sampling::reasoning_budget::ReasoningBudget;
 use deepseek_chat::template::{ChatTemplate, Inputs, Rendered};
 use deepseek_chat::tools::{self, grammar::Thinking, ParseSpec, ParsedMsg, ReasoningFormat, ToolChoice, ToolFormat, ToolSetup};
@@ -431,7 +431,7 @@ fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &mut GenParams) -> Result
     }
     let thinking = Thinking { tags: t.think_tags(), open: spec.in_reasoning };
     let tg = tools::grammar::build(spec.format, &setup, thinking).map_err(|e| ApiError::param("tools", format!("Failed to parse tools: {e}")))?;
-    let grammar = tg.map(|g| GrammarSpec { text: g.grammar, root: "root".into(), lazy: g.lazy, trigger_words: g.trigger_words, trigger_patterns: g.trigger_patterns, trigger_tokens: Vec::new() });
+    let grammar = tg.map(|g| GrammarSpec { text: g.grammar, root: "root".into(), lazy: g.lazy, trigger_words: g.trigger_words, trigger_patterns: g.trigger_patterns, trigger_tokens: Vec::new(), trigger_after: g.trigger_after });
     Ok((rendered.prompt, spec, grammar))
 }
 

@@ -5,14 +5,13 @@
 //! Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 on a runtime failure, 2 on bad
 //! arguments or a missing model.
 
-#[path = "../../src/bin/deepseek_cli/fetch.rs"]
+#[path = "../../cli/src/fetch.rs"]
 mod fetch;
 
 mod api;
 mod error;
 mod metrics;
 mod params;
-mod text;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -222,15 +221,10 @@ fn preserved_tokens(engine: &Engine, model: &Model) -> Vec<(i32, Vec<u8>)> {
     out
 }
 
-/// A special token's text as templates are given it (`bos_token`, `eos_token`): empty when the
-/// vocabulary has none.
-fn token_text(model: &Model, id: i32) -> String {
-    if id < 0 {
-        return String::new();
-    }
-    let mut out = Vec::new();
-    model.vocab.token_to_piece(id, 0, true, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
+/// A Jinja template compiled with the vocabulary's BOS / EOS texts; `from` names it in errors.
+fn compile(model: &Model, source: &str, from: &str) -> Result<deepseek_chat::template::ChatTemplate, String> {
+    let v = &model.vocab;
+    deepseek_chat::template::ChatTemplate::new(source, &v.template_text(v.bos()), &v.template_text(v.eos()), v.add_bos(), v.add_eos()).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))
 }
 
 /// The Jinja template: --chat-template-file, a --chat-template that is Jinja text, or the
@@ -250,10 +244,9 @@ fn choose_jinja(args: &Args, model: &Model) -> Result<Option<deepseek_chat::temp
     } else if let Some(t) = model.file.get_str("tokenizer.chat_template") {
         (t.to_string(), "the model's chat template".to_string())
     } else {
-        (CHATML_JINJA.to_string(), "chatml (the model has no template)".to_string())
+        (deepseek_chat::template::CHATML.to_string(), "chatml (the model has no template)".to_string())
     };
-    let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
-    deepseek_chat::template::ChatTemplate::new(&source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map(Some).map_err(|e| format!("{from} is not a usable Jinja template: {e}"))
+    compile(model, &source, &from).map(Some)
 }
 
 /// The model's `tokenizer.chat_template.tool_use` variant, which renders requests that offer
@@ -263,12 +256,8 @@ fn choose_tool_use(args: &Args, model: &Model) -> Result<Option<deepseek_chat::t
         return Ok(None);
     }
     let Some(source) = model.file.get_str("tokenizer.chat_template.tool_use") else { return Ok(None) };
-    let (bos, eos) = (token_text(model, model.vocab.bos()), token_text(model, model.vocab.eos()));
-    deepseek_chat::template::ChatTemplate::new(source, &bos, &eos, model.vocab.add_bos(), model.vocab.add_eos()).map(Some).map_err(|e| format!("the model's tool_use chat template is not a usable Jinja template: {e}"))
+    compile(model, source, "the model's tool_use chat template").map(Some)
 }
-
-/// llama.cpp's default template when a model has none (chatml).
-const CHATML_JINJA: &str = "{%- for message in messages -%}\n  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n  {{- '<|im_start|>assistant\n' -}}\n{%- endif -%}";
 
 fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool), String> {
     let model_text = model.file.get_str("tokenizer.chat_template").map(str::to_string);

@@ -1218,6 +1218,17 @@ impl Vocab {
         self.append_piece(id, lstrip, special, out);
     }
 
+    /// A token's text as chat templates are given it (`bos_token`, `eos_token`): its piece with
+    /// special tokens written out; empty for none (`id` < 0).
+    pub fn template_text(&self, id: i32) -> String {
+        if id < 0 {
+            return String::new();
+        }
+        let mut out = Vec::new();
+        self.token_to_piece(id, 0, true, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     fn append_piece(&self, id: i32, lstrip: i32, special: bool, out: &mut Vec<u8>) {
         let Some(tok) = self.token(id) else {
             if self.vocab_type != VOCAB_TYPE_NONE {

@@ -9,7 +9,6 @@ function named check_*; a failed assertion stops the run with the check's name.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,56 +17,15 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+import harness
+
 SERVER, MODEL, CLI = sys.argv[1], sys.argv[2], sys.argv[3]
 KEY = "test-key-0123456789"
 PROMPT = "The capital of France is"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, *extra, env=None, wait=True):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = open(f"/tmp/deepseek-server-test-{self.port}.log", "w+")
-        self.proc = subprocess.Popen(
-            [SERVER, "-m", MODEL, "--port", str(self.port), "-t", "2", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-        if wait:
-            self.wait_listening()
-            self.wait_ready()
-
-    def wait_listening(self):
-        t0 = time.time()
-        while time.time() - t0 < 30:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                assert self.proc.poll() is None, f"server exited: {self.logs()}"
-                time.sleep(0.02)
-        raise AssertionError("server did not listen")
-
-    def wait_ready(self):
-        t0 = time.time()
-        while time.time() - t0 < 60:
-            if httpx.get(self.base + "/health").status_code == 200:
-                return
-            time.sleep(0.05)
-        raise AssertionError("server not ready: " + self.logs())
-
-    def logs(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+def Server(*extra, env=None, wait=True):
+    return harness.Server(SERVER, MODEL, *extra, env=env, wait=wait)
 
 
 def client(srv, key=KEY):

@@ -13,13 +13,12 @@ Prints "all tool checks passed" at the end.
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 
 import httpx
 import openai
+
+import harness
 
 SERVER, QWEN, FIXTURES = sys.argv[1], sys.argv[2], sys.argv[3]
 TEMPLATES = os.path.join(FIXTURES, "chat", "upstream-templates")
@@ -35,40 +34,12 @@ TIME = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def Server(model, *extra):
+    return harness.Server(SERVER, model, *extra)
 
 
-class Server:
-    def __init__(self, model, *extra):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = open(f"/tmp/deepseek-server-tools-{self.port}.log", "w+")
-        self.proc = subprocess.Popen([SERVER, "-m", model, "--port", str(self.port), "-t", "2", *extra], stdout=self.log, stderr=subprocess.STDOUT)
-        t0 = time.time()
-        while time.time() - t0 < 60:
-            assert self.proc.poll() is None, "server exited: " + self.logs()
-            try:
-                if httpx.get(self.base + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("server not ready: " + self.logs())
-
-    def logs(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(30)
-
-    def client(self):
-        return openai.OpenAI(base_url=self.base + "/v1", api_key="none", max_retries=0, timeout=300)
+def client(srv):
+    return openai.OpenAI(base_url=srv.base + "/v1", api_key="none", max_retries=0, timeout=300)
 
 
 def valid(schema, value, where="arguments"):
@@ -106,7 +77,7 @@ QUESTION = [{"role": "user", "content": "What is the weather like in Paris right
 
 
 def check_required(srv):
-    c = srv.client()
+    c = client(srv)
     r = c.chat.completions.create(model="m", messages=QUESTION, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=128)
     ch = r.choices[0]
     assert ch.finish_reason == "tool_calls", ch
@@ -117,7 +88,7 @@ def check_required(srv):
 
 
 def check_required_streamed(srv):
-    c = srv.client()
+    c = client(srv)
     calls, finish, content = {}, None, ""
     first_delta = True
     for chunk in c.chat.completions.create(model="m", messages=QUESTION, tools=[WEATHER], tool_choice="required", temperature=0, max_tokens=128, stream=True):
@@ -148,7 +119,7 @@ def check_required_streamed(srv):
 
 
 def check_named(srv):
-    c = srv.client()
+    c = client(srv)
     r = c.chat.completions.create(model="m", messages=QUESTION, tools=[WEATHER, TIME], tool_choice={"type": "function", "function": {"name": "get_time"}}, temperature=0, max_tokens=128)
     ch = r.choices[0]
     assert ch.finish_reason == "tool_calls" and len(ch.message.tool_calls) == 1, ch
@@ -156,7 +127,7 @@ def check_named(srv):
 
 
 def check_round_trip(srv):
-    c = srv.client()
+    c = client(srv)
     first = check_required(srv)
     call = first.tool_calls[0]
     history = QUESTION + [
@@ -171,7 +142,7 @@ def check_round_trip(srv):
 
 
 def check_auto_without_a_fitting_tool(srv):
-    c = srv.client()
+    c = client(srv)
     r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Write one short sentence about the sea."}], tools=[WEATHER], tool_choice="auto", temperature=0, max_tokens=48)
     ch = r.choices[0]
     assert not ch.message.tool_calls, ch.message
@@ -239,7 +210,7 @@ def check_deepseek_templates():
                             ("deepseek-family/tiny-deepseek4-q8_0.gguf", "deepseek-ai-DeepSeek-V4.jinja")]:
         srv = Server(os.path.join(FIXTURES, model), "--chat-template-file", os.path.join(TEMPLATES, template))
         try:
-            c = srv.client()
+            c = client(srv)
             for think in (False, True):
                 r = c.chat.completions.create(model="m", messages=QUESTION, tools=[DS_TOOL], tool_choice="required", parallel_tool_calls=False, temperature=0, max_tokens=600,
                                               extra_body={"chat_template_kwargs": {"enable_thinking": think}, "reasoning_budget_tokens": 64})
