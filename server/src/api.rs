@@ -346,7 +346,7 @@ enum Kind {
 /// A chat request rendered to its prompt: by the Jinja template as llama-server renders it
 /// (--jinja), with the inputs and rendering the answer is read by; or by the built-in the
 /// template was recognized as (--no-jinja).
-fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<(String, Option<(Inputs, Rendered)>), ApiError> {
+fn render_chat(app: &App, r: &Ready, f: &Fields<'_>, json_schema: Option<&Value>) -> Result<(String, Option<(Inputs, Rendered)>), ApiError> {
     let Some(t) = chat_template(r, f) else {
         if f.get("tools").is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
             return Err(ApiError::param("tools", "tools param requires --jinja flag (this server runs with --no-jinja: built-in templates, which cannot show a model its tools)"));
@@ -358,7 +358,8 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>) -> Result<(String, Option<(
         return Ok((text, None));
     };
     let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.args.chat_template_kwargs.clone().unwrap_or_default(), !app.args.no_prefill_assistant, t);
-    let inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
+    let mut inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
+    inputs.json_schema = json_schema.cloned();
     let rendered = render(t, &inputs)?;
     Ok((rendered.prompt.clone(), Some((inputs, rendered))))
 }
@@ -386,11 +387,11 @@ fn render(t: &ChatTemplate, inputs: &Inputs) -> Result<Rendered, ApiError> {
 /// are offered and `tool_choice` is not none, under the tools' grammar (lazy for auto, forced
 /// for required or a named function); a `response_format` schema or `grammar` instead of the
 /// tools' where one is given, as upstream.
-fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &mut GenParams) -> Result<(String, ParseSpec, Option<GrammarSpec>), ApiError> {
-    let (prompt, jinja) = render_chat(app, r, f)?;
+fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &GenParams) -> Result<(String, ParseSpec, Option<GrammarSpec>), ApiError> {
+    let (prompt, jinja) = render_chat(app, r, f, gp.json_schema.as_ref())?;
     let rf = gp.reasoning.unwrap_or(if r.reasoning { ReasoningFormat::DeepSeek } else { ReasoningFormat::None });
     let grammar = gp.grammar.clone().map(GrammarSpec::new);
-    let Some((mut inputs, mut rendered)) = jinja else {
+    let Some((inputs, rendered)) = jinja else {
         // Built-in templates: reasoning only, opened by the prompt or by the answer.
         let mut spec = ParseSpec::content_only();
         if rf != ReasoningFormat::None {
@@ -414,10 +415,6 @@ fn chat_read(app: &App, r: &Ready, f: &Fields<'_>, gp: &mut GenParams) -> Result
     if !offered && matches!(gp.tool_choice, ToolChoice::Required | ToolChoice::Function(_)) {
         return Err(ApiError::param("tool_choice", "tool_choice requires a tool call, and 'tools' offers none"));
     }
-    if gp.json_schema.is_some() {
-        inputs.json_schema = gp.json_schema.clone();
-        rendered = render(t, &inputs)?;
-    }
     let mut spec = ParseSpec::new(t, &rendered, rf, tools_active);
     spec.json_response = gp.json_schema.is_some();
     let setup = ToolSetup { tools: &inputs.tools, choice: &gp.tool_choice, parallel: gp.parallel_tool_calls.unwrap_or(t.caps.supports_parallel_tool_calls) };
@@ -440,7 +437,7 @@ async fn apply_template(State(app): AppState, body: Body) -> Result<Response, Ap
     let v = read_json(&app, body).await?;
     let r = app.ready()?;
     let f = Fields::parse(&v)?;
-    let (prompt, _) = render_chat(&app, r, &f)?;
+    let (prompt, _) = render_chat(&app, r, &f, None)?;
     Ok(axum::Json(json!({"prompt": prompt})).into_response())
 }
 
@@ -448,8 +445,8 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     let v = read_json(&app, body).await?;
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
-    let mut gp = f.gen(true)?;
-    let (text, spec, grammar) = chat_read(&app, r, &f, &mut gp)?;
+    let gp = f.gen(true)?;
+    let (text, spec, grammar) = chat_read(&app, r, &f, &gp)?;
     let mut tokens = Vec::new();
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
     let mut plan = plan(&app, r, tokens, &gp)?;
@@ -628,8 +625,6 @@ struct ChatStream {
     spec: ParseSpec,
     text: String,
     sent: ParsedMsg,
-    /// Each call's id, made when the call first appears (the model's own when it wrote one).
-    ids: Vec<String>,
 }
 
 /// Decrements the open-stream gauge when the response ends however it ends.
@@ -697,7 +692,6 @@ impl Streaming {
                 let mut call = json!({"index": c.index, "function": {"arguments": c.arguments}});
                 if let Some((name, id)) = c.new {
                     let id = if id.is_empty() { tool_call_id() } else { id };
-                    chat.ids.push(id.clone());
                     call["id"] = json!(id);
                     call["type"] = json!("function");
                     call["function"]["name"] = json!(name);
@@ -791,7 +785,7 @@ impl Streaming {
 fn stream(app: Arc<App>, job: Job, out: Output, chat: Option<ParseSpec>) -> Response {
     app.stats.streams_open.fetch_add(1, Ordering::Relaxed);
     let gauge = StreamGauge(app.clone());
-    let chat = chat.map(|spec| ChatStream { sent: tools::parse(&spec, "", true), spec, text: String::new(), ids: Vec::new() });
+    let chat = chat.map(|spec| ChatStream { sent: tools::parse(&spec, "", true), spec, text: String::new() });
     let st = Streaming { app, job, chat, out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false };
     // OpenAI's first chat chunk carries the role.
     let first = (st.out.kind == Kind::Chat).then(|| {
