@@ -108,6 +108,7 @@ pub struct ChatTemplate {
     /// The text around an assistant turn's reasoning as the template writes it (e.g.
     /// `"<think>\n"`, `"\n</think>\n\n"`): what a continued turn's reasoning is wrapped in.
     reasoning_markers: Option<(String, String)>,
+    tool_format: crate::tools::ToolFormat,
 }
 
 /// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
@@ -291,7 +292,11 @@ impl ChatTemplate {
         let jinja = Template::with_limits(source, limits)?;
         let caps = Caps::probe(&jinja);
         let reasoning_markers = reasoning_markers(&jinja);
-        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers })
+        let tool_format = match crate::tools::ToolFormat::detect(&jinja.source) {
+            crate::tools::ToolFormat::Generic if !caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
+            f => f,
+        };
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format })
     }
 
     /// The reasoning section's tags, when the template writes one.
@@ -308,10 +313,7 @@ impl ChatTemplate {
     /// generic JSON one for templates that render tools their own way, none for templates
     /// that cannot show the model its tools.
     pub fn tool_format(&self) -> crate::tools::ToolFormat {
-        match crate::tools::ToolFormat::detect(self.source()) {
-            crate::tools::ToolFormat::Generic if !self.caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
-            f => f,
-        }
+        self.tool_format
     }
 
     pub fn source(&self) -> &str {
