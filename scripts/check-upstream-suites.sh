@@ -4,7 +4,7 @@
 # preloaded. Not in CI: it builds llama.cpp (10-20 minutes on 2 cores the first time) and the
 # server suite takes ~20 minutes. Run it before every stop that touches the API.
 #
-#   scripts/check-upstream-suites.sh [programs|server|server-upstream|all]    (default: all)
+#   scripts/check-upstream-suites.sh [programs|server|server-upstream|server-ours|all]    (default: all)
 #
 # programs: each program of PROGRAMS below, with LD_PRELOAD=libdeepseek.so, on the models the
 #   repo fetches (scripts/fetch-models.sh) and tests/data's tiny DeepSeek files instead of
@@ -18,6 +18,9 @@
 # server-upstream: the same suite on upstream's own library (no preload), which checks the list:
 #   every listed test must fail there too (strict xfail), except those of category "numerics",
 #   which must pass there.
+# server-ours: the same suite with deepseek-server itself as the server (LLAMA_SERVER_BIN_PATH),
+#   no llama.cpp build needed; tests/upstream/server-ours-expected-failures.txt lists what still
+#   fails on it (strictly, as above: the list can only shrink).
 # Prints one line per program and the suite's counts; exits non-zero if anything unexpected
 # failed.
 #
@@ -36,10 +39,12 @@ MODELS=${DEEPSEEK_MODELS:-$HOME/.cache/deepseek/models}
 scripts/fetch-models.sh smollm2 qwen05
 SMOL=$MODELS/smollm2-135m-instruct-q4_1.gguf
 QWEN=$MODELS/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+mkdir -p "$WORK"
+if [ "$WHAT" != server-ours ]; then
 LIBDIR=${DEEPSEEK_LIB_DIR:-$OUT/release}
 [ -f "$LIBDIR/libdeepseek.so" ] || cargo build --release --lib
 OURS=$(realpath "$LIBDIR/libdeepseek.so")
-mkdir -p "$WORK"
+fi
 
 SRC=${LLAMA_CPP_SRC:-}
 if [ -z "$SRC" ]; then
@@ -51,6 +56,7 @@ if [ -z "$SRC" ]; then
 fi
 cmp -s "$SRC/include/llama.h" tests/data/llama-b11312.h || { echo "$SRC is not llama.cpp b11312 (llama.h differs)" >&2; exit 1; }
 BUILD=${UPSTREAM_BUILD:-$WORK/build-suites}
+if [ "$WHAT" != server-ours ]; then
 BIN=$BUILD/bin
 PROGRAMS=(test-c test-autorelease test-model-load-cancel test-thread-safety test-save-load-state
           test-state-restore-fragmented test-tokenizer-0 test-tokenizer-1-spm test-sampling
@@ -62,6 +68,7 @@ if [ ${#need[@]} -gt 0 ]; then
   cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON \
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF > "$WORK/suites-cmake.log"
   cmake --build "$BUILD" -j "${JOBS:-2}" --target "${need[@]}" > "$WORK/suites-build.log"
+fi
 fi
 
 failed=0
@@ -129,23 +136,30 @@ if [ "$WHAT" = programs ] || [ "$WHAT" = all ]; then
   # (src/*.h: grammar parser, batch allocator, unicode tables) which bind to no llama.h call.
 fi
 
-if [ "$WHAT" = server ] || [ "$WHAT" = all ] || [ "$WHAT" = server-upstream ]; then
+if [ "$WHAT" = server ] || [ "$WHAT" = all ] || [ "$WHAT" = server-upstream ] || [ "$WHAT" = server-ours ]; then
   TESTS=$SRC/tools/server/tests
   VENV=$WORK/suite-venv
   if ! "$VENV/bin/python" -c 'import pytest, openai, aiohttp, prometheus_client, wget, filelock, numpy' 2>/dev/null; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check -r "$TESTS/requirements.txt"
   fi
-  WRAP=$WORK/llama-server-on-deepseek
-  printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$OURS" "$BIN/llama-server" > "$WRAP"
-  chmod +x "$WRAP"
   REPORT=$LOGS/server-suite.log
   TARGET=deepseek
+  EXPECTED=$ROOT/tests/upstream/server-expected-failures.txt
+  if [ "$WHAT" = server-ours ]; then
+    cargo build --profile ci -p deepseek-server -q
+    WRAP=$OUT/ci/deepseek-server REPORT=$LOGS/server-suite-ours.log TARGET=deepseek-server
+    EXPECTED=$ROOT/tests/upstream/server-ours-expected-failures.txt
+  else
+    WRAP=$WORK/llama-server-on-deepseek
+    printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$OURS" "$BIN/llama-server" > "$WRAP"
+    chmod +x "$WRAP"
+  fi
   if [ "$WHAT" = server-upstream ]; then  # upstream's own library: the list's check
     WRAP=$BIN/llama-server REPORT=$LOGS/server-suite-upstream.log TARGET=upstream
   fi
   set +e
-  (cd "$TESTS" && LLAMA_SERVER_BIN_PATH=$WRAP DEEPSEEK_MODELS=$MODELS DEEPSEEK_SUITE_TARGET=$TARGET PYTHONPATH="$ROOT/tests/upstream:$TESTS" \
+  (cd "$TESTS" && LLAMA_SERVER_BIN_PATH=$WRAP DEEPSEEK_MODELS=$MODELS DEEPSEEK_SUITE_TARGET=$TARGET DEEPSEEK_SERVER_EXPECTED=$EXPECTED PYTHONPATH="$ROOT/tests/upstream:$TESTS" \
      timeout 5400 "$VENV/bin/python" -m pytest -p deepseek_presets -p no:cacheprovider -q -rfEX -m "not slow" unit ${PYTEST_ARGS:-}) > "$REPORT" 2>&1
   rc=$?
   set -e

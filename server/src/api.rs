@@ -37,7 +37,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
-        .route("/completions", post(completions))
+        .route("/completion", post(native_completions))
+        .route("/completions", post(native_completions))
         .route("/v1/models", get(models))
         .route("/models", get(models))
         .route("/metrics", get(metrics))
@@ -45,14 +46,16 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
-    Router::new()
+    let router = Router::new()
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .merge(guarded)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "no such endpoint") })
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method not allowed on this endpoint") })
         .layer(middleware::from_fn_with_state(app.clone(), count))
-        .with_state(app)
+        .layer(middleware::from_fn_with_state(app.clone(), cors));
+    let router = if app.args.api_prefix.is_empty() { router } else { Router::new().nest(&app.args.api_prefix, router) };
+    router.with_state(app)
 }
 
 /// Counts requests and error answers for /metrics.
@@ -76,17 +79,62 @@ fn same_key(given: &[u8], key: &[u8]) -> bool {
 }
 
 async fn auth(State(app): AppState, req: Request, next: Next) -> Response {
-    if let Some(key) = &app.args.api_key {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer ").map(<[u8]>::to_vec))
-            .or_else(|| req.headers().get("x-api-key").map(|v| v.as_bytes().to_vec()));
-        if !given.is_some_and(|g| same_key(&g, key.as_bytes())) {
+    if !app.keys.is_empty() {
+        // llama-server's order: Authorization (with or without "Bearer "), else X-Api-Key.
+        let h = req.headers();
+        let given = h.get(header::AUTHORIZATION).or_else(|| h.get("x-api-key")).map(|v| {
+            let b = v.as_bytes();
+            b.strip_prefix(b"Bearer ").unwrap_or(b).to_vec()
+        });
+        // Every key is compared, each in constant time, so the time taken says nothing about
+        // which key a guess came close to.
+        let ok = given.is_some_and(|g| app.keys.iter().fold(false, |ok, k| same_key(&g, k.as_bytes()) | ok));
+        if !ok {
             return ApiError::new(StatusCode::UNAUTHORIZED, "authentication_error", "Invalid API Key").into_response();
         }
     }
     next.run(req).await
+}
+
+/// Whether an Origin is a page served from this machine (llama-server's `origin_is_localhost`).
+fn origin_is_localhost(origin: &str) -> bool {
+    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).unwrap_or("");
+    let host = if let Some(v6) = rest.strip_prefix('[') { v6.split(']').next().unwrap_or("") } else { rest.split([':', '/']).next().unwrap_or("") };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// CORS as llama-server answers it: the allowed origin on every response (the request's own
+/// Origin echoed when any origin may send credentials, or only localhost origins), and a
+/// preflight (OPTIONS) answered before the key check, since browsers send it without one.
+async fn cors(State(app): AppState, req: Request, next: Next) -> Response {
+    let a = &app.args;
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let allow = if a.cors_credentials && a.cors_origins == "*" {
+        origin.clone()
+    } else if a.cors_origins == "localhost" {
+        origin.clone().filter(|o| o.to_str().is_ok_and(origin_is_localhost))
+    } else {
+        HeaderValue::from_str(&a.cors_origins).ok()
+    };
+    let mut resp = if req.method() == axum::http::Method::OPTIONS {
+        let mut r = Response::new(Body::empty());
+        let h = r.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static(if a.cors_credentials { "true" } else { "false" }));
+        if let Ok(v) = HeaderValue::from_str(&a.cors_methods) {
+            h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&a.cors_headers) {
+            h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, v);
+        }
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+        r
+    } else {
+        next.run(req).await
+    };
+    if let Some(v) = allow {
+        resp.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    resp
 }
 
 async fn health(State(app): AppState) -> Response {
@@ -211,7 +259,7 @@ fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, 
         }
         Some(m) => m as i32,
         // The server's default may exceed what is left: generate until the context is full.
-        None if app.args.n_predict > 0 => (app.args.n_predict as i64).min(n_ctx - n) as i32,
+        None if app.args.predict > 0 => (app.args.predict as i64).min(n_ctx - n) as i32,
         None => -1,
     };
     Ok(Plan { tokens, max_tokens, chat: None, grammar: gp.grammar.clone().map(GrammarSpec::new), budget: None })
@@ -283,8 +331,34 @@ fn usage(i: &FinishInfo) -> Value {
     })
 }
 
+/// `timings` as llama-server reports them (`server_slot_stats::to_json`): prompt_n counts the
+/// prompt tokens computed (not those reused from the cache), and the generation rate counts
+/// decode steps (the first token comes with the prompt's last batch); ttft_ms and total_ms
+/// are ours.
 fn timings(i: &FinishInfo) -> Value {
-    json!({"prompt_n": i.n_prompt, "cache_n": i.n_cached, "predicted_n": i.n_generated, "ttft_ms": i.ttft_us as f64 / 1e3, "total_ms": i.total_us as f64 / 1e3})
+    let prompt_n = i.n_prompt.saturating_sub(i.n_cached);
+    let prompt_ms = i.ttft_us as f64 / 1e3;
+    let predicted_ms = if i.n_generated > 0 { (i.total_us.saturating_sub(i.ttft_us)).max(1) as f64 / 1e3 } else { 0.0 };
+    timings_of(i.n_cached, prompt_n, prompt_ms, i.n_generated, predicted_ms, i.total_us as f64 / 1e3)
+}
+
+fn timings_of(cache_n: u32, prompt_n: u32, prompt_ms: f64, predicted_n: u32, predicted_ms: f64, total_ms: f64) -> Value {
+    let steps = predicted_n.saturating_sub(1) as f64;
+    let per = |ms: f64, n: f64| if n > 0.0 { ms / n } else { 0.0 };
+    let rate = |ms: f64, n: f64| if ms > 0.0 { 1e3 / ms * n } else { 0.0 };
+    json!({
+        "cache_n": cache_n,
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": per(prompt_ms, prompt_n as f64),
+        "prompt_per_second": rate(prompt_ms, prompt_n as f64),
+        "predicted_n": predicted_n,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": per(predicted_ms, steps),
+        "predicted_per_second": rate(predicted_ms, steps),
+        "ttft_ms": prompt_ms,
+        "total_ms": total_ms,
+    })
 }
 
 fn piece_text(r: &Ready, token: i32) -> (String, Vec<u8>) {
@@ -341,6 +415,68 @@ impl CompletionLogprobs {
 enum Kind {
     Chat,
     Completion,
+    /// llama-server's own `/completion` shape.
+    Native,
+}
+
+/// What a native `/completion` answer carries besides the text.
+struct NativeOut {
+    return_tokens: bool,
+    /// The prompt as text (its tokens detokenized, special ones included), as upstream echoes it.
+    prompt: String,
+    n_prompt: usize,
+    /// `generation_settings`.
+    settings: Value,
+    /// `response_fields`: the answer holds only these (nested ones as "a/b").
+    fields: Vec<String>,
+}
+
+/// A native answer with only `response_fields` (upstream's `json_get_nested_values`): each
+/// path, '/'-separated, that exists.
+fn select_fields(v: Value, fields: &[String]) -> Value {
+    if fields.is_empty() {
+        return v;
+    }
+    let mut out = serde_json::Map::new();
+    for f in fields {
+        let mut at = &v;
+        let mut found = true;
+        for part in f.split('/') {
+            match at.get(part) {
+                Some(x) => at = x,
+                None => {
+                    found = false;
+                    break;
+                }
+            }
+        }
+        if found {
+            out.insert(f.clone(), at.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// upstream's `stop_type`.
+fn stop_type(k: Option<FinishKind>) -> &'static str {
+    match k {
+        Some(FinishKind::Eog) => "eos",
+        Some(FinishKind::Stop) => "word",
+        Some(FinishKind::Length) => "limit",
+        _ => "none",
+    }
+}
+
+/// One token's entry in a native answer's `completion_probabilities`.
+fn native_prob(r: &Ready, token: i32, piece: &[u8], p: &TokenProbs, n_top: u32) -> Value {
+    let top: Vec<Value> = p.top()[..(n_top as usize).min(p.n_top)]
+        .iter()
+        .map(|&(t, lp)| {
+            let (text, bytes) = piece_text(r, t);
+            json!({"id": t, "token": text, "bytes": bytes, "logprob": lp})
+        })
+        .collect();
+    json!({"id": token, "token": String::from_utf8_lossy(piece), "bytes": piece, "logprob": p.logprob, "top_logprobs": top})
 }
 
 /// A chat request rendered to its prompt: by the Jinja template as llama-server renders it
@@ -357,7 +493,7 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>, json_schema: Option<&Value>
         chat::format_str(r.template, &list, f.bool("add_generation_prompt")?.unwrap_or(true), &mut text);
         return Ok((text, None));
     };
-    let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.args.chat_template_kwargs.clone().unwrap_or_default(), !app.args.no_prefill_assistant, t);
+    let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.kwargs.clone(), app.args.prefill_assistant, t);
     let mut inputs = deepseek_chat::request::inputs(f.0, &defaults).map_err(|e| ApiError::param(e.param, e.message))?;
     inputs.json_schema = json_schema.cloned();
     let rendered = render(t, &inputs)?;
@@ -445,7 +581,7 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     let v = read_json(&app, body).await?;
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
-    let gp = f.gen(true)?;
+    let gp = f.gen(true, &app.args.sampling)?;
     let (text, spec, grammar) = chat_read(&app, r, &f, &gp)?;
     let mut tokens = Vec::new();
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
@@ -474,7 +610,7 @@ async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiEr
     if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::param("suffix", "'suffix' (fill-in-the-middle) is not supported"));
     }
-    let gp = f.gen(false)?;
+    let gp = f.gen(false, &app.args.sampling)?;
     let tokens = match params::prompt(&f, r.model.vocab.n_tokens())? {
         PromptInput::Tokens(t) => t,
         PromptInput::Text(s) => {
@@ -487,11 +623,52 @@ async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiEr
     generate(app.clone(), plan, gp, Kind::Completion).await
 }
 
+/// llama-server's native `/completion` (and `/completions`): its request fields and its answer
+/// shape (`content`, `tokens`, `stop`, `generation_settings`, `timings`, ...), streamed as its
+/// partial results without OpenAI's `[DONE]`.
+async fn native_completions(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let r = check_open(&app)?;
+    let f = Fields::parse(&v)?;
+    let mut gp = f.gen(false, &app.args.sampling)?;
+    if let Some(n) = f.int("n_probs", 0, deepseek::engine::MAX_TOP_PROBS as i64)? {
+        gp.logprobs = n > 0;
+        gp.top_logprobs = n as u32;
+    }
+    if f.bool("post_sampling_probs")?.unwrap_or(false) {
+        return Err(ApiError::param("post_sampling_probs", "'post_sampling_probs': probabilities after the sampler chain are not supported; n_probs gives the model's"));
+    }
+    let fields = match f.get("response_fields") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::param("response_fields", "'response_fields' must be an array of strings"))).collect::<Result<_, _>>()?,
+        Some(_) => return Err(ApiError::param("response_fields", "'response_fields' must be an array of strings")),
+    };
+    let tokens = match params::prompt(&f, r.model.vocab.n_tokens())? {
+        PromptInput::Tokens(t) => t,
+        PromptInput::Text(s) => {
+            let mut t = Vec::new();
+            r.model.vocab.tokenize(s.as_bytes(), true, true, &mut t);
+            t
+        }
+    };
+    let mut prompt = Vec::new();
+    r.model.vocab.detokenize(&tokens, false, true, &mut prompt);
+    let plan = plan(&app, r, tokens, &gp)?;
+    let settings = params::settings_json(&gp, plan.max_tokens);
+    let native = NativeOut { return_tokens: f.bool("return_tokens")?.unwrap_or(false), prompt: String::from_utf8_lossy(&prompt).into_owned(), n_prompt: plan.tokens.len(), settings, fields };
+    generate_with(app.clone(), plan, gp, Kind::Native, Some(native)).await
+}
+
 async fn generate(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind) -> Result<Response, ApiError> {
+    generate_with(app, plan, gp, kind, None).await
+}
+
+async fn generate_with(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind, native: Option<NativeOut>) -> Result<Response, ApiError> {
     let r = app.ready()?;
     let job = submit(&app, r, &plan, &gp)?;
     let id = app.next_id(if kind == Kind::Chat { "chatcmpl" } else { "cmpl" });
-    let out = Output { id, kind, created: unix_now(), model: r.name.clone(), n_top: gp.top_logprobs, logprobs: gp.logprobs, include_usage: gp.include_usage };
+    let ping = gp.sse_ping_interval.unwrap_or(app.args.sse_ping_interval);
+    let out = Output { id, kind, created: unix_now(), model: r.name.clone(), n_top: gp.top_logprobs, logprobs: gp.logprobs, include_usage: gp.include_usage, native, timings_per_token: gp.timings_per_token, ping: (ping > 0).then(|| Duration::from_secs(ping as u64)), t0: std::time::Instant::now() };
     if gp.stream {
         Ok(stream(app.clone(), job, out, plan.chat))
     } else {
@@ -511,6 +688,13 @@ struct Output {
     n_top: u32,
     logprobs: bool,
     include_usage: bool,
+    native: Option<NativeOut>,
+    /// Timings in every streamed chunk.
+    timings_per_token: bool,
+    /// SSE keep-alive comments after this long without a chunk.
+    ping: Option<Duration>,
+    /// When the request was submitted (the streamed chunks' timings).
+    t0: std::time::Instant,
 }
 
 /// A tool call's id: 32 random letters and digits, as llama-server makes them.
@@ -552,6 +736,7 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
     let mut bytes = Vec::new();
     let mut chat_probs = Vec::new();
     let mut comp_probs = CompletionLogprobs::default();
+    let mut generated = Vec::new();
     let info = loop {
         match job.rx.recv().await {
             Some(Msg::Token { token, n_piece, probs }) => {
@@ -560,8 +745,10 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
                     match out.kind {
                         Kind::Chat => chat_probs.push(chat_logprob(r, piece, p, out.n_top)),
                         Kind::Completion => comp_probs.push(r, piece, p, out.n_top),
+                        Kind::Native => chat_probs.push(native_prob(r, token, piece, p, out.n_top)),
                     }
                 }
+                generated.push(token);
                 bytes.extend_from_slice(piece);
             }
             Some(Msg::Done(info)) => break info,
@@ -572,6 +759,14 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
     let mut reason = finish_reason(info.reason)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = match out.kind {
+        Kind::Native => {
+            let n = out.native.as_ref().expect("native output");
+            let mut v = native_final(r, n, &info, &text, if n.return_tokens { &generated } else { &[] });
+            if out.logprobs {
+                v["completion_probabilities"] = Value::Array(chat_probs);
+            }
+            select_fields(v, &n.fields)
+        }
         Kind::Chat => {
             let spec = chat.unwrap_or_else(ParseSpec::content_only);
             let msg = tools::parse(&spec, &text, false);
@@ -604,8 +799,32 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
     Ok(axum::Json(body).into_response())
 }
 
+/// The build as llama-server names it ("b" and its build number, which clients read as the
+/// llama.cpp API level), then ours.
+/// A native answer's final object (upstream's `to_json_non_oaicompat`).
+fn native_final(r: &Ready, n: &NativeOut, info: &FinishInfo, content: &str, tokens: &[i32]) -> Value {
+    json!({
+        "index": 0,
+        "content": content,
+        "tokens": tokens,
+        "id_slot": -1,
+        "stop": true,
+        "model": r.name,
+        "tokens_predicted": info.n_generated,
+        "tokens_evaluated": info.n_prompt,
+        "generation_settings": n.settings,
+        "prompt": n.prompt,
+        "has_new_line": content.contains('\n'),
+        "truncated": false,
+        "stop_type": stop_type(info.reason),
+        "stopping_word": "",
+        "tokens_cached": info.n_prompt + info.n_generated,
+        "timings": timings(info),
+    })
+}
+
 fn fingerprint() -> String {
-    concat!("deepseek-", env!("CARGO_PKG_VERSION")).to_string()
+    concat!("b11312-deepseek-", env!("CARGO_PKG_VERSION")).to_string()
 }
 
 /// State of a streaming response between chunks.
@@ -619,6 +838,10 @@ struct Streaming {
     chat_probs: Vec<Value>,
     comp_probs: CompletionLogprobs,
     done: bool,
+    /// Tokens not yet sent in a native chunk (their text may be an unfinished character).
+    pending_tokens: Vec<i32>,
+    n_generated: u32,
+    t_first: Option<std::time::Instant>,
 }
 
 struct ChatStream {
@@ -649,7 +872,22 @@ impl Streaming {
                 "system_fingerprint": fingerprint(),
                 "choices": [{"index": 0, "text": delta_or_text, "logprobs": logprobs, "finish_reason": finish}],
             }),
+            Kind::Native => json!({
+                "index": 0, "content": delta_or_text, "tokens": [], "stop": false, "id_slot": -1,
+                "tokens_predicted": self.n_generated,
+                "tokens_evaluated": self.out.native.as_ref().map_or(0, |n| n.n_prompt),
+            }),
         }
+    }
+
+    /// The timings so far, by the server's clock (the final chunk has the engine's).
+    fn timings_now(&self) -> Value {
+        let n_prompt = self.out.native.as_ref().map_or(0, |n| n.n_prompt) as u32;
+        let now = std::time::Instant::now();
+        let first = self.t_first.unwrap_or(now);
+        let prompt_ms = first.duration_since(self.out.t0).as_secs_f64() * 1e3;
+        let predicted_ms = now.duration_since(first).as_secs_f64() * 1e3;
+        timings_of(0, n_prompt, prompt_ms, self.n_generated, predicted_ms, now.duration_since(self.out.t0).as_secs_f64() * 1e3)
     }
 
     fn pending_logprobs(&mut self) -> Value {
@@ -659,6 +897,7 @@ impl Streaming {
         match self.out.kind {
             Kind::Chat => json!({"content": std::mem::take(&mut self.chat_probs)}),
             Kind::Completion => self.comp_probs.take(),
+            Kind::Native => Value::Array(std::mem::take(&mut self.chat_probs)),
         }
     }
 
@@ -671,9 +910,28 @@ impl Streaming {
     /// deltas (reasoning, content, then each call: its id, type and name first).
     fn text_chunks(&mut self, text: String, end: bool, out: &mut Vec<Value>) {
         let Some(chat) = &mut self.chat else {
+            if self.out.kind == Kind::Native {
+                if !text.is_empty() || (end && !self.pending_tokens.is_empty()) {
+                    let lp = self.pending_logprobs();
+                    let mut c = self.chunk(json!(text), None, Value::Null);
+                    c["tokens"] = json!(std::mem::take(&mut self.pending_tokens));
+                    if self.out.logprobs {
+                        c["completion_probabilities"] = lp;
+                    }
+                    if self.out.timings_per_token {
+                        c["timings"] = self.timings_now();
+                    }
+                    out.push(c);
+                }
+                return;
+            }
             if !text.is_empty() || self.has_pending_logprobs() {
                 let lp = self.pending_logprobs();
-                out.push(self.chunk(json!(text), None, lp));
+                let mut c = self.chunk(json!(text), None, lp);
+                if self.out.timings_per_token {
+                    c["timings"] = self.timings_now();
+                }
+                out.push(c);
             }
             return;
         };
@@ -705,7 +963,11 @@ impl Streaming {
         }
         for p in payloads {
             let lp = self.pending_logprobs();
-            out.push(self.chunk(p, None, lp));
+            let mut c = self.chunk(p, None, lp);
+            if self.out.timings_per_token {
+                c["timings"] = self.timings_now();
+            }
+            out.push(c);
         }
     }
 
@@ -720,15 +982,31 @@ impl Streaming {
             out.push_str(&v.to_string());
             out.push_str("\n\n");
         };
+        let app = self.app.clone();
         loop {
-            let Some(r) = self.app.ready.get() else { return None };
-            match self.job.rx.recv().await {
+            let Some(r) = app.ready.get() else { return None };
+            let msg = match self.out.ping {
+                None => self.job.rx.recv().await,
+                Some(d) => match tokio::time::timeout(d, self.job.rx.recv()).await {
+                    Ok(m) => m,
+                    // Nothing to send for a while: a comment keeps proxies and clients from
+                    // closing an idle stream (llama-server's SSE ping).
+                    Err(_) => return Some(Bytes::from_static(b":\n\n")),
+                },
+            };
+            match msg {
                 Some(Msg::Token { token, n_piece, probs }) => {
                     let piece = out_piece(r, token, n_piece);
+                    self.n_generated += 1;
+                    self.t_first.get_or_insert_with(std::time::Instant::now);
+                    if self.out.kind == Kind::Native {
+                        self.pending_tokens.push(token);
+                    }
                     if let Some(p) = probs.as_ref().filter(|_| self.out.logprobs) {
                         match self.out.kind {
                             Kind::Chat => self.chat_probs.push(chat_logprob(r, piece, p, self.out.n_top)),
                             Kind::Completion => self.comp_probs.push(r, piece, p, self.out.n_top),
+                            Kind::Native => self.chat_probs.push(native_prob(r, token, piece, p, self.out.n_top)),
                         }
                     }
                     let text = self.utf8.push(piece);
@@ -749,6 +1027,17 @@ impl Streaming {
                     self.text_chunks(rest, true, &mut chunks);
                     for c in &chunks {
                         sse(&mut out, c);
+                    }
+                    if self.out.kind == Kind::Native {
+                        match finish_reason(info.reason) {
+                            Ok(_) => {
+                                let n = self.out.native.as_ref().expect("native output");
+                                let v = native_final(r, n, &info, "", &[]);
+                                sse(&mut out, &select_fields(v, &n.fields));
+                            }
+                            Err(e) => sse(&mut out, &e.body()),
+                        }
+                        return Some(Bytes::from(out));
                     }
                     match finish_reason(info.reason) {
                         Ok(reason) => {
@@ -786,7 +1075,7 @@ fn stream(app: Arc<App>, job: Job, out: Output, chat: Option<ParseSpec>) -> Resp
     app.stats.streams_open.fetch_add(1, Ordering::Relaxed);
     let gauge = StreamGauge(app.clone());
     let chat = chat.map(|spec| ChatStream { sent: tools::parse(&spec, "", true), spec, text: String::new() });
-    let st = Streaming { app, job, chat, out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false };
+    let st = Streaming { app, job, chat, out, utf8: Utf8Stream::default(), chat_probs: Vec::new(), comp_probs: CompletionLogprobs::default(), done: false, pending_tokens: Vec::new(), n_generated: 0, t_first: None };
     // OpenAI's first chat chunk carries the role.
     let first = (st.out.kind == Kind::Chat).then(|| {
         let c = st.chunk(json!({"role": "assistant", "content": null}), None, Value::Null);

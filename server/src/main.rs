@@ -9,7 +9,9 @@
 mod fetch;
 
 mod api;
+mod args;
 mod error;
+mod flags;
 mod metrics;
 mod params;
 
@@ -21,143 +23,19 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+pub use args::Args;
+
 use deepseek::chat;
 use deepseek::engine::{Engine, EngineParams};
-use deepseek::kv::CacheType;
 use deepseek::model::Model;
-
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "deepseek-server",
-    version,
-    about = "An OpenAI-compatible HTTP server for GGUF models on the CPU (deepseek's serving engine).",
-    after_help = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics (with --metrics), POST /tokenize, POST /detokenize.\nllama-server's two-letter flags are accepted: -np (--parallel), -ub (--ubatch-size), -to (--timeout), -ctk/-ctv (--cache-type-k/-v)."
-)]
-pub struct Args {
-    /// A .gguf file, or a known name fetched on first use: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
-    #[arg(short = 'm', long = "model", value_name = "MODEL|NAME")]
-    pub model: String,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub host: String,
-    #[arg(long, default_value_t = 8080)]
-    pub port: u16,
-    /// Requests decoded at once (slots); also -np.
-    #[arg(long = "parallel", value_name = "N", default_value_t = 4)]
-    pub parallel: u32,
-    /// Total context in tokens, split evenly across the slots as llama-server does; 0: each
-    /// slot gets the model's training context, at most 4096.
-    #[arg(short = 'c', long = "ctx-size", value_name = "N", default_value_t = 0)]
-    pub ctx_size: u32,
-    /// Worker threads of the model (default: the CPU's cores).
-    #[arg(short = 't', long = "threads", value_name = "N")]
-    pub threads: Option<i32>,
-    /// Tokens per decode step at most.
-    #[arg(short = 'b', long = "batch-size", value_name = "N", default_value_t = 2048)]
-    pub batch_size: u32,
-    /// Tokens per micro-batch; also -ub.
-    #[arg(long = "ubatch-size", value_name = "N", default_value_t = 512)]
-    pub ubatch_size: u32,
-    /// Require `Authorization: Bearer KEY` on every endpoint but /health (or LLAMA_API_KEY).
-    #[arg(long = "api-key", value_name = "KEY", env = "LLAMA_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
-    /// Serve Prometheus metrics at /metrics.
-    #[arg(long)]
-    pub metrics: bool,
-    /// A built-in template name (chatml, deepseek3, llama3, ...; formatted without Jinja, as
-    /// llama-server's built-ins) or a Jinja template's text; default: the model's own.
-    #[arg(long = "chat-template", value_name = "NAME|TEMPLATE")]
-    pub chat_template: Option<String>,
-    /// A file holding the Jinja chat template to use instead of the model's.
-    #[arg(long = "chat-template-file", value_name = "FILE")]
-    pub chat_template_file: Option<PathBuf>,
-    /// Render chats with the Jinja template (the model's, or --chat-template-file's); the
-    /// default, as in llama-server.
-    #[arg(long = "jinja", overrides_with = "no_jinja")]
-    pub jinja: bool,
-    /// Format chats with the built-in template the model's template is recognized as, instead
-    /// of rendering its Jinja.
-    #[arg(long = "no-jinja", overrides_with = "jinja")]
-    pub no_jinja: bool,
-    /// A JSON object of extra variables for every render of the template (a request's
-    /// chat_template_kwargs are added to them), e.g. '{"enable_thinking": false}'.
-    #[arg(long = "chat-template-kwargs", value_name = "JSON", value_parser = kwargs_object)]
-    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
-    /// A trailing assistant message is continued (the default, as llama-server's); with this,
-    /// it is a finished turn.
-    #[arg(long = "no-prefill-assistant")]
-    pub no_prefill_assistant: bool,
-    /// Tokens to generate when a request gives no max_tokens; -1: until the context is full.
-    #[arg(short = 'n', long = "n-predict", value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
-    pub n_predict: i32,
-    /// How <think> sections are returned: deepseek (as reasoning_content), none (inline), auto
-    /// (deepseek when the model's template has think sections).
-    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "deepseek-legacy", "none"])]
-    pub reasoning_format: String,
-    /// Tokens of thinking a chat answer may take before its end is forced (requests set it with
-    /// reasoning_budget_tokens); -1: unlimited, 0: none.
-    #[arg(long = "reasoning-budget", value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
-    pub reasoning_budget: i64,
-    /// Seconds to wait for a request's body, and for in-flight requests at shutdown; also -to.
-    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 600)]
-    pub timeout: u64,
-    /// Largest request body in bytes.
-    #[arg(long = "body-limit", value_name = "BYTES", default_value_t = 8 << 20)]
-    pub body_limit: usize,
-    /// How much longer than a step of generating sequences alone a step may take when it also
-    /// computes prompt tokens (the engine's max_step_slowdown; 0: only --prefill-chunk limits).
-    #[arg(long = "max-step-slowdown", value_name = "X", default_value_t = 1.5)]
-    pub max_step_slowdown: f32,
-    /// Most prompt tokens one step takes while other requests generate.
-    #[arg(long = "prefill-chunk", value_name = "N", default_value_t = 512)]
-    pub prefill_chunk: u32,
-    /// Requests waiting for a slot beyond which new ones get 503.
-    #[arg(long = "queue-limit", value_name = "N", default_value_t = 256)]
-    pub queue_limit: u32,
-    /// The model's name in responses and /v1/models (default: the file's name).
-    #[arg(short = 'a', long = "alias", value_name = "NAME")]
-    pub alias: Option<String>,
-    /// Read the model into memory instead of mapping it.
-    #[arg(long = "no-mmap")]
-    pub no_mmap: bool,
-    /// KV cache type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; also -ctk.
-    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
-    pub cache_type_k: CacheType,
-    /// KV cache type of the values (as --cache-type-k); also -ctv.
-    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
-    pub cache_type_v: CacheType,
-}
-
-/// `--chat-template-kwargs`: a JSON object.
-fn kwargs_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(m)) => Ok(m),
-        Ok(_) => Err("must be a JSON object".into()),
-        Err(e) => Err(format!("not valid JSON: {e}")),
-    }
-}
-
-/// A KV cache type by ggml's name, as llama-server's --cache-type-k/-v take it.
-fn cache_type(name: &str) -> Result<CacheType, String> {
-    CacheType::by_name(name).ok_or_else(|| format!("unsupported cache type '{name}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)"))
-}
-
-/// llama-server's multi-letter short flags, rewritten to their long names for clap.
-fn rewrite_args(argv: impl Iterator<Item = String>) -> Vec<String> {
-    argv.map(|a| match a.as_str() {
-        "-np" => "--parallel".to_string(),
-        "-ub" => "--ubatch-size".to_string(),
-        "-to" => "--timeout".to_string(),
-        "-ctk" => "--cache-type-k".to_string(),
-        "-ctv" => "--cache-type-v".to_string(),
-        _ => a,
-    })
-    .collect()
-}
 
 /// What the handlers share.
 pub struct App {
     pub args: Args,
+    /// --api-key's and --api-key-file's keys (none: no key is asked for).
+    pub keys: Vec<String>,
+    /// The template variables of every render (--chat-template-kwargs, --reasoning, ...).
+    pub kwargs: serde_json::Map<String, serde_json::Value>,
     /// Set once the model is loaded and the engine runs (/health turns 200).
     pub ready: OnceLock<Ready>,
     /// SIGINT/SIGTERM arrived: new generation requests get 503.
@@ -230,7 +108,7 @@ fn compile(model: &Model, source: &str, from: &str) -> Result<deepseek_chat::tem
 /// The Jinja template: --chat-template-file, a --chat-template that is Jinja text, or the
 /// model's own (chatml's when it has none), as llama-server picks it with --jinja.
 fn choose_jinja(args: &Args, model: &Model) -> Result<Option<deepseek_chat::template::ChatTemplate>, String> {
-    if args.no_jinja {
+    if !args.jinja {
         return Ok(None);
     }
     let (source, from) = if let Some(path) = &args.chat_template_file {
@@ -252,7 +130,7 @@ fn choose_jinja(args: &Args, model: &Model) -> Result<Option<deepseek_chat::temp
 /// The model's `tokenizer.chat_template.tool_use` variant, which renders requests that offer
 /// tools (as llama-server picks it), unless a template was given on the command line.
 fn choose_tool_use(args: &Args, model: &Model) -> Result<Option<deepseek_chat::template::ChatTemplate>, String> {
-    if args.no_jinja || args.chat_template_file.is_some() || args.chat_template.is_some() {
+    if !args.jinja || args.chat_template_file.is_some() || args.chat_template.is_some() {
         return Ok(None);
     }
     let Some(source) = model.file.get_str("tokenizer.chat_template.tool_use") else { return Ok(None) };
@@ -262,7 +140,7 @@ fn choose_tool_use(args: &Args, model: &Model) -> Result<Option<deepseek_chat::t
 fn choose_template(args: &Args, model: &Model) -> Result<(chat::Template, bool), String> {
     let model_text = model.file.get_str("tokenizer.chat_template").map(str::to_string);
     let (text, from) = match &args.chat_template {
-        Some(spec) if !args.no_jinja && chat::detect(spec).is_none() => (spec.clone(), "--chat-template"),
+        Some(spec) if !!args.jinja && chat::detect(spec).is_none() => (spec.clone(), "--chat-template"),
         Some(spec) if chat::detect(spec).is_some() && !PathBuf::from(spec).is_file() => (spec.clone(), "--chat-template"),
         Some(spec) => (std::fs::read_to_string(spec).map_err(|e| format!("--chat-template {spec}: neither a built-in name ({}) nor a readable file: {e}", chat::builtin_names().collect::<Vec<_>>().join(", ")))?, "--chat-template file"),
         None => match &model_text {
@@ -294,7 +172,14 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     if let Some(ms) = std::env::var("DEEPSEEK_SERVER_TEST_LOAD_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
         std::thread::sleep(Duration::from_millis(ms));
     }
-    let model = Arc::new(Model::load(&path, !a.no_mmap).map_err(|e| format!("{}: {e}", path.display()))?);
+    let (mmap, mlock) = a.load_mode();
+    let model = Arc::new(Model::load(&path, mmap).map_err(|e| format!("{}: {e}", path.display()))?);
+    if mlock {
+        model.file.lock_memory().map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(p) = &model.packed {
+            p.lock().map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
     let jinja = choose_jinja(a, &model)?;
     let (template, mut reasoning) = match choose_template(a, &model) {
         Ok(t) => t,
@@ -368,7 +253,15 @@ async fn shutdown_signal(app: Arc<App>) {
 }
 
 fn main() {
-    let args = match Args::try_parse_from(rewrite_args(std::env::args())) {
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let rewritten = match flags::rewrite(std::env::args().collect(), &env) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("deepseek-server: {e}");
+            std::process::exit(1);
+        }
+    };
+    let args = match Args::try_parse_from(&rewritten.args) {
         Ok(a) => a,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
@@ -376,6 +269,21 @@ fn main() {
             std::process::exit(code);
         }
     };
+    for (given, why) in &rewritten.no_effect {
+        eprintln!("deepseek-server: {given}: accepted, no effect: {why}");
+    }
+    if args.list_devices {
+        println!("Available devices:\n  CPU: the host's {} cores (the only device this server computes on)", std::thread::available_parallelism().map_or(1, |n| n.get()));
+        std::process::exit(0);
+    }
+    let keys = match args.api_keys() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("deepseek-server: {e}");
+            std::process::exit(1);
+        }
+    };
+    let kwargs = args.template_kwargs();
     // Resolve (and fetch) the model before listening, so a bad name fails fast.
     let path = match fetch::resolve(&args.model, false) {
         Ok(p) => p,
@@ -385,10 +293,11 @@ fn main() {
         }
     };
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let app = Arc::new(App { args, ready: OnceLock::new(), closing: AtomicBool::new(false), started: Instant::now(), created, next_id: AtomicU64::new(1), stats: ServerStats::default() });
+    let app = Arc::new(App { args, keys, kwargs, ready: OnceLock::new(), closing: AtomicBool::new(false), started: Instant::now(), created, next_id: AtomicU64::new(1), stats: ServerStats::default() });
     // Two runtime threads: the HTTP side is light next to the model's threads, and blocking
     // work (tokenizing a long prompt) still leaves one free.
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let http_threads = if app.args.threads_http > 0 { app.args.threads_http as usize } else { 2 };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(http_threads).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("deepseek-server: cannot start the runtime: {e}");
@@ -402,25 +311,62 @@ fn main() {
     std::process::exit(code);
 }
 
+/// A listening socket: TCP, or a Unix socket for a host ending in `.sock` (as llama-server).
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, PathBuf),
+}
+
+/// Binds one of --host's comma-separated addresses.
+fn bind(host: &str, port: u16, reuse_port: bool) -> Result<Listener, String> {
+    if host.ends_with(".sock") {
+        let path = PathBuf::from(host);
+        let l = tokio::net::UnixListener::bind(&path).map_err(|e| format!("cannot listen on {host}: {e}"))?;
+        return Ok(Listener::Unix(l, path));
+    }
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let addr: SocketAddr = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, port),
+        Err(_) => {
+            use std::net::ToSocketAddrs;
+            (bare, port).to_socket_addrs().map_err(|e| format!("bad --host {host}: {e}"))?.next().ok_or_else(|| format!("bad --host {host}: no address"))?
+        }
+    };
+    let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let _ = sock.set_reuseaddr(true);
+    if reuse_port {
+        sock.set_reuseport(true).map_err(|e| format!("--reuse-port on {addr}: {e}"))?;
+    }
+    sock.bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    sock.listen(1024).map(Listener::Tcp).map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
 async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
-    let addr: SocketAddr = match format!("{}:{}", app.args.host, app.args.port).parse().or_else(|_| {
-        use std::net::ToSocketAddrs;
-        (app.args.host.as_str(), app.args.port).to_socket_addrs().map_err(|e| e.to_string()).and_then(|mut a| a.next().ok_or_else(|| "no address".to_string()))
-    }) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("deepseek-server: bad --host {}: {e}", app.args.host);
-            return 2;
+    let hosts: Vec<&str> = app.args.host.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
+    if hosts.is_empty() {
+        eprintln!("deepseek-server: --host names no address");
+        return 2;
+    }
+    if app.args.port == 0 && hosts.iter().filter(|h| !h.ends_with(".sock")).count() > 1 {
+        eprintln!("deepseek-server: --port 0 is not supported with several TCP addresses");
+        return 2;
+    }
+    let mut listeners = Vec::new();
+    for h in &hosts {
+        match bind(h, app.args.port, app.args.reuse_port) {
+            Ok(l) => {
+                match &l {
+                    Listener::Tcp(t) => eprintln!("deepseek-server: listening on http://{}", t.local_addr().map_or_else(|_| h.to_string(), |a| a.to_string())),
+                    Listener::Unix(_, p) => eprintln!("deepseek-server: listening on unix://{}", p.display()),
+                }
+                listeners.push(l);
+            }
+            Err(e) => {
+                eprintln!("deepseek-server: {e}");
+                return 1;
+            }
         }
-    };
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("deepseek-server: cannot listen on {addr}: {e}");
-            return 1;
-        }
-    };
-    eprintln!("deepseek-server: listening on http://{}", listener.local_addr().map_or(addr, |a| a));
+    }
     // Load while already answering /health (503 until ready); a failed load ends the server.
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<String>();
     {
@@ -435,9 +381,10 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
         });
     }
     let load_failed = Arc::new(AtomicBool::new(false));
-    let stop = {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    {
         let (app, load_failed) = (app.clone(), load_failed.clone());
-        async move {
+        tokio::spawn(async move {
             let failed = async {
                 match failed_rx.await {
                     Ok(e) => {
@@ -452,22 +399,53 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
                 _ = shutdown_signal(app) => {}
                 _ = failed => {}
             }
-        }
-    };
+            let _ = stop_tx.send(true);
+        });
+    }
     let router = api::router(app.clone());
-    // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm each would wait
-    // for the client's (delayed) ACK of the previous one.
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
-        eprintln!("deepseek-server: {e}");
-        return 1;
+    let mut servers = Vec::new();
+    for l in listeners {
+        let mut rx = stop_rx.clone();
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let router = router.clone();
+        use axum::serve::ListenerExt;
+        servers.push(match l {
+            // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm each
+            // would wait for the client's (delayed) ACK of the previous one.
+            Listener::Tcp(t) => tokio::spawn(async move {
+                let t = t.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                axum::serve(t, router).with_graceful_shutdown(stop).await
+            }),
+            Listener::Unix(u, p) => tokio::spawn(async move {
+                let r = axum::serve(u, router).with_graceful_shutdown(stop).await;
+                let _ = std::fs::remove_file(p);
+                r
+            }),
+        });
+    }
+    let mut code = 0;
+    for s in servers {
+        match s.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                eprintln!("deepseek-server: {e}");
+                code = 1;
+            }
+            Err(e) => {
+                eprintln!("deepseek-server: {e}");
+                code = 1;
+            }
+        }
     }
     if load_failed.load(Ordering::SeqCst) {
         return 1;
     }
-    eprintln!("deepseek-server: stopped");
-    0
+    if code == 0 {
+        eprintln!("deepseek-server: stopped");
+    }
+    code
 }

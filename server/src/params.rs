@@ -37,6 +37,10 @@ pub struct GenParams {
     pub parallel_tool_calls: Option<bool>,
     /// `reasoning_budget_tokens` / `thinking_budget_tokens`; None: the server's.
     pub reasoning_budget: Option<i64>,
+    /// `sse_ping_interval`; None: the server's.
+    pub sse_ping_interval: Option<i64>,
+    /// `timings_per_token`: timings in every streamed chunk.
+    pub timings_per_token: bool,
 }
 
 pub struct Fields<'a>(pub &'a Map<String, Value>);
@@ -109,7 +113,7 @@ impl<'a> Fields<'a> {
 
     /// The sampling and output fields both endpoints take; `chat` selects the chat form of
     /// `logprobs` (a boolean plus `top_logprobs`) over the completions one (an integer).
-    pub fn gen(&self, chat: bool) -> Result<GenParams, ApiError> {
+    pub fn gen(&self, chat: bool, d: &crate::args::SamplingArgs) -> Result<GenParams, ApiError> {
         if let Some(n) = self.int("n", 1, i64::MAX)? {
             if n != 1 {
                 return Err(ApiError::param("n", format!("'n' = {n}: only one choice per request is supported")));
@@ -130,22 +134,22 @@ impl<'a> Fields<'a> {
                 max_tokens = Some(n);
             }
         }
-        let seed = match self.int("seed", i64::MIN, i64::MAX)? {
+        let seed = match self.int("seed", i64::MIN, i64::MAX)?.or(Some(d.seed)) {
             None | Some(-1) => RANDOM_SEED,
             Some(s) if s < 0 => return Err(ApiError::param("seed", "'seed' must be non-negative (or -1: random)")),
             // Seeds wider than 32 bits are folded (the sampler's RNG takes 32).
             Some(s) => (s as u64 ^ (s as u64 >> 32)) as u32,
         };
         let sampling = CommonParams {
-            temperature: self.f32("temperature", 0.0, 100.0)?.unwrap_or(0.8),
-            top_k: self.int("top_k", 0, i32::MAX as i64)?.unwrap_or(40) as i32,
-            top_p: self.f32("top_p", 0.0, 1.0)?.unwrap_or(0.95),
-            min_p: self.f32("min_p", 0.0, 1.0)?.unwrap_or(0.05),
-            repeat_penalty: self.f32("repeat_penalty", f32::MIN_POSITIVE, 100.0)?.unwrap_or(1.0),
-            repeat_last_n: self.int("repeat_last_n", -1, i32::MAX as i64)?.unwrap_or(64) as i32,
+            temperature: self.f32("temperature", 0.0, 100.0)?.unwrap_or(d.temp),
+            top_k: self.int("top_k", 0, i32::MAX as i64)?.map_or(d.top_k, |k| k as i32),
+            top_p: self.f32("top_p", 0.0, 1.0)?.unwrap_or(d.top_p),
+            min_p: self.f32("min_p", 0.0, 1.0)?.unwrap_or(d.min_p),
+            repeat_penalty: self.f32("repeat_penalty", f32::MIN_POSITIVE, 100.0)?.unwrap_or(d.repeat_penalty),
+            repeat_last_n: self.int("repeat_last_n", -1, i32::MAX as i64)?.map_or(d.repeat_last_n, |n| n as i32),
             seed,
-            frequency_penalty: self.f32("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
-            presence_penalty: self.f32("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+            frequency_penalty: self.f32("frequency_penalty", -2.0, 2.0)?.unwrap_or(d.frequency_penalty),
+            presence_penalty: self.f32("presence_penalty", -2.0, 2.0)?.unwrap_or(d.presence_penalty),
         };
         let stop = match self.get("stop") {
             None => Vec::new(),
@@ -186,7 +190,7 @@ impl<'a> Fields<'a> {
                 }
             }
         };
-        let ignore_eos = self.bool("ignore_eos")?.unwrap_or(false);
+        let ignore_eos = self.bool("ignore_eos")?.unwrap_or(d.ignore_eos);
         let reasoning = match self.str("reasoning_format")? {
             None => None,
             Some(o) => Some(ReasoningFormat::parse(o).ok_or_else(|| ApiError::param("reasoning_format", format!("Unknown reasoning format: {o}")))?),
@@ -200,7 +204,9 @@ impl<'a> Fields<'a> {
                 }
             }
         }
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget })
+        let sse_ping_interval = self.int("sse_ping_interval", -1, i32::MAX as i64)?;
+        let timings_per_token = self.bool("timings_per_token")?.unwrap_or(false);
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token })
     }
 
     /// `tool_choice` (`none`, `auto`, `required`, or `{"type": "function", "function":
@@ -279,6 +285,52 @@ impl<'a> Fields<'a> {
         }
         Ok(grammar.filter(|g| !g.is_empty()).map(str::to_string))
     }
+}
+
+/// `generation_settings` as llama-server reports them (`task_params::to_json`), for the
+/// settings this server has; the samplers it does not run are reported at their off values.
+pub fn settings_json(gp: &GenParams, n_predict: i32) -> Value {
+    let s = &gp.sampling;
+    serde_json::json!({
+        "seed": s.seed,
+        "temperature": s.temperature,
+        "dynatemp_range": 0.0,
+        "dynatemp_exponent": 1.0,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "top_n_sigma": -1.0,
+        "xtc_probability": 0.0,
+        "xtc_threshold": 0.1,
+        "typical_p": 1.0,
+        "repeat_last_n": s.repeat_last_n,
+        "repeat_penalty": s.repeat_penalty,
+        "presence_penalty": s.presence_penalty,
+        "frequency_penalty": s.frequency_penalty,
+        "dry_multiplier": 0.0,
+        "dry_base": 1.75,
+        "dry_allowed_length": 2,
+        "dry_penalty_last_n": -1,
+        "dry_sequence_breakers": ["\n", ":", "\"", "*"],
+        "mirostat": 0,
+        "mirostat_tau": 5.0,
+        "mirostat_eta": 0.1,
+        "adaptive_target": -1.0,
+        "adaptive_decay": 0.9,
+        "stop": gp.stop,
+        "max_tokens": n_predict,
+        "n_predict": n_predict,
+        "n_keep": 0,
+        "n_discard": 0,
+        "ignore_eos": gp.ignore_eos,
+        "stream": gp.stream,
+        "logit_bias": [],
+        "n_probs": if gp.logprobs { gp.top_logprobs } else { 0 },
+        "min_keep": 0,
+        "grammar": gp.grammar.clone().unwrap_or_default(),
+        "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+        "timings_per_token": gp.timings_per_token,
+    })
 }
 
 /// nlohmann's `empty()`: null, or an empty object or array.

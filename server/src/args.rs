@@ -1,0 +1,266 @@
+//! The command line, by llama-server's names: the options `flags.rs` treats as ours (each
+//! declared under the first long name llama-server gives it; `flags::rewrite` turns the other
+//! spellings and the environment variables into these) and a few of our own.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use deepseek::kv::CacheType;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "deepseek-server",
+    version,
+    about = "An OpenAI- and llama-server-compatible HTTP server for GGUF models on the CPU (deepseek's serving engine).",
+    after_help = "Every llama-server option is accepted under each of its names and environment variables (LLAMA_ARG_*): those with no meaning here (-ngl, -fa, ...) are logged at start, those this server cannot honour stop it with the reason.\nEndpoints: POST /v1/chat/completions, /v1/completions, /apply-template, /tokenize, /detokenize; GET /v1/models, /health, /props, /slots, /metrics (with --metrics)."
+)]
+pub struct Args {
+    /// A .gguf file, or a known name fetched on first use: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
+    #[arg(long = "model", short = 'm', value_name = "MODEL|NAME")]
+    pub model: String,
+    /// Print the devices this server computes on and exit.
+    #[arg(long = "list-devices")]
+    pub list_devices: bool,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Let several processes listen on the port (SO_REUSEPORT).
+    #[arg(long = "reuse-port")]
+    pub reuse_port: bool,
+    /// Requests decoded at once (slots); also -np.
+    #[arg(long = "parallel", value_name = "N", default_value_t = 4)]
+    pub parallel: u32,
+    /// Total context in tokens, split evenly across the slots as llama-server does; 0: each
+    /// slot gets the model's training context, at most 4096.
+    #[arg(long = "ctx-size", short = 'c', value_name = "N", default_value_t = 0)]
+    pub ctx_size: u32,
+    /// Worker threads of the model (default: the CPU's cores).
+    #[arg(long = "threads", short = 't', value_name = "N", allow_negative_numbers = true)]
+    pub threads: Option<i32>,
+    /// Threads of the HTTP side; -1: two (it is light next to the model's threads).
+    #[arg(long = "threads-http", value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub threads_http: i32,
+    /// Tokens per decode step at most.
+    #[arg(long = "batch-size", short = 'b', value_name = "N", default_value_t = 2048)]
+    pub batch_size: u32,
+    /// Tokens per micro-batch; also -ub.
+    #[arg(long = "ubatch-size", value_name = "N", default_value_t = 512)]
+    pub ubatch_size: u32,
+    /// Tokens to generate when a request gives no max_tokens; -1: until the context is full.
+    #[arg(long = "predict", short = 'n', value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub predict: i32,
+    /// Reuse the KV cells of the longest prompt prefix a slot holds (llama-server's
+    /// cache_prompt default).
+    #[arg(long = "cache-prompt", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cache_prompt: bool,
+    /// Render control tokens (special tokens) in the output text.
+    #[arg(long = "special")]
+    pub special: bool,
+    /// KV cache type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; also -ctk.
+    #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
+    pub cache_type_k: CacheType,
+    /// KV cache type of the values (as --cache-type-k); also -ctv.
+    #[arg(long = "cache-type-v", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
+    pub cache_type_v: CacheType,
+    /// How the model file is read: auto or mmap (mapped), none (read into memory), mlock (read
+    /// and locked in RAM), mmap+mlock (mapped and locked), dio (read, as none).
+    #[arg(long = "load-mode", value_name = "MODE", default_value = "auto", value_parser = ["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"])]
+    pub load_mode: String,
+    /// Read the model into memory instead of mapping it (--load-mode none).
+    #[arg(long = "no-mmap")]
+    pub no_mmap: bool,
+    /// The model's name in responses and /v1/models (default: the file's name).
+    #[arg(long = "alias", short = 'a', value_name = "NAME")]
+    pub alias: Option<String>,
+
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+
+    // ---- HTTP ----
+    /// API keys every endpoint but /health requires (`Authorization: Bearer KEY` or
+    /// `X-Api-Key`), comma-separated; also LLAMA_API_KEY.
+    #[arg(long = "api-key", value_name = "KEYS")]
+    pub api_key: Option<String>,
+    /// A file of API keys, one per line (lines starting with '#' are comments).
+    #[arg(long = "api-key-file", value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Origins allowed to call from a browser (CORS): '*', 'localhost', or one origin.
+    #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
+    pub cors_origins: String,
+    #[arg(long = "cors-methods", value_name = "METHODS", default_value = "GET, POST, DELETE, OPTIONS")]
+    pub cors_methods: String,
+    #[arg(long = "cors-headers", value_name = "HEADERS", default_value = "*")]
+    pub cors_headers: String,
+    /// Allow credentials in cross-origin requests (with '*' origins, the request's Origin is
+    /// echoed back, as llama-server does).
+    #[arg(long = "cors-credentials", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub cors_credentials: bool,
+    /// A path prefix every endpoint is served under (e.g. /llama), without a trailing slash.
+    #[arg(long = "api-prefix", value_name = "PREFIX", default_value = "")]
+    pub api_prefix: String,
+    /// Seconds between SSE keep-alive comments on a stream that has nothing to send; -1: none.
+    #[arg(long = "sse-ping-interval", value_name = "SECONDS", default_value_t = 30, allow_negative_numbers = true)]
+    pub sse_ping_interval: i64,
+    /// Seconds to wait for a request's body, and for in-flight requests at shutdown; also -to.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 600)]
+    pub timeout: u64,
+    /// Serve Prometheus metrics at /metrics.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Allow changing the server's settings with POST /props.
+    #[arg(long = "props")]
+    pub props: bool,
+    /// Serve the slots' state at /slots.
+    #[arg(long = "slots", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub slots: bool,
+    /// Serve a web UI at / (this build has none: --ui only states the default).
+    #[arg(long = "ui", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ui: bool,
+
+    // ---- chat ----
+    /// A built-in template name (chatml, deepseek3, llama3, ...; formatted without Jinja, as
+    /// llama-server's built-ins) or a Jinja template's text; default: the model's own.
+    #[arg(long = "chat-template", value_name = "NAME|TEMPLATE")]
+    pub chat_template: Option<String>,
+    /// A file holding the Jinja chat template to use instead of the model's.
+    #[arg(long = "chat-template-file", value_name = "FILE")]
+    pub chat_template_file: Option<PathBuf>,
+    /// Render chats with the Jinja template (the model's, or --chat-template-file's): the
+    /// default, as in llama-server; --no-jinja formats them with the built-in template the
+    /// model's is recognized as.
+    #[arg(long = "jinja", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub jinja: bool,
+    /// A JSON object of extra variables for every render of the template (a request's
+    /// chat_template_kwargs are added to them), e.g. '{"enable_thinking": false}'.
+    #[arg(long = "chat-template-kwargs", value_name = "JSON", value_parser = kwargs_object)]
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Thinking on or off in every chat (the template's enable_thinking), or auto: as the
+    /// template and the request decide.
+    #[arg(long = "reasoning", value_name = "on|off|auto", default_value = "auto", value_parser = on_off_auto)]
+    pub reasoning: String,
+    /// The reasoning effort given to the template (reasoning_effort), or default: the template's.
+    #[arg(long = "reasoning-effort", value_name = "LEVEL", default_value = "default")]
+    pub reasoning_effort: String,
+    /// A trailing assistant message is continued (the default, as llama-server's); false: it
+    /// is a finished turn.
+    #[arg(long = "prefill-assistant", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub prefill_assistant: bool,
+    /// How <think> sections are returned: deepseek (as reasoning_content), none (inline), auto
+    /// (deepseek when the model's template has think sections).
+    #[arg(long = "reasoning-format", value_name = "FORMAT", default_value = "auto", value_parser = ["auto", "deepseek", "deepseek-legacy", "none"])]
+    pub reasoning_format: String,
+    /// Tokens of thinking a chat answer may take before its end is forced (requests set it with
+    /// reasoning_budget_tokens); -1: unlimited, 0: none.
+    #[arg(long = "reasoning-budget", value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    pub reasoning_budget: i64,
+
+    // ---- ours ----
+    /// Largest request body in bytes.
+    #[arg(long = "body-limit", value_name = "BYTES", default_value_t = 8 << 20)]
+    pub body_limit: usize,
+    /// How much longer than a step of generating sequences alone a step may take when it also
+    /// computes prompt tokens (the engine's max_step_slowdown; 0: only --prefill-chunk limits).
+    #[arg(long = "max-step-slowdown", value_name = "X", default_value_t = 1.5)]
+    pub max_step_slowdown: f32,
+    /// Most prompt tokens one step takes while other requests generate.
+    #[arg(long = "prefill-chunk", value_name = "N", default_value_t = 512)]
+    pub prefill_chunk: u32,
+    /// Requests waiting for a slot beyond which new ones get 503.
+    #[arg(long = "queue-limit", value_name = "N", default_value_t = 256)]
+    pub queue_limit: u32,
+}
+
+/// The sampling defaults of requests that do not set them (llama-server's defaults).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// RNG seed of requests that give none; -1: a random one per request.
+    #[arg(long = "seed", short = 's', value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    pub seed: i64,
+    /// Keep generating past end-of-generation tokens.
+    #[arg(long = "ignore-eos")]
+    pub ignore_eos: bool,
+    #[arg(long = "temp", value_name = "T", default_value_t = 0.8)]
+    pub temp: f32,
+    #[arg(long = "top-k", value_name = "N", default_value_t = 40)]
+    pub top_k: i32,
+    #[arg(long = "top-p", value_name = "P", default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long = "min-p", value_name = "P", default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long = "repeat-last-n", value_name = "N", default_value_t = 64, allow_negative_numbers = true)]
+    pub repeat_last_n: i32,
+    #[arg(long = "repeat-penalty", value_name = "X", default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long = "presence-penalty", value_name = "X", default_value_t = 0.0, allow_negative_numbers = true)]
+    pub presence_penalty: f32,
+    #[arg(long = "frequency-penalty", value_name = "X", default_value_t = 0.0, allow_negative_numbers = true)]
+    pub frequency_penalty: f32,
+}
+
+impl Args {
+    /// The API keys of --api-key and --api-key-file.
+    pub fn api_keys(&self) -> Result<Vec<String>, String> {
+        let mut keys: Vec<String> = self.api_key.iter().flat_map(|k| k.split(',')).map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect();
+        if let Some(path) = &self.api_key_file {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--api-key-file {}: {e}", path.display()))?;
+            keys.extend(text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string));
+        }
+        Ok(keys)
+    }
+
+    /// The template variables every render gets: --chat-template-kwargs, with --reasoning's
+    /// enable_thinking and --reasoning-effort's level, as llama-server sets its defaults.
+    pub fn template_kwargs(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = self.chat_template_kwargs.clone().unwrap_or_default();
+        match self.reasoning.as_str() {
+            "on" => {
+                m.insert("enable_thinking".into(), true.into());
+            }
+            "off" => {
+                m.insert("enable_thinking".into(), false.into());
+            }
+            _ => {}
+        }
+        if self.reasoning_effort != "default" {
+            m.insert("reasoning_effort".into(), self.reasoning_effort.clone().into());
+        }
+        m
+    }
+
+    /// (mmap, mlock) of --load-mode (and --no-mmap).
+    pub fn load_mode(&self) -> (bool, bool) {
+        let (mmap, mlock) = match self.load_mode.as_str() {
+            "none" | "dio" => (false, false),
+            "mlock" => (false, true),
+            "mmap+mlock" => (true, true),
+            _ => (true, false),
+        };
+        (mmap && !self.no_mmap, mlock)
+    }
+}
+
+/// `--chat-template-kwargs`: a JSON object.
+fn kwargs_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err("must be a JSON object".into()),
+        Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+/// `--reasoning`: upstream's truthy and falsy words, or auto.
+fn on_off_auto(v: &str) -> Result<String, String> {
+    match v {
+        "on" | "enabled" | "true" | "1" => Ok("on".into()),
+        "off" | "disabled" | "false" | "0" => Ok("off".into()),
+        "auto" => Ok("auto".into()),
+        _ => Err("expected on, off or auto".into()),
+    }
+}
+
+/// A KV cache type by ggml's name, as llama-server's --cache-type-k/-v take it.
+fn cache_type(name: &str) -> Result<CacheType, String> {
+    CacheType::by_name(name).ok_or_else(|| format!("unsupported cache type '{name}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)"))
+}
