@@ -42,6 +42,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models))
         .route("/models", get(models))
         .route("/metrics", get(metrics))
+        .route("/props", get(props).post(set_props))
         .route("/apply-template", post(apply_template))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
@@ -144,27 +145,97 @@ async fn health(State(app): AppState) -> Response {
     }
 }
 
+/// A model's entry as llama-server lists it (`get_res_model_info`), with our extras in `meta`.
+fn model_info(app: &App, r: &Ready) -> Value {
+    json!({
+        "id": r.name,
+        "aliases": app.args.aliases(),
+        "tags": app.args.tag_list(),
+        "object": "model",
+        "created": app.created,
+        "owned_by": "llamacpp",
+        "meta": {
+            "vocab_type": r.model.vocab.vocab_type(),
+            "n_vocab": r.model.vocab.n_tokens(),
+            "n_ctx": r.engine.n_ctx_seq(),
+            "n_ctx_train": r.model.hp.n_ctx_train,
+            "n_embd": r.model.hp.n_embd,
+            "n_params": r.model.n_params,
+            "size": r.model.size_bytes,
+            "ftype": r.model.ftype_name(),
+            "n_ctx_slot": r.engine.n_ctx_seq(),
+            "n_slots": r.engine.n_seq_max(),
+            "chat_template": r.template.name(),
+        }
+    })
+}
+
 async fn models(State(app): AppState) -> Result<Response, ApiError> {
     let r = app.ready()?;
+    // upstream's list: OpenAI's `data` and Ollama's `models`.
     Ok(axum::Json(json!({
+        "models": [{
+            "name": r.name, "model": r.name, "modified_at": "", "size": "", "digest": "", "type": "model",
+            "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
+            "details": {"parent_model": "", "format": "gguf", "family": "", "families": [""], "parameter_size": "", "quantization_level": ""},
+        }],
         "object": "list",
-        "data": [{
-            "id": r.name,
-            "object": "model",
-            "created": app.created,
-            "owned_by": "deepseek",
-            "meta": {
-                "n_vocab": r.model.vocab.n_tokens(),
-                "n_ctx_train": r.model.hp.n_ctx_train,
-                "n_ctx_slot": r.engine.n_ctx_seq(),
-                "n_slots": r.engine.n_seq_max(),
-                "n_params": r.model.n_params,
-                "size": r.model.size_bytes,
-                "chat_template": r.template.name(),
-            }
-        }]
+        "data": [model_info(&app, r)],
     }))
     .into_response())
+}
+
+/// llama-server's `/props` (`get_res_props`): the default generation settings, the slots, the
+/// model and its chat template.
+async fn props(State(app): AppState) -> Result<Response, ApiError> {
+    let r = app.ready()?;
+    let empty = serde_json::Map::new();
+    let gp = Fields(&empty).gen(false, &app.args.sampling)?;
+    let mut settings = params::settings_json(&gp, app.args.predict);
+    if let Some(o) = settings.as_object_mut() {
+        for k in ["stop", "logit_bias", "grammar", "dry_sequence_breakers"] {
+            o.remove(k);
+        }
+    }
+    let v = &r.model.vocab;
+    let mut p = json!({
+        "default_generation_settings": {"params": settings, "n_ctx": r.engine.n_ctx_seq()},
+        "total_slots": r.engine.n_seq_max(),
+        "model_alias": r.name,
+        "model_ftype": r.model.ftype_name(),
+        "model_path": app.args.model,
+        "modalities": {"vision": false, "video": false, "audio": false},
+        "media_marker": "",
+        "endpoint_slots": app.args.slots,
+        "endpoint_props": app.args.props,
+        "endpoint_metrics": app.args.metrics,
+        "ui": false,
+        "ui_settings": {},
+        "chat_template": r.jinja.as_ref().map_or_else(|| r.template.name().to_string(), |j| j.source().to_string()),
+        "chat_template_caps": r.jinja.as_ref().map_or(Value::Object(Default::default()), |j| j.caps.to_json()),
+        "bos_token": v.template_text(v.bos()),
+        "eos_token": v.template_text(v.eos()),
+        "build_info": fingerprint(),
+        "is_sleeping": false,
+        "cors_proxy_enabled": false,
+    });
+    if let Some(t) = &r.jinja_tool_use {
+        p["chat_template_tool_use"] = json!(t.source());
+    }
+    Ok(axum::Json(p).into_response())
+}
+
+/// POST /props: allowed with --props; upstream changes nothing through it either, so a body
+/// that asks for a change is refused rather than answered with a success that did nothing.
+async fn set_props(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    if !app.args.props {
+        return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_supported_error", "This server does not support changing global properties. Start it with `--props`"));
+    }
+    let v = read_json(&app, body).await?;
+    if let Some((k, _)) = v.as_object().and_then(|o| o.iter().next()) {
+        return Err(ApiError::param(k, format!("'{k}': no server property can be changed through /props")));
+    }
+    Ok(axum::Json(json!({"success": true})).into_response())
 }
 
 async fn metrics(State(app): AppState) -> Result<Response, ApiError> {

@@ -71,9 +71,13 @@ pub struct Args {
     /// Read the model into memory instead of mapping it (--load-mode none).
     #[arg(long = "no-mmap")]
     pub no_mmap: bool,
-    /// The model's name in responses and /v1/models (default: the file's name).
-    #[arg(long = "alias", short = 'a', value_name = "NAME")]
+    /// The model's names, comma-separated (default: the file's name); responses name it by
+    /// the first in alphabetical order, as llama-server does.
+    #[arg(long = "alias", short = 'a', value_name = "NAMES")]
     pub alias: Option<String>,
+    /// Tags of the model in /v1/models, comma-separated (informational).
+    #[arg(long = "tags", value_name = "TAGS")]
+    pub tags: Option<String>,
 
     #[command(flatten)]
     pub sampling: SamplingArgs,
@@ -227,6 +231,18 @@ impl Args {
             m.insert("reasoning_effort".into(), self.reasoning_effort.clone().into());
         }
         m
+    }
+
+    /// --alias's names, sorted and without repeats.
+    pub fn aliases(&self) -> Vec<String> {
+        let mut a: Vec<String> = self.alias.iter().flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+        a.sort();
+        a.dedup();
+        a
+    }
+
+    pub fn tag_list(&self) -> Vec<String> {
+        self.tags.iter().flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
     }
 
     /// (mmap, mlock) of --load-mode (and --no-mmap).

@@ -120,8 +120,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--grammar" | "--grammar-file" | "--json-schema" | "--json-schema-file" => Refused("a server-wide grammar is not supported; give 'grammar' or 'json_schema' per request"),
         "--backend-sampling" => NoEffect("sampling runs on the CPU beside the model"),
         // model
-        "--model" | "--alias" | "--load-mode" => Ours,
-        "--tags" => NoEffect("tags are informational in llama-server too"),
+        "--model" | "--alias" | "--tags" | "--load-mode" => Ours,
         "--pooling" | "--embd-normalize" | "--embedding" | "--rerank" => Refused("embeddings and reranking are not served by this build yet"),
         "--rope-scaling" | "--rope-scale" | "--rope-freq-base" | "--rope-freq-scale" | "--yarn-orig-ctx" | "--yarn-ext-factor" | "--yarn-attn-factor" | "--yarn-beta-slow" | "--yarn-beta-fast" => {
             Refused("RoPE and YaRN overrides are not supported: the model's own settings are used")

@@ -207,7 +207,7 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
         ..EngineParams::default()
     };
     let engine = Arc::new(Engine::new(model.clone(), &params)?);
-    let name = a.alias.clone().unwrap_or_else(|| path.file_name().map_or_else(|| a.model.clone(), |n| n.to_string_lossy().into_owned()));
+    let name = a.aliases().into_iter().next().unwrap_or_else(|| path.file_name().map_or_else(|| a.model.clone(), |n| n.to_string_lossy().into_owned()));
     eprintln!(
         "deepseek-server: {} loaded in {:.2} s ({} MiB); {} slots of {} tokens, {} threads, chat template {}, reasoning {}",
         path.display(),
@@ -341,6 +341,68 @@ fn bind(host: &str, port: u16, reuse_port: bool) -> Result<Listener, String> {
     sock.listen(1024).map(Listener::Tcp).map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
+/// Serves one listener until `stop` turns true, then waits for its open connections (their
+/// in-flight requests) to end. hyper's HTTP/1 connection builder directly, rather than
+/// `axum::serve`, for its options: header names go out in Title-Case as llama-server's
+/// (cpp-httplib) do, which clients that compare names case-sensitively rely on.
+async fn accept_loop(l: Listener, router: axum::Router, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<(), String> {
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.title_case_headers(true);
+    let unix_path = if let Listener::Unix(_, p) = &l { Some(p.clone()) } else { None };
+    let mut stopped = std::pin::pin!(async move {
+        let _ = stop.wait_for(|s| *s).await;
+    });
+    loop {
+        let svc = TowerToHyperService::new(router.clone());
+        tokio::select! {
+            _ = &mut stopped => break,
+            c = async {
+                match &l {
+                    // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm
+                    // each would wait for the client's (delayed) ACK of the previous one.
+                    Listener::Tcp(t) => t.accept().await.map(|(s, _)| {
+                        let _ = s.set_nodelay(true);
+                        Conn::Tcp(s)
+                    }),
+                    Listener::Unix(u, _) => u.accept().await.map(|(s, _)| Conn::Unix(s)),
+                }
+            } => match c {
+                Ok(Conn::Tcp(s)) => {
+                    let conn = graceful.watch(http.serve_connection(TokioIo::new(s), svc));
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                Ok(Conn::Unix(s)) => {
+                    let conn = graceful.watch(http.serve_connection(TokioIo::new(s), svc));
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                // Out of descriptors or a connection reset before it was accepted: keep going.
+                Err(e) => {
+                    eprintln!("deepseek-server: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    drop(l);
+    graceful.shutdown().await;
+    if let Some(p) = unix_path {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+enum Conn {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
 async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
     let hosts: Vec<&str> = app.args.host.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
     if hosts.is_empty() {
@@ -405,27 +467,9 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
     let router = api::router(app.clone());
     let mut servers = Vec::new();
     for l in listeners {
-        let mut rx = stop_rx.clone();
-        let stop = async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
+        let rx = stop_rx.clone();
         let router = router.clone();
-        use axum::serve::ListenerExt;
-        servers.push(match l {
-            // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm each
-            // would wait for the client's (delayed) ACK of the previous one.
-            Listener::Tcp(t) => tokio::spawn(async move {
-                let t = t.tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-                axum::serve(t, router).with_graceful_shutdown(stop).await
-            }),
-            Listener::Unix(u, p) => tokio::spawn(async move {
-                let r = axum::serve(u, router).with_graceful_shutdown(stop).await;
-                let _ = std::fs::remove_file(p);
-                r
-            }),
-        });
+        servers.push(tokio::spawn(accept_loop(l, router, rx)));
     }
     let mut code = 0;
     for s in servers {

@@ -398,7 +398,7 @@ fn structured_output_end_to_end() {
         let v = check_json(&text, &finish, "enum").expect("an enum ends by itself");
         assert!([json!("yes"), json!("no"), json!(42), Value::Null].contains(&v), "{text:?}");
 
-        let (status, r) = post(&srv, "/completions", merged(&s, &json!({"prompt": "Say:", "max_tokens": 100, "grammar": "root ::= (\"yes\" | \"no\") \" \" [a-c]{1,3} \"!\""})));
+        let (status, r) = post(&srv, "/v1/completions", merged(&s, &json!({"prompt": "Say:", "max_tokens": 100, "grammar": "root ::= (\"yes\" | \"no\") \" \" [a-c]{1,3} \"!\""})));
         assert_eq!(status, 200, "{r}");
         let (text, finish) = output(&r);
         assert_eq!(finish, "stop", "{text:?}");

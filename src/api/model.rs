@@ -34,36 +34,6 @@ pub extern "C" fn llama_model_default_params() -> llama_model_params {
     }
 }
 
-fn describe(m: &Model) -> String {
-    let hp = &m.hp;
-    let size = if m.n_params >= 1_000_000_000 { format!("{:.1}B", m.n_params as f64 / 1e9) } else { format!("{}M", m.n_params / 1_000_000) };
-    let ftype = m.file.get_u32("general.file_type").map(ftype_name).unwrap_or("unknown");
-    format!("{} {} {}", hp.arch.name(), size, ftype)
-}
-
-fn ftype_name(ft: u32) -> &'static str {
-    match ft {
-        0 => "all F32",
-        1 => "F16",
-        2 => "Q4_0",
-        3 => "Q4_1",
-        7 => "Q8_0",
-        8 => "Q5_0",
-        9 => "Q5_1",
-        10 => "Q2_K - Medium",
-        11 => "Q3_K - Small",
-        12 => "Q3_K - Medium",
-        13 => "Q3_K - Large",
-        14 => "Q4_K - Small",
-        15 => "Q4_K - Medium",
-        16 => "Q5_K - Small",
-        17 => "Q5_K - Medium",
-        18 => "Q6_K",
-        32 => "BF16",
-        _ => "unknown",
-    }
-}
-
 /// # Safety
 /// `path_model` must be a NUL-terminated string.
 #[no_mangle]
@@ -162,7 +132,7 @@ fn load(source: Source<'_>, params: &llama_model_params) -> Result<*mut llama_mo
         }
     }
     let t_load_us = load_start.elapsed().as_secs_f64() * 1e6;
-    let desc = CString::new(describe(&model)).expect("no NUL in description");
+    let desc = CString::new(model.description()).expect("no NUL in description");
     let templates = model
         .file
         .kvs()

@@ -541,6 +541,36 @@ impl Model {
 
     /// Whether the recipe can attend non-causally (`llama_set_causal_attn(false)`, embedding
     /// models): the multi-head attention recipes can; MLA and deepseek4 attention cannot.
+    /// "ARCH SIZE FTYPE", as `llama_model_desc` writes it.
+    pub fn description(&self) -> String {
+        let size = if self.n_params >= 1_000_000_000 { format!("{:.1}B", self.n_params as f64 / 1e9) } else { format!("{}M", self.n_params / 1_000_000) };
+        format!("{} {} {}", self.hp.arch.name(), size, self.ftype_name())
+    }
+
+    /// The file's `general.file_type` by llama.cpp's name ("Q4_K - Medium"), "unknown" without one.
+    pub fn ftype_name(&self) -> &'static str {
+        match self.file.get_u32("general.file_type") {
+            Some(0) => "all F32",
+            Some(1) => "F16",
+            Some(2) => "Q4_0",
+            Some(3) => "Q4_1",
+            Some(7) => "Q8_0",
+            Some(8) => "Q5_0",
+            Some(9) => "Q5_1",
+            Some(10) => "Q2_K - Medium",
+            Some(11) => "Q3_K - Small",
+            Some(12) => "Q3_K - Medium",
+            Some(13) => "Q3_K - Large",
+            Some(14) => "Q4_K - Small",
+            Some(15) => "Q4_K - Medium",
+            Some(16) => "Q5_K - Small",
+            Some(17) => "Q5_K - Medium",
+            Some(18) => "Q6_K",
+            Some(32) => "BF16",
+            _ => "unknown",
+        }
+    }
+
     pub fn supports_non_causal(&self) -> bool {
         matches!(self.layers, Layers::Llama(_) | Layers::Deepseek(_))
     }
