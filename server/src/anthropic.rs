@@ -473,7 +473,7 @@ impl AnthropicStream {
         if self.done {
             return ev;
         }
-        if let Some(err) = chunk.get("error") {
+        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
             self.done = true;
             let e = ApiError {
                 status: StatusCode::from_u16(err.get("code").and_then(Value::as_u64).unwrap_or(500) as u16).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),

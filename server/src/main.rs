@@ -15,6 +15,8 @@ mod api;
 mod error;
 mod metrics;
 mod params;
+#[allow(dead_code)]
+mod responses;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
