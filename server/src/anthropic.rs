@@ -812,6 +812,35 @@ mod tests {
         assert_eq!(conv(json!({"messages": [5, {"role": "user"}, {"role": "user", "content": 3}]}))["messages"], json!([5, {"role": "user"}, {"role": "user", "content": 3}]));
     }
 
+    /// The converted bodies are requests the chat path takes: the chat layer reads their
+    /// messages and tools, the parameters their sampling fields and tool choice.
+    #[test]
+    fn converted_requests_pass_the_chat_layer() {
+        use crate::params::Fields;
+        use deepseek_chat::request::{inputs, ServerDefaults};
+        use deepseek_chat::tools::ToolChoice;
+        let body = json!({"model": "test", "max_tokens": 100, "system": [{"type": "text", "text": "S"}], "stop_sequences": ["END"], "stream": true,
+            "thinking": {"type": "enabled", "budget_tokens": 50}, "tool_choice": {"type": "tool", "name": "get_weather"},
+            "tools": [{"name": "get_weather", "description": "d", "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}}}],
+            "messages": [
+                {"role": "user", "content": "What's the weather?"},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"location": "Paris"}}]},
+                {"role": "user", "content": [{"type": "text", "text": "Here:"}, {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "Sunny"}]}]},
+            ]});
+        let chat = conv(body);
+        let f = Fields::parse(&chat).unwrap();
+        let gp = f.gen(true).unwrap();
+        assert_eq!((gp.max_tokens, gp.stop.clone(), gp.stream, gp.include_usage, gp.reasoning_budget), (Some(100), vec!["END".to_string()], true, true, Some(50)));
+        assert_eq!(gp.tool_choice, ToolChoice::Function("get_weather".into()));
+        let inp = inputs(chat.as_object().unwrap(), &ServerDefaults::default()).unwrap();
+        let roles: Vec<&str> = inp.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user", "tool"]);
+        assert_eq!(inp.messages[2].reasoning_content, "t");
+        assert_eq!((inp.messages[2].tool_calls[0].name.as_str(), inp.messages[2].tool_calls[0].id.as_str()), ("get_weather", "t1"));
+        assert_eq!(inp.messages[4].tool_call_id, "t1");
+        assert_eq!(inp.tools[0].name, "get_weather");
+    }
+
     #[test]
     fn count_tokens_reply_has_only_input_tokens() {
         assert_eq!(count_tokens_reply(12), json!({"input_tokens": 12}));

@@ -804,6 +804,33 @@ mod tests {
         assert!(e.message.contains("image input is not supported") && e.message.contains("input[0].output[0]"), "{}", e.message);
     }
 
+    /// The converted bodies are requests the chat path takes.
+    #[test]
+    fn converted_requests_pass_the_chat_layer() {
+        use crate::params::Fields;
+        use deepseek_chat::request::{inputs, ServerDefaults};
+        use deepseek_chat::tools::ToolChoice;
+        let chat = conv(json!({"model": "gpt-4.1", "instructions": "Be brief", "max_output_tokens": 8, "temperature": 0.8, "stream": true, "store": false,
+            "text": {"format": {"type": "text"}}, "reasoning": {"effort": "low"}, "tool_choice": {"type": "function", "name": "f"},
+            "tools": [{"type": "function", "name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}],
+            "input": [
+                {"role": "user", "content": "hi"},
+                {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},
+                {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+            ]}));
+        let f = Fields::parse(&chat).unwrap();
+        let gp = f.gen(true).unwrap();
+        assert_eq!((gp.max_tokens, gp.stream, gp.include_usage, gp.sampling.temperature), (Some(8), true, true, 0.8));
+        assert_eq!(gp.tool_choice, ToolChoice::Function("f".into()));
+        let inp = inputs(chat.as_object().unwrap(), &ServerDefaults::default()).unwrap();
+        let roles: Vec<&str> = inp.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+        assert_eq!((inp.messages[2].reasoning_content.as_str(), inp.messages[2].tool_calls[0].id.as_str()), ("r", "call_1"));
+        assert_eq!(inp.kwargs.get("reasoning_effort"), Some(&json!("low")));
+        assert_eq!(inp.tools[0].name, "f");
+    }
+
     #[test]
     fn input_tokens_reply_shape() {
         assert_eq!(input_tokens_reply(7), json!({"input_tokens": 7, "object": "response.input_tokens"}));
