@@ -8,12 +8,17 @@
 #[path = "../../cli/src/fetch.rs"]
 mod fetch;
 
+// The Anthropic Messages and OpenAI Responses conversions, not yet wired to routes.
+#[allow(dead_code)]
+mod anthropic;
 mod api;
 mod args;
 mod error;
 mod flags;
 mod metrics;
 mod params;
+#[allow(dead_code)]
+mod responses;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
