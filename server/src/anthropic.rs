@@ -359,12 +359,6 @@ pub fn error_body(e: &ApiError) -> Value {
     json!({"type": "error", "error": {"type": e.kind, "message": e.message, "code": e.status.as_u16()}})
 }
 
-/// An error in a stream: Anthropic's `error` event (upstream sends its error object as the
-/// event's data; this is Anthropic's shape of it, which the SDKs raise from).
-pub fn error_event(e: &ApiError) -> (String, Value) {
-    ("error".to_string(), error_body(e))
-}
-
 /// Events as server-sent-event text: `event: NAME\ndata: JSON\n\n` each (upstream's
 /// format_anthropic_sse, and format_oai_resp_sse for the Responses API).
 pub fn sse_text(events: &[(String, Value)]) -> String {

@@ -44,6 +44,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/props", get(props).post(set_props))
         .route("/apply-template", post(apply_template))
+        .route("/v1/messages", post(anthropic_messages))
+        .route("/v1/messages/count_tokens", post(anthropic_count_tokens))
+        .route("/v1/responses", post(responses_create))
+        .route("/responses", post(responses_create))
+        .route("/v1/responses/input_tokens", post(responses_input_tokens))
+        .route("/responses/input_tokens", post(responses_input_tokens))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
@@ -650,6 +656,17 @@ async fn apply_template(State(app): AppState, body: Body) -> Result<Response, Ap
 
 async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, ApiError> {
     let v = read_json(&app, body).await?;
+    chat_core(app, v).await
+}
+
+/// The prompt's token count of a chat answer (a response extension the Anthropic and
+/// Responses stream converters read for their first event).
+#[derive(Clone, Copy)]
+struct PromptTokens(usize);
+
+/// A chat completion from its (OpenAI-shaped) body: what `/v1/chat/completions` does, and what
+/// the Anthropic and Responses routes do after converting their bodies.
+async fn chat_core(app: Arc<App>, v: Value) -> Result<Response, ApiError> {
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
     let gp = f.gen(true, &app.args.sampling)?;
@@ -668,7 +685,142 @@ async fn chat_completions(State(app): AppState, body: Body) -> Result<Response, 
     }
     plan.chat = Some(spec);
     plan.grammar = grammar;
-    generate(app.clone(), plan, gp, Kind::Chat).await
+    let n_prompt = plan.tokens.len();
+    let mut resp = generate(app.clone(), plan, gp, Kind::Chat).await?;
+    resp.extensions_mut().insert(PromptTokens(n_prompt));
+    Ok(resp)
+}
+
+/// A converted body's prompt length: rendered as the chat route renders it, then tokenized.
+fn chat_prompt_tokens(app: &App, v: &Value) -> Result<usize, ApiError> {
+    let r = app.ready()?;
+    let f = Fields::parse(v)?;
+    let (prompt, _) = render_chat(app, r, &f, None)?;
+    let mut tokens = Vec::new();
+    r.model.vocab.tokenize(prompt.as_bytes(), true, true, &mut tokens);
+    Ok(tokens.len())
+}
+
+/// A whole JSON response's value.
+async fn response_json(resp: Response) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|e| ApiError::internal(format!("cannot read the answer: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(format!("the answer is not JSON: {e}")))
+}
+
+/// Converts a chat completion's event stream (`data: {chunk}` events, `[DONE]`, pings) into
+/// another API's named events: `push` turns a chunk into events, `finish` closes them.
+enum Convert {
+    Anthropic(crate::anthropic::AnthropicStream),
+    Responses(crate::responses::ResponsesStream),
+}
+
+impl Convert {
+    fn push(&mut self, chunk: &Value) -> Vec<(String, Value)> {
+        match self {
+            Convert::Anthropic(s) => s.push(chunk),
+            Convert::Responses(s) => s.push(chunk),
+        }
+    }
+    fn finish(&mut self) -> Vec<(String, Value)> {
+        match self {
+            Convert::Anthropic(s) => s.finish(),
+            Convert::Responses(s) => s.finish(),
+        }
+    }
+}
+
+fn convert_stream(resp: Response, conv: Convert) -> Response {
+    use futures_util::StreamExt;
+    let body = resp.into_body().into_data_stream();
+    let st = futures_util::stream::unfold((body, conv, String::new(), false), |(mut body, mut conv, mut buf, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            // Whole events first.
+            if let Some(at) = buf.find("\n\n") {
+                let event: String = buf.drain(..at + 2).collect();
+                let event = event.trim_end();
+                if event.starts_with(':') {
+                    // A keep-alive ping stays one.
+                    return Some((Ok::<_, Infallible>(Bytes::from_static(b":\n\n")), (body, conv, buf, false)));
+                }
+                let Some(data) = event.strip_prefix("data: ") else { continue };
+                if data == "[DONE]" {
+                    continue;
+                }
+                let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+                let events = conv.push(&v);
+                if events.is_empty() {
+                    continue;
+                }
+                return Some((Ok(Bytes::from(crate::anthropic::sse_text(&events))), (body, conv, buf, false)));
+            }
+            match body.next().await {
+                Some(Ok(b)) => buf.push_str(&String::from_utf8_lossy(&b)),
+                Some(Err(_)) | None => {
+                    let events = conv.finish();
+                    return Some((Ok(Bytes::from(crate::anthropic::sse_text(&events))), (body, conv, buf, true)));
+                }
+            }
+        }
+    });
+    let mut out = Response::new(Body::from_stream(st));
+    let h = out.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    out
+}
+
+/// Anthropic's Messages API (`/v1/messages`), as llama-server converts it: to a chat request,
+/// and the answer (or its stream) back; errors in Anthropic's shape.
+async fn anthropic_messages(State(app): AppState, body: Body) -> Response {
+    let result: Result<Response, ApiError> = async {
+        let v = read_json(&app, body).await?;
+        let chat = crate::anthropic::to_chat(&v)?;
+        let stream = chat.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let resp = chat_core(app.clone(), chat).await?;
+        let model = app.ready()?.name.clone();
+        if !stream {
+            let j = response_json(resp).await?;
+            return Ok(axum::Json(crate::anthropic::from_chat(&j, &model)).into_response());
+        }
+        let n = resp.extensions().get::<PromptTokens>().map_or(0, |p| p.0);
+        let id = format!("msg_{}", crate::responses::random_id());
+        Ok(convert_stream(resp, Convert::Anthropic(crate::anthropic::AnthropicStream::new(&id, &model, n as u64, 0))))
+    }
+    .await;
+    result.unwrap_or_else(|e| (e.status, axum::Json(crate::anthropic::error_body(&e))).into_response())
+}
+
+async fn anthropic_count_tokens(State(app): AppState, body: Body) -> Response {
+    let result: Result<Response, ApiError> = async {
+        let v = read_json(&app, body).await?;
+        let chat = crate::anthropic::to_chat(&v)?;
+        Ok(axum::Json(crate::anthropic::count_tokens_reply(chat_prompt_tokens(&app, &chat)?)).into_response())
+    }
+    .await;
+    result.unwrap_or_else(|e| (e.status, axum::Json(crate::anthropic::error_body(&e))).into_response())
+}
+
+/// OpenAI's Responses API (`/v1/responses`), converted as llama-server does.
+async fn responses_create(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let chat = crate::responses::to_chat(&v)?;
+    let stream = chat.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let resp = chat_core(app.clone(), chat).await?;
+    let model = app.ready()?.name.clone();
+    if !stream {
+        let j = response_json(resp).await?;
+        return Ok(axum::Json(crate::responses::from_chat(&j, &model)).into_response());
+    }
+    Ok(convert_stream(resp, Convert::Responses(crate::responses::ResponsesStream::new(&model))))
+}
+
+async fn responses_input_tokens(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    let chat = crate::responses::to_chat(&v)?;
+    Ok(axum::Json(crate::responses::input_tokens_reply(chat_prompt_tokens(&app, &chat)?)).into_response())
 }
 
 async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiError> {

@@ -9,7 +9,6 @@
 mod fetch;
 
 // The Anthropic Messages and OpenAI Responses conversions, not yet wired to routes.
-#[allow(dead_code)]
 mod anthropic;
 mod api;
 mod args;
@@ -17,7 +16,6 @@ mod error;
 mod flags;
 mod metrics;
 mod params;
-#[allow(dead_code)]
 mod responses;
 
 use std::net::SocketAddr;

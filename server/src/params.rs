@@ -380,9 +380,8 @@ pub fn message_text(v: Option<&Value>, at: usize) -> Result<String, ApiError> {
 pub fn messages(f: &Fields<'_>) -> Result<Vec<(String, String)>, ApiError> {
     let Some(v) = f.get("messages") else { return Err(ApiError::param("messages", "'messages' is required")) };
     let Some(list) = v.as_array() else { return Err(ApiError::param("messages", format!("'messages' must be an array, not {}", kind(v)))) };
-    if list.is_empty() {
-        return Err(ApiError::param("messages", "'messages' must not be empty"));
-    }
+    // An empty conversation renders to the template's generation prompt alone, as upstream
+    // renders it (with --jinja as without).
     let mut out = Vec::with_capacity(list.len());
     for (i, m) in list.iter().enumerate() {
         let Some(o) = m.as_object() else { return Err(ApiError::param("messages", format!("messages[{i}] must be an object, not {}", kind(m)))) };

@@ -434,11 +434,6 @@ impl ResponsesStream {
         }
     }
 
-    /// The response's id (`resp_…`).
-    pub fn id(&self) -> &str {
-        &self.resp_id
-    }
-
     fn emit(&mut self, ev: &mut Vec<(String, Value)>, name: &str, mut data: Value) {
         data["type"] = json!(name);
         data["sequence_number"] = json!(self.seq);
