@@ -20,7 +20,7 @@
 //! - Errors: upstream sends its usual `{"error": {"code", "message", "type"}}` on these
 //!   routes; `error_body` adds Anthropic's top-level `"type": "error"` (and its `error.type`
 //!   is the same field), so both kinds of client read it. In a stream an error is an `error`
-//!   event (`error_event`).
+//!   event.
 //! - Upstream accepts an empty `messages` array here (test_anthropic_empty_messages); the
 //!   chat path must not refuse it for these routes.
 
@@ -823,7 +823,7 @@ mod tests {
             ]});
         let chat = conv(body);
         let f = Fields::parse(&chat).unwrap();
-        let gp = f.gen(true).unwrap();
+        let gp = f.gen(true, &crate::args::SamplingArgs::default()).unwrap();
         assert_eq!((gp.max_tokens, gp.stop.clone(), gp.stream, gp.include_usage, gp.reasoning_budget), (Some(100), vec!["END".to_string()], true, true, Some(50)));
         assert_eq!(gp.tool_choice, ToolChoice::Function("get_weather".into()));
         let inp = inputs(chat.as_object().unwrap(), &ServerDefaults::default()).unwrap();
@@ -1012,7 +1012,7 @@ mod tests {
         let ev = s.push(&err.body());
         assert_eq!(ev, vec![("error".to_string(), json!({"type": "error", "error": {"type": "unavailable_error", "message": "the request was cancelled: the server is shutting down", "code": 503}}))]);
         assert!(s.finish().is_empty());
-        assert_eq!(error_event(&ApiError::invalid("bad")).1, json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad", "code": 400}}));
+        assert_eq!(error_body(&ApiError::invalid("bad")), json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad", "code": 400}}));
     }
 
     #[test]

@@ -203,6 +203,13 @@ pub struct SamplingArgs {
     pub frequency_penalty: f32,
 }
 
+impl Default for SamplingArgs {
+    /// The defaults the command line gives (one source of them: the `#[arg]`s above).
+    fn default() -> SamplingArgs {
+        Args::try_parse_from(["deepseek-server", "--model", ""]).expect("the defaults parse").sampling
+    }
+}
+
 impl Args {
     /// The API keys of --api-key and --api-key-file.
     pub fn api_keys(&self) -> Result<Vec<String>, String> {

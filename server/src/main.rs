@@ -13,6 +13,7 @@ mod anthropic;
 mod api;
 mod args;
 mod error;
+mod fields;
 mod flags;
 mod metrics;
 mod params;

@@ -114,6 +114,7 @@ impl<'a> Fields<'a> {
     /// The sampling and output fields both endpoints take; `chat` selects the chat form of
     /// `logprobs` (a boolean plus `top_logprobs`) over the completions one (an integer).
     pub fn gen(&self, chat: bool, d: &crate::args::SamplingArgs) -> Result<GenParams, ApiError> {
+        crate::fields::check(self.0)?;
         if let Some(n) = self.int("n", 1, i64::MAX)? {
             if n != 1 {
                 return Err(ApiError::param("n", format!("'n' = {n}: only one choice per request is supported")));

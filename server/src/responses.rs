@@ -417,6 +417,11 @@ pub struct ResponsesStream {
 
 impl ResponsesStream {
     /// A stream answering as `model`, with new `resp_`, `rs_` and `msg_` ids.
+    #[cfg(test)]
+    pub fn id(&self) -> &str {
+        &self.resp_id
+    }
+
     pub fn new(model: &str) -> ResponsesStream {
         ResponsesStream {
             resp_id: format!("resp_{}", random_id()),
@@ -815,7 +820,7 @@ mod tests {
                 {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
             ]}));
         let f = Fields::parse(&chat).unwrap();
-        let gp = f.gen(true).unwrap();
+        let gp = f.gen(true, &crate::args::SamplingArgs::default()).unwrap();
         assert_eq!((gp.max_tokens, gp.stream, gp.include_usage, gp.sampling.temperature), (Some(8), true, true, 0.8));
         assert_eq!(gp.tool_choice, ToolChoice::Function("f".into()));
         let inp = inputs(chat.as_object().unwrap(), &ServerDefaults::default()).unwrap();

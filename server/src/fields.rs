@@ -1,0 +1,173 @@
+//! llama-server's request fields. Every field llama-server b11312 reads for a completion
+//! (`upstream_fields.tsv`, made from `tools/server/server-schema.cpp` by
+//! `scripts/gen-server-fields.py`) is honoured here or, when a request gives it a value that
+//! would make upstream do something this server does not do, refused with a 400 that names it:
+//! never silently ignored. Fields upstream does not read (OpenAI's `user`, `model`, ...) are
+//! let through, as OpenAI's clients send extras.
+
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+const TABLE: &str = include_str!("upstream_fields.tsv");
+
+/// (name, aliases) of upstream's fields.
+pub fn table() -> Vec<(&'static str, Vec<&'static str>)> {
+    TABLE
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let mut c = l.split('\t');
+            let name = c.next().unwrap_or("");
+            let aliases = c.next().unwrap_or("").split(',').filter(|a| !a.is_empty()).collect();
+            (name, aliases)
+        })
+        .collect()
+}
+
+/// What this server does with one of upstream's fields.
+#[derive(Clone, Copy)]
+pub enum Field {
+    /// Read and honoured by the request readers (`params.rs`, `api.rs`).
+    Honoured,
+    /// Honoured when it has one of the values `fine` accepts (upstream's default, or values that
+    /// change nothing here); any other value is refused with the reason.
+    Unless(fn(&Value) -> bool, &'static str),
+}
+
+fn is_false(v: &Value) -> bool {
+    v.is_null() || v == &Value::Bool(false)
+}
+fn is_true(v: &Value) -> bool {
+    v.is_null() || v == &Value::Bool(true)
+}
+fn is_zero(v: &Value) -> bool {
+    v.is_null() || v.as_f64() == Some(0.0)
+}
+fn is_one(v: &Value) -> bool {
+    v.is_null() || v.as_f64() == Some(1.0)
+}
+fn is_off_time(v: &Value) -> bool {
+    v.is_null() || v.as_f64().is_some_and(|x| x <= 0.0)
+}
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+fn is_minus_one(v: &Value) -> bool {
+    v.is_null() || v.as_f64() == Some(-1.0)
+}
+
+const SAMPLER: &str = "this sampler is not applied by this build of the server's requests; leave it at its default (off)";
+const CHAT_INTERNAL: &str = "an internal field llama-server sets from the chat template; this server derives it itself";
+
+/// The treatment of upstream's field `name` (its first name); None for a name this table has
+/// not decided (a unit test holds every upstream field to a decision).
+pub fn treat(name: &str) -> Option<Field> {
+    use Field::*;
+    Some(match name {
+        "timings_per_token" | "stream" | "stream_options" | "include_usage" | "return_tokens" | "sse_ping_interval" | "n_predict" | "response_fields" => Honoured,
+        // No context shifting happens (generation stops at the context's end), so no token is
+        // ever dropped: every n_keep and n_discard is honoured as given.
+        "n_keep" | "n_discard" => Honoured,
+        "top_k" | "top_p" | "min_p" | "temperature" | "repeat_last_n" | "repeat_penalty" | "frequency_penalty" | "presence_penalty" | "seed" | "n_probs" | "ignore_eos" | "stop" => Honoured,
+        "json_schema" | "reasoning_format" | "reasoning_budget_tokens" => Honoured,
+        // Where sampling runs changes nothing in its result.
+        "backend_sampling" => Honoured,
+        "verbose" => Unless(is_false, "the __verbose debug object is not produced by this server"),
+        "cache_prompt" => Unless(is_true, "prompt prefixes are always reused (the answer does not depend on it)"),
+        "return_progress" => Unless(is_false, "prompt-progress events are not produced by this server yet"),
+        "n_indent" => Unless(is_zero, "minimum line indentation is not enforced by this server"),
+        "n_cmpl" => Unless(is_one, "one completion per request in this build (send several requests)"),
+        "n_cache_reuse" => Unless(is_zero, "KV-shifting chunk reuse is not done (prompt prefixes are reused whole)"),
+        "t_max_prompt_ms" | "t_max_predict_ms" => Unless(is_off_time, "time limits on prompt or generation are not enforced by this server yet"),
+        "top_n_sigma" => Unless(|v| v.is_null() || v.as_f64().is_some_and(|x| x < 0.0), SAMPLER),
+        "xtc_probability" => Unless(is_zero, SAMPLER),
+        "xtc_threshold" => Unless(|v| v.is_null() || v.as_f64() == Some(0.1_f32 as f64) || v.as_f64() == Some(0.1), SAMPLER),
+        "typical_p" => Unless(is_one, SAMPLER),
+        "dynatemp_range" => Unless(is_zero, SAMPLER),
+        "dynatemp_exponent" => Unless(is_one, SAMPLER),
+        "dry_multiplier" => Unless(is_zero, SAMPLER),
+        "dry_base" | "dry_allowed_length" | "dry_penalty_last_n" | "dry_sequence_breakers" => Unless(|_| true, SAMPLER),
+        "mirostat" => Unless(is_zero, SAMPLER),
+        "mirostat_tau" | "mirostat_eta" => Unless(|_| true, SAMPLER),
+        "adaptive_target" => Unless(|v| v.is_null() || v.as_f64().is_some_and(|x| x < 0.0), SAMPLER),
+        "adaptive_decay" => Unless(|_| true, SAMPLER),
+        "min_keep" => Unless(is_zero, SAMPLER),
+        "samplers" => Unless(is_empty, "choosing the samplers and their order is not supported by this build"),
+        "logit_bias" => Unless(is_empty, "token biases are not supported by this build"),
+        "post_sampling_probs" => Unless(is_false, "probabilities after the sampler chain are not reported; n_probs gives the model's"),
+        "speculative.n_max" | "speculative.n_min" | "speculative.p_min" | "speculative.type" | "speculative.ngram_size_n" | "speculative.ngram_size_m" | "speculative.ngram_min_hits" => {
+            Unless(|v| v.is_null(), "speculative decoding is not in deepseek-server yet")
+        }
+        "lora" => Unless(is_empty, "LoRA adapters are not supported by deepseek-server"),
+        "grammar_lazy" => Unless(is_false, "lazy grammars are made by this server from a request's tools; give 'grammar' or 'json_schema'"),
+        "grammar_triggers" | "preserved_tokens" | "chat_format" | "generation_prompt" | "chat_parser" | "reasoning_budget_start_tag" | "reasoning_budget_end_tags" => Unless(is_empty, CHAT_INTERNAL),
+        "parse_tool_calls" | "reasoning_control" => Unless(is_false, CHAT_INTERNAL),
+        "reasoning_budget_message" => Unless(is_empty, "a message before the forced end of thinking is not supported yet"),
+        "continue_final_message" => Honoured,
+        "echo" => Unless(is_false, "'echo' is not supported"),
+        _ => return None,
+    })
+}
+
+/// Checks a request body against upstream's fields: any one given a value this server would
+/// not honour is refused, naming the field as the request spelled it. `id_slot` is checked
+/// too: a request cannot choose its slot here.
+pub fn check(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    for (name, aliases) in table() {
+        for spelled in std::iter::once(name).chain(aliases.iter().copied()) {
+            let Some(v) = body.get(spelled) else { continue };
+            if let Some(Field::Unless(fine, why)) = treat(name) {
+                if !fine(v) {
+                    return Err(ApiError::param(spelled, format!("'{spelled}' = {v}: {why}")));
+                }
+            }
+        }
+    }
+    if let Some(v) = body.get("id_slot") {
+        if !is_minus_one(v) {
+            return Err(ApiError::param("id_slot", format!("'id_slot' = {v}: a request's slot is chosen by the engine (the free one holding the longest prefix of its prompt); give -1")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every field llama-server b11312 reads has a decision here.
+    #[test]
+    fn every_upstream_field_is_decided() {
+        let t = table();
+        assert!(t.len() > 70, "{} fields", t.len());
+        for (name, _) in &t {
+            assert!(treat(name).is_some(), "{name} has no treatment");
+        }
+    }
+
+    #[test]
+    fn defaults_pass_and_other_values_are_refused_by_name() {
+        let ok = json!({"mirostat": 0, "cache_prompt": true, "samplers": [], "n": 1, "xtc_threshold": 0.1, "id_slot": -1, "model": "x", "user": "y"});
+        assert!(check(ok.as_object().unwrap()).is_ok());
+        for (body, field) in [
+            (json!({"mirostat": 2}), "mirostat"),
+            (json!({"n": 3}), "n"),
+            (json!({"cache_prompt": false}), "cache_prompt"),
+            (json!({"logit_bias": {"1": -100}}), "logit_bias"),
+            (json!({"id_slot": 1}), "id_slot"),
+            (json!({"speculative.n_max": 4}), "speculative.n_max"),
+        ] {
+            let e = check(body.as_object().unwrap()).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(field), "{body}");
+            assert!(e.message.starts_with(&format!("'{field}'")), "{}", e.message);
+        }
+    }
+}
