@@ -298,6 +298,25 @@ fn apply(o: &Opt, name: &str, negated: bool, values: Vec<String>, inline: Option
     }
 }
 
+/// The table of docs/SERVER.md: every llama-server option and what this server does with it.
+pub fn markdown() -> String {
+    let mut out = String::from("| llama-server option | here | why |\n|---|---|---|\n");
+    for o in table() {
+        let mut names = o.names.join(", ");
+        if !o.neg.is_empty() {
+            names = format!("{names} / {}", o.neg.join(", "));
+        }
+        let (what, why) = match treat(o.canonical()) {
+            Some(Treat::Ours) => ("honoured", ""),
+            Some(Treat::NoEffect(w)) => ("accepted, no effect", w),
+            Some(Treat::Refused(w)) => ("refused", w),
+            None => ("undecided", ""),
+        };
+        out += &format!("| `{}` | {what} | {why} |\n", names.replace('|', "\\|"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
