@@ -474,6 +474,7 @@ impl AnthropicStream {
                 kind: "server_error",
                 message: str_or_empty(err, "message").to_string(),
                 param: None,
+                extra: None,
             };
             let mut data = error_body(&e);
             // The chunk's own error type (invalid_request_error, unavailable_error, …).

@@ -326,8 +326,9 @@ fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, 
         return Err(ApiError::param("prompt", "the prompt is empty (it tokenized to nothing)"));
     }
     if n >= n_ctx {
-        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "exceed_context_size_error", format!("the prompt is {n} tokens, the context of a slot holds {n_ctx} (one more is needed to generate); shorten it or start the server with a larger --ctx-size"));
+        let mut e = ApiError::new(StatusCode::BAD_REQUEST, "exceed_context_size_error", format!("the request ({n} tokens) exceeds the available context size ({n_ctx} tokens, one more is needed to generate); shorten it or start the server with a larger --ctx-size"));
         e.param = Some("messages".into());
+        e.extra = Some(serde_json::Map::from_iter([("n_prompt_tokens".to_string(), json!(n)), ("n_ctx".to_string(), json!(n_ctx))]));
         return Err(e);
     }
     let max_tokens = match gp.max_tokens {
@@ -565,9 +566,24 @@ fn render_chat(app: &App, r: &Ready, f: &Fields<'_>, json_schema: Option<&Value>
             return Err(ApiError::param("tools", "tools param requires --jinja flag (this server runs with --no-jinja: built-in templates, which cannot show a model its tools)"));
         }
         let msgs = params::messages(f)?;
+        // llama-server's checks of a continued turn (oaicompat_chat_params_parse), which hold
+        // for its built-in templates too.
+        let mut add_gp = f.bool("add_generation_prompt")?.unwrap_or(true);
+        let mut cont = f.bool("continue_final_message")?.unwrap_or(false);
+        let last_assistant = |k: usize| msgs.len() >= k && msgs[msgs.len() - k].0 == "assistant";
+        if !cont && app.args.prefill_assistant && last_assistant(1) {
+            if last_assistant(2) {
+                return Err(ApiError::param("messages", "Cannot have 2 or more assistant messages at the end of the list."));
+            }
+            cont = true;
+            add_gp = false;
+        }
+        if cont && add_gp {
+            return Err(ApiError::param("continue_final_message", "Cannot set both add_generation_prompt and continue_final_message to true."));
+        }
         let list: Vec<chat::Message> = msgs.iter().map(|(role, content)| chat::Message::new(role, content)).collect();
         let mut text = String::new();
-        chat::format_str(r.template, &list, f.bool("add_generation_prompt")?.unwrap_or(true), &mut text);
+        chat::format_str(r.template, &list, add_gp, &mut text);
         return Ok((text, None));
     };
     let defaults = deepseek_chat::request::ServerDefaults::llama_server(app.kwargs.clone(), app.args.prefill_assistant, t);
@@ -686,7 +702,8 @@ async fn chat_core(app: Arc<App>, v: Value) -> Result<Response, ApiError> {
     plan.chat = Some(spec);
     plan.grammar = grammar;
     let n_prompt = plan.tokens.len();
-    let mut resp = generate(app.clone(), plan, gp, Kind::Chat).await?;
+    let native = verbose_out(&app, r, &plan, &gp);
+    let mut resp = generate_with(app.clone(), plan, gp, Kind::Chat, native).await?;
     resp.extensions_mut().insert(PromptTokens(n_prompt));
     Ok(resp)
 }
@@ -843,7 +860,18 @@ async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiEr
         }
     };
     let plan = plan(&app, r, tokens, &gp)?;
-    generate(app.clone(), plan, gp, Kind::Completion).await
+    let native = verbose_out(&app, r, &plan, &gp);
+    generate_with(app.clone(), plan, gp, Kind::Completion, native).await
+}
+
+/// What the `__verbose` object of a chat or completions answer needs (None: not asked for).
+fn verbose_out(app: &App, r: &Ready, plan: &Plan, gp: &GenParams) -> Option<NativeOut> {
+    if !gp.verbose.unwrap_or(app.args.verbose) {
+        return None;
+    }
+    let mut prompt = Vec::new();
+    r.model.vocab.detokenize(&plan.tokens, false, true, &mut prompt);
+    Some(NativeOut { return_tokens: false, prompt: String::from_utf8_lossy(&prompt).into_owned(), n_prompt: plan.tokens.len(), settings: params::settings_json(gp, plan.max_tokens), fields: Vec::new() })
 }
 
 /// llama-server's native `/completion` (and `/completions`): its request fields and its answer
@@ -866,24 +894,47 @@ async fn native_completions(State(app): AppState, body: Body) -> Result<Response
         Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::param("response_fields", "'response_fields' must be an array of strings"))).collect::<Result<_, _>>()?,
         Some(_) => return Err(ApiError::param("response_fields", "'response_fields' must be an array of strings")),
     };
-    let tokens = match params::prompt(&f, r.model.vocab.n_tokens())? {
-        PromptInput::Tokens(t) => t,
-        PromptInput::Text(s) => {
-            let mut t = Vec::new();
-            r.model.vocab.tokenize(s.as_bytes(), true, true, &mut t);
-            t
+    let prompts = params::native_prompts(&f, &r.model.vocab)?;
+    let return_tokens = f.bool("return_tokens")?.unwrap_or(false);
+    if prompts.len() == 1 {
+        let tokens = prompts.into_iter().next().expect("one prompt");
+        return native_one(&app, r, tokens, gp, fields, return_tokens).await;
+    }
+    if gp.stream {
+        return Err(ApiError::param("prompt", "several prompts in one streamed request are not supported (stream one request per prompt)"));
+    }
+    // Several prompts: one engine request each, run side by side, answered as an array in the
+    // prompts' order with their index.
+    let pending: Vec<_> = prompts.into_iter().map(|tokens| native_one(&app, r, tokens, gp.clone(), fields.clone(), return_tokens)).collect();
+    let mut out = Vec::new();
+    for (i, resp) in futures_util::future::join_all(pending).await.into_iter().enumerate() {
+        let mut v = response_json(resp?).await?;
+        if let Some(o) = v.as_object_mut() {
+            if o.contains_key("index") {
+                o.insert("index".into(), json!(i));
+            }
         }
-    };
-    let mut prompt = Vec::new();
-    r.model.vocab.detokenize(&tokens, false, true, &mut prompt);
-    let plan = plan(&app, r, tokens, &gp)?;
-    let settings = params::settings_json(&gp, plan.max_tokens);
-    let native = NativeOut { return_tokens: f.bool("return_tokens")?.unwrap_or(false), prompt: String::from_utf8_lossy(&prompt).into_owned(), n_prompt: plan.tokens.len(), settings, fields };
-    generate_with(app.clone(), plan, gp, Kind::Native, Some(native)).await
+        out.push(v);
+    }
+    Ok(axum::Json(Value::Array(out)).into_response())
 }
 
-async fn generate(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind) -> Result<Response, ApiError> {
-    generate_with(app, plan, gp, kind, None).await
+/// One native prompt: planned against the context and submitted (the answer is awaited by the
+/// caller through the returned future's response).
+fn native_one<'a>(app: &'a Arc<App>, r: &'a Ready, tokens: Vec<i32>, gp: GenParams, fields: Vec<String>, return_tokens: bool) -> impl std::future::Future<Output = Result<Response, ApiError>> + 'a {
+    let prepared = (|| {
+        let mut prompt = Vec::new();
+        r.model.vocab.detokenize(&tokens, false, true, &mut prompt);
+        let plan = plan(app, r, tokens, &gp)?;
+        let settings = params::settings_json(&gp, plan.max_tokens);
+        let native = NativeOut { return_tokens, prompt: String::from_utf8_lossy(&prompt).into_owned(), n_prompt: plan.tokens.len(), settings, fields };
+        Ok::<_, ApiError>((plan, native))
+    })();
+    let app = app.clone();
+    async move {
+        let (plan, native) = prepared?;
+        generate_with(app, plan, gp, Kind::Native, Some(native)).await
+    }
 }
 
 async fn generate_with(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind, native: Option<NativeOut>) -> Result<Response, ApiError> {
@@ -1019,6 +1070,10 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
             })
         }
     };
+    let mut body = body;
+    if let (Some(n), true) = (&out.native, out.kind != Kind::Native) {
+        body["__verbose"] = native_final(r, n, &info, &text, &[]);
+    }
     Ok(axum::Json(body).into_response())
 }
 

@@ -160,6 +160,11 @@ pub struct Args {
     #[arg(long = "reasoning-budget", value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
     pub reasoning_budget: i64,
 
+    /// Debug output in answers: the `__verbose` object (the prompt, the settings, the native
+    /// result) in every chat and completions answer, as llama-server's -v.
+    #[arg(long = "verbose", short = 'v')]
+    pub verbose: bool,
+
     // ---- ours ----
     /// Largest request body in bytes.
     #[arg(long = "body-limit", value_name = "BYTES", default_value_t = 8 << 20)]

@@ -11,11 +11,13 @@ pub struct ApiError {
     pub kind: &'static str,
     pub message: String,
     pub param: Option<String>,
+    /// More members of the error object (llama-server's `n_prompt_tokens`, `n_ctx`, ...).
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, kind, message: message.into(), param: None }
+        ApiError { status, kind, message: message.into(), param: None, extra: None }
     }
 
     /// 400: the request is malformed or asks for something impossible.
@@ -37,7 +39,11 @@ impl ApiError {
     }
 
     pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"code": self.status.as_u16(), "message": self.message, "type": self.kind, "param": self.param}})
+        let mut e = json!({"code": self.status.as_u16(), "message": self.message, "type": self.kind, "param": self.param});
+        if let (Some(o), Some(x)) = (e.as_object_mut(), &self.extra) {
+            o.extend(x.clone());
+        }
+        json!({"error": e})
     }
 }
 

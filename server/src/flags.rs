@@ -154,7 +154,8 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--reasoning-preserve" => Refused("choosing whether earlier turns keep their reasoning is not supported yet: the template decides"),
         "--skip-chat-parsing" => Refused("turning off the parsing of reasoning and tool calls is not supported yet; use reasoning_format \"none\" per request"),
         // logging
-        "--log-disable" | "--log-file" | "--log-jsonl" | "--log-prompts-dir" | "--log-colors" | "--verbose" | "--verbosity" | "--log-prefix" | "--log-timestamps" => NoEffect("this server logs plain lines to stderr"),
+        "--verbose" => Ours,
+        "--log-disable" | "--log-file" | "--log-jsonl" | "--log-prompts-dir" | "--log-colors" | "--verbosity" | "--log-prefix" | "--log-timestamps" => NoEffect("this server logs plain lines to stderr"),
         // speculative decoding and lookup caches
         "--lookup-cache-static" | "--lookup-cache-dynamic" => Refused(NO_SPEC),
         n if n.starts_with("--spec-") => Refused(NO_SPEC),
@@ -298,6 +299,7 @@ fn apply(o: &Opt, name: &str, negated: bool, values: Vec<String>, inline: Option
     }
 }
 
+#[cfg(test)]
 /// The table of docs/SERVER.md: every llama-server option and what this server does with it.
 pub fn markdown() -> String {
     let mut out = String::from("| llama-server option | here | why |\n|---|---|---|\n");

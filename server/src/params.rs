@@ -14,7 +14,7 @@ use deepseek_chat::tools::{ReasoningFormat, ToolChoice};
 pub const RANDOM_SEED: u32 = 0xFFFF_FFFF;
 
 /// What both endpoints share.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct GenParams {
     /// None: the server's `--n-predict`.
     pub max_tokens: Option<i64>,
@@ -41,6 +41,10 @@ pub struct GenParams {
     pub sse_ping_interval: Option<i64>,
     /// `timings_per_token`: timings in every streamed chunk.
     pub timings_per_token: bool,
+    /// `verbose`: the `__verbose` debug object in the answer (None: the server's -v).
+    pub verbose: Option<bool>,
+    /// `cache_prompt`: whether cached prompt prefixes may be reused.
+    pub cache_prompt: bool,
 }
 
 pub struct Fields<'a>(pub &'a Map<String, Value>);
@@ -207,7 +211,9 @@ impl<'a> Fields<'a> {
         }
         let sse_ping_interval = self.int("sse_ping_interval", -1, i32::MAX as i64)?;
         let timings_per_token = self.bool("timings_per_token")?.unwrap_or(false);
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token })
+        let verbose = self.bool("verbose")?;
+        let cache_prompt = self.bool("cache_prompt")?.unwrap_or(true);
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt })
     }
 
     /// `tool_choice` (`none`, `auto`, `required`, or `{"type": "function", "function":
@@ -405,6 +411,65 @@ pub fn messages(f: &Fields<'_>) -> Result<Vec<(String, String)>, ApiError> {
 pub enum PromptInput {
     Text(String),
     Tokens(Vec<i32>),
+}
+
+/// The prompts of a native `/completion` as llama-server reads them (`tokenize_input_prompts`):
+/// a string, tokens, tokens mixed with strings (one prompt; only the first string gets the
+/// BOS), an object with `prompt_string`, or an array of those (one prompt each).
+pub fn native_prompts(f: &Fields<'_>, vocab: &deepseek::tokenizer::Vocab) -> Result<Vec<Vec<i32>>, ApiError> {
+    let n_vocab = vocab.n_tokens() as i64;
+    let bad = || ApiError::param("prompt", "\"prompt\" elements must be a string, a list of tokens, a JSON object containing a prompt string, or a list of mixed strings & tokens.");
+    let token = |v: &Value| -> Result<i32, ApiError> {
+        match v.as_i64() {
+            Some(id) if (0..n_vocab).contains(&id) => Ok(id as i32),
+            _ => Err(ApiError::param("prompt", format!("prompt token {v} is not a token id of this model (0..{n_vocab})"))),
+        }
+    };
+    // One prompt: a string, or an array of numbers and strings.
+    let mixed = |v: &Value| -> Result<Vec<i32>, ApiError> {
+        let mut out = Vec::new();
+        match v {
+            Value::String(s) => vocab.tokenize(s.as_bytes(), true, true, &mut out),
+            Value::Array(a) => {
+                let mut first = true;
+                for p in a {
+                    match p {
+                        Value::String(s) => {
+                            let mut t = Vec::new();
+                            vocab.tokenize(s.as_bytes(), first, true, &mut t);
+                            out.extend(t);
+                        }
+                        Value::Number(_) => out.push(token(p)?),
+                        _ => return Err(bad()),
+                    }
+                    first = false;
+                }
+            }
+            _ => return Err(bad()),
+        }
+        Ok(out)
+    };
+    let sub = |v: &Value| -> Result<Vec<i32>, ApiError> {
+        match v {
+            Value::String(_) | Value::Array(_) => mixed(v),
+            Value::Object(o) => match (o.get("prompt_string"), o.get("multimodal_data")) {
+                (_, Some(_)) => Err(ApiError::param("prompt", "Multimodal data provided, but model does not support multimodal requests.")),
+                (Some(p), None) => mixed(p),
+                (None, None) => Err(bad()),
+            },
+            _ => Err(bad()),
+        }
+    };
+    let prompts = match f.get("prompt") {
+        None => return Err(ApiError::param("prompt", "\"prompt\" is required")),
+        // An array that holds a number is one prompt (tokens, or tokens and strings).
+        Some(Value::Array(a)) if !a.iter().any(Value::is_number) => a.iter().map(sub).collect::<Result<Vec<_>, _>>()?,
+        Some(v) => vec![sub(v)?],
+    };
+    if prompts.is_empty() {
+        return Err(ApiError::param("prompt", "\"prompt\" must not be empty"));
+    }
+    Ok(prompts)
 }
 
 pub fn prompt(f: &Fields<'_>, n_vocab: usize) -> Result<PromptInput, ApiError> {
