@@ -49,6 +49,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/responses", post(responses_create))
         .route("/responses", post(responses_create))
         .route("/v1/responses/input_tokens", post(responses_input_tokens))
+        .route("/chat/completions/input_tokens", post(chat_input_tokens))
+        .route("/v1/chat/completions/input_tokens", post(chat_input_tokens))
         .route("/responses/input_tokens", post(responses_input_tokens))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
@@ -834,6 +836,12 @@ async fn responses_create(State(app): AppState, body: Body) -> Result<Response, 
     Ok(convert_stream(resp, Convert::Responses(crate::responses::ResponsesStream::new(&model))))
 }
 
+/// The prompt length a chat request renders to (`{"input_tokens": n}`), as llama-server counts.
+async fn chat_input_tokens(State(app): AppState, body: Body) -> Result<Response, ApiError> {
+    let v = read_json(&app, body).await?;
+    Ok(axum::Json(json!({"input_tokens": chat_prompt_tokens(&app, &v)?})).into_response())
+}
+
 async fn responses_input_tokens(State(app): AppState, body: Body) -> Result<Response, ApiError> {
     let v = read_json(&app, body).await?;
     let chat = crate::responses::to_chat(&v)?;
@@ -1331,6 +1339,7 @@ impl Streaming {
                                 let mut u = self.chunk(Value::Null, None, Value::Null);
                                 u["choices"] = json!([]);
                                 u["usage"] = usage(&info);
+                                u["timings"] = timings(&info);
                                 sse(&mut out, &u);
                             }
                         }
