@@ -231,7 +231,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
     let req = EngineRequest {
         prompt: Prompt::Tokens(plan.tokens.clone()),
         sampler: {
-            let chain: Box<dyn deepseek::sampling::Sampler + Send> = Box::new(gp.sampling.build(r.engine.n_ctx_seq() as usize));
+            let chain: Box<dyn deepseek::sampling::Sampler + Send> = Box::new(gp.sampling.build(r.engine.model(), r.engine.n_ctx_seq() as usize).map_err(ApiError::invalid)?);
             match &plan.budget {
                 Some((start, end, n, open)) => Box::new(ReasoningBudget::new(chain, start.clone(), end.clone(), *n, *open)),
                 None => chain,

@@ -146,6 +146,7 @@ impl<'a> Fields<'a> {
             seed,
             frequency_penalty: self.f32("frequency_penalty", -2.0, 2.0)?.unwrap_or(0.0),
             presence_penalty: self.f32("presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+            ..CommonParams::default()
         };
         let stop = match self.get("stop") {
             None => Vec::new(),
