@@ -16,7 +16,7 @@ use deepseek::batch::BatchInput;
 use deepseek::context::{Context, ContextParams};
 use deepseek::engine::{Engine, EngineParams, Event, EventView, FinishKind, GrammarSpec, Prompt, Request, SubmitError};
 use deepseek::model::Model;
-use deepseek::sampling::chain::CommonParams;
+use deepseek::sampling::chain::BoxChain;
 use deepseek::sampling::grammar::sampler::GrammarSampler;
 use deepseek::sampling::Sampler;
 
@@ -39,8 +39,16 @@ fn model() -> Arc<Model> {
     Arc::new(Model::load(&common::data("tiny/tiny-qwen2-f32.gguf"), true).unwrap())
 }
 
+/// Greedy at temperature 0, else temperature then a seeded draw.
 fn chain(temperature: f32, seed: u32) -> Box<dyn Sampler + Send> {
-    Box::new(CommonParams { temperature, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, repeat_last_n: 0, seed, frequency_penalty: 0.0, presence_penalty: 0.0 }.build(0))
+    let mut c = BoxChain::new(true);
+    if temperature <= 0.0 {
+        c.members.push(Box::new(deepseek::sampling::pick::Greedy));
+    } else {
+        c.members.push(Box::new(deepseek::sampling::temp::Temp { temp: temperature }));
+        c.members.push(Box::new(deepseek::sampling::pick::Dist::new(seed)));
+    }
+    Box::new(c)
 }
 
 fn engine(model: &Arc<Model>) -> Engine {

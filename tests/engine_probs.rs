@@ -14,10 +14,9 @@ use deepseek::batch::BatchInput;
 use deepseek::context::{Context, ContextParams};
 use deepseek::engine::{Engine, EngineParams, Event, EventView, Prompt, Request, TokenProbs};
 use deepseek::model::Model;
-use deepseek::sampling::chain::CommonParams;
 
 fn greedy() -> Box<dyn deepseek::sampling::Sampler + Send> {
-    Box::new(CommonParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, repeat_last_n: 0, seed: 0, frequency_penalty: 0.0, presence_penalty: 0.0 }.build(0))
+    Box::new(deepseek::sampling::pick::Greedy)
 }
 
 fn ctx_params() -> ContextParams {

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use deepseek::engine::{Engine, EngineParams, Event, EventView, FinishInfo, FinishKind, Prompt, Request};
-use deepseek::sampling::chain::CommonParams;
 
 fn anon_kib() -> i64 {
     let text = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
@@ -22,7 +21,7 @@ fn anon_kib() -> i64 {
 }
 
 fn greedy() -> Box<dyn deepseek::sampling::Sampler + Send> {
-    Box::new(CommonParams { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repeat_penalty: 1.0, repeat_last_n: 0, seed: 0, frequency_penalty: 0.0, presence_penalty: 0.0 }.build(0))
+    Box::new(deepseek::sampling::pick::Greedy)
 }
 
 struct Xor(u64);

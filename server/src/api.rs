@@ -359,7 +359,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
     let req = EngineRequest {
         prompt: Prompt::Tokens(plan.tokens.clone()),
         sampler: {
-            let chain: Box<dyn deepseek::sampling::Sampler + Send> = Box::new(gp.sampling.build(r.engine.n_ctx_seq() as usize));
+            let chain: Box<dyn deepseek::sampling::Sampler + Send> = Box::new(gp.sampling.build(r.engine.model(), r.engine.n_ctx_seq() as usize).map_err(ApiError::invalid)?);
             match &plan.budget {
                 Some((start, end, n, open)) => Box::new(ReasoningBudget::new(chain, start.clone(), end.clone(), *n, *open)),
                 None => chain,
@@ -687,7 +687,7 @@ struct PromptTokens(usize);
 async fn chat_core(app: Arc<App>, v: Value) -> Result<Response, ApiError> {
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
-    let gp = f.gen(true, &app.args.sampling)?;
+    let gp = f.gen_for(true, &app.args.sampling, Some(&r.model.vocab))?;
     let (text, spec, grammar) = chat_read(&app, r, &f, &gp)?;
     let mut tokens = Vec::new();
     r.model.vocab.tokenize(text.as_bytes(), true, true, &mut tokens);
@@ -858,7 +858,7 @@ async fn completions(State(app): AppState, body: Body) -> Result<Response, ApiEr
     if f.str("suffix")?.is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::param("suffix", "'suffix' (fill-in-the-middle) is not supported"));
     }
-    let gp = f.gen(false, &app.args.sampling)?;
+    let gp = f.gen_for(false, &app.args.sampling, Some(&r.model.vocab))?;
     let tokens = match params::prompt(&f, r.model.vocab.n_tokens())? {
         PromptInput::Tokens(t) => t,
         PromptInput::Text(s) => {
@@ -889,7 +889,7 @@ async fn native_completions(State(app): AppState, body: Body) -> Result<Response
     let v = read_json(&app, body).await?;
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
-    let mut gp = f.gen(false, &app.args.sampling)?;
+    let mut gp = f.gen_for(false, &app.args.sampling, Some(&r.model.vocab))?;
     if let Some(n) = f.int("n_probs", 0, deepseek::engine::MAX_TOP_PROBS as i64)? {
         gp.logprobs = n > 0;
         gp.top_logprobs = n as u32;

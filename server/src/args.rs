@@ -181,7 +181,8 @@ pub struct Args {
     pub queue_limit: u32,
 }
 
-/// The sampling defaults of requests that do not set them (llama-server's defaults).
+/// The sampling defaults of requests that do not set them (llama-server's options; unset:
+/// upstream's `common_params_sampling` defaults).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SamplingArgs {
     /// RNG seed of requests that give none; -1: a random one per request.
@@ -190,22 +191,107 @@ pub struct SamplingArgs {
     /// Keep generating past end-of-generation tokens.
     #[arg(long = "ignore-eos")]
     pub ignore_eos: bool,
-    #[arg(long = "temp", value_name = "T", default_value_t = 0.8)]
-    pub temp: f32,
-    #[arg(long = "top-k", value_name = "N", default_value_t = 40)]
-    pub top_k: i32,
-    #[arg(long = "top-p", value_name = "P", default_value_t = 0.95)]
-    pub top_p: f32,
-    #[arg(long = "min-p", value_name = "P", default_value_t = 0.05)]
-    pub min_p: f32,
-    #[arg(long = "repeat-last-n", value_name = "N", default_value_t = 64, allow_negative_numbers = true)]
-    pub repeat_last_n: i32,
-    #[arg(long = "repeat-penalty", value_name = "X", default_value_t = 1.0)]
-    pub repeat_penalty: f32,
-    #[arg(long = "presence-penalty", value_name = "X", default_value_t = 0.0, allow_negative_numbers = true)]
-    pub presence_penalty: f32,
-    #[arg(long = "frequency-penalty", value_name = "X", default_value_t = 0.0, allow_negative_numbers = true)]
-    pub frequency_penalty: f32,
+    #[arg(long = "temp", value_name = "T")]
+    pub temp: Option<f32>,
+    #[arg(long = "top-k", value_name = "N", allow_negative_numbers = true)]
+    pub top_k: Option<i32>,
+    #[arg(long = "top-p", value_name = "P")]
+    pub top_p: Option<f32>,
+    #[arg(long = "min-p", value_name = "P")]
+    pub min_p: Option<f32>,
+    #[arg(long = "top-nsigma", value_name = "N", allow_negative_numbers = true)]
+    pub top_nsigma: Option<f32>,
+    #[arg(long = "xtc-probability", value_name = "P")]
+    pub xtc_probability: Option<f32>,
+    #[arg(long = "xtc-threshold", value_name = "T")]
+    pub xtc_threshold: Option<f32>,
+    #[arg(long = "typical", value_name = "P")]
+    pub typical: Option<f32>,
+    #[arg(long = "repeat-last-n", value_name = "N", allow_negative_numbers = true)]
+    pub repeat_last_n: Option<i32>,
+    #[arg(long = "repeat-penalty", value_name = "X")]
+    pub repeat_penalty: Option<f32>,
+    #[arg(long = "presence-penalty", value_name = "X", allow_negative_numbers = true)]
+    pub presence_penalty: Option<f32>,
+    #[arg(long = "frequency-penalty", value_name = "X", allow_negative_numbers = true)]
+    pub frequency_penalty: Option<f32>,
+    #[arg(long = "dry-multiplier", value_name = "X")]
+    pub dry_multiplier: Option<f32>,
+    #[arg(long = "dry-base", value_name = "X")]
+    pub dry_base: Option<f32>,
+    #[arg(long = "dry-allowed-length", value_name = "N")]
+    pub dry_allowed_length: Option<i32>,
+    #[arg(long = "dry-penalty-last-n", value_name = "N", allow_negative_numbers = true)]
+    pub dry_penalty_last_n: Option<i32>,
+    /// A DRY sequence breaker (repeatable); "none": no breakers.
+    #[arg(long = "dry-sequence-breaker", value_name = "STRING")]
+    pub dry_sequence_breaker: Vec<String>,
+    #[arg(long = "adaptive-target", value_name = "X", allow_negative_numbers = true)]
+    pub adaptive_target: Option<f32>,
+    #[arg(long = "adaptive-decay", value_name = "X")]
+    pub adaptive_decay: Option<f32>,
+    #[arg(long = "dynatemp-range", value_name = "X")]
+    pub dynatemp_range: Option<f32>,
+    #[arg(long = "dynatemp-exp", value_name = "X")]
+    pub dynatemp_exp: Option<f32>,
+    /// 0: off, 1: Mirostat, 2: Mirostat 2.0.
+    #[arg(long = "mirostat", value_name = "N")]
+    pub mirostat: Option<i32>,
+    /// Mirostat's learning rate (eta).
+    #[arg(long = "mirostat-lr", value_name = "X")]
+    pub mirostat_lr: Option<f32>,
+    /// Mirostat's target entropy (tau).
+    #[arg(long = "mirostat-ent", value_name = "X")]
+    pub mirostat_ent: Option<f32>,
+    /// A token bias, TOKEN_ID(+|-)BIAS (repeatable), e.g. 15043+1 or 15043-inf.
+    #[arg(long = "logit-bias", value_name = "TOKEN_ID(+/-)BIAS")]
+    pub logit_bias: Vec<String>,
+    /// The samplers and their order, ';'-separated names (llama-server's --samplers).
+    #[arg(long = "samplers", value_name = "SAMPLERS")]
+    pub samplers: Option<String>,
+    /// The samplers and their order as letters (--sampler-seq, e.g. edskypmxt).
+    #[arg(long = "sampler-seq", value_name = "SEQUENCE")]
+    pub sampler_seq: Option<String>,
+}
+
+impl SamplingArgs {
+    /// The sampler settings requests start from: upstream's defaults with these options
+    /// applied, checked.
+    pub fn base(&self) -> Result<deepseek::sampling::chain::CommonParams, String> {
+        use deepseek::sampling::chain::{CommonParams, SamplerKind};
+        let mut c = CommonParams::default();
+        macro_rules! set {
+            ($($opt:ident => $field:ident),*) => { $(if let Some(v) = self.$opt { c.$field = v; })* };
+        }
+        set!(temp => temperature, top_k => top_k, top_p => top_p, min_p => min_p, top_nsigma => top_n_sigma, xtc_probability => xtc_probability, xtc_threshold => xtc_threshold, typical => typ_p,
+             repeat_last_n => repeat_last_n, repeat_penalty => repeat_penalty, presence_penalty => presence_penalty, frequency_penalty => frequency_penalty, dry_multiplier => dry_multiplier,
+             dry_allowed_length => dry_allowed_length, dry_penalty_last_n => dry_penalty_last_n, adaptive_target => adaptive_target, adaptive_decay => adaptive_decay,
+             dynatemp_range => dynatemp_range, dynatemp_exp => dynatemp_exponent, mirostat => mirostat, mirostat_lr => mirostat_eta, mirostat_ent => mirostat_tau);
+        if let Some(b) = self.dry_base {
+            if b >= 1.0 {
+                c.dry_base = b;
+            }
+        }
+        if !self.dry_sequence_breaker.is_empty() {
+            c.dry_sequence_breakers = if self.dry_sequence_breaker.iter().any(|b| b == "none") { Vec::new() } else { self.dry_sequence_breaker.clone() };
+        }
+        c.ignore_eos = self.ignore_eos;
+        if let Some(s) = &self.samplers {
+            c.samplers = SamplerKind::from_list(s).map_err(|e| format!("--samplers: {e}"))?;
+        }
+        if let Some(s) = &self.sampler_seq {
+            c.samplers = SamplerKind::from_chars(s).map_err(|e| format!("--sampler-seq: {e}"))?;
+        }
+        for b in &self.logit_bias {
+            // upstream's form: the token id, then the signed bias ("15043+1", "15043-inf").
+            let at = b.char_indices().skip(1).find(|(_, ch)| *ch == '+' || *ch == '-').map(|(i, _)| i).ok_or_else(|| format!("--logit-bias {b}: expected TOKEN_ID(+/-)BIAS"))?;
+            let tok: i32 = b[..at].parse().map_err(|_| format!("--logit-bias {b}: '{}' is not a token id", &b[..at]))?;
+            let bias: f32 = b[at..].parse().map_err(|_| format!("--logit-bias {b}: '{}' is not a bias", &b[at..]))?;
+            c.logit_bias.push((tok, bias));
+        }
+        c.check().map_err(|e| format!("sampling options: {e}"))?;
+        Ok(c)
+    }
 }
 
 impl Default for SamplingArgs {

@@ -60,7 +60,6 @@ fn is_minus_one(v: &Value) -> bool {
     v.is_null() || v.as_f64() == Some(-1.0)
 }
 
-const SAMPLER: &str = "this sampler is not applied by this build of the server's requests; leave it at its default (off)";
 const CHAT_INTERNAL: &str = "an internal field llama-server sets from the chat template; this server derives it itself";
 
 /// The treatment of upstream's field `name` (its first name); None for a name this table has
@@ -85,21 +84,7 @@ pub fn treat(name: &str) -> Option<Field> {
         "n_cmpl" => Unless(is_one, "one completion per request in this build (send several requests)"),
         "n_cache_reuse" => Unless(is_zero, "KV-shifting chunk reuse is not done (prompt prefixes are reused whole)"),
         "t_max_prompt_ms" | "t_max_predict_ms" => Unless(is_off_time, "time limits on prompt or generation are not enforced by this server yet"),
-        "top_n_sigma" => Unless(|v| v.is_null() || v.as_f64().is_some_and(|x| x < 0.0), SAMPLER),
-        "xtc_probability" => Unless(is_zero, SAMPLER),
-        "xtc_threshold" => Unless(|v| v.is_null() || v.as_f64() == Some(0.1_f32 as f64) || v.as_f64() == Some(0.1), SAMPLER),
-        "typical_p" => Unless(is_one, SAMPLER),
-        "dynatemp_range" => Unless(is_zero, SAMPLER),
-        "dynatemp_exponent" => Unless(is_one, SAMPLER),
-        "dry_multiplier" => Unless(is_zero, SAMPLER),
-        "dry_base" | "dry_allowed_length" | "dry_penalty_last_n" | "dry_sequence_breakers" => Unless(|_| true, SAMPLER),
-        "mirostat" => Unless(is_zero, SAMPLER),
-        "mirostat_tau" | "mirostat_eta" => Unless(|_| true, SAMPLER),
-        "adaptive_target" => Unless(|v| v.is_null() || v.as_f64().is_some_and(|x| x < 0.0), SAMPLER),
-        "adaptive_decay" => Unless(|_| true, SAMPLER),
-        "min_keep" => Unless(is_zero, SAMPLER),
-        "samplers" => Unless(is_empty, "choosing the samplers and their order is not supported by this build"),
-        "logit_bias" => Unless(is_empty, "token biases are not supported by this build"),
+        "top_n_sigma" | "xtc_probability" | "xtc_threshold" | "typical_p" | "dynatemp_range" | "dynatemp_exponent" | "dry_multiplier" | "dry_base" | "dry_allowed_length" | "dry_penalty_last_n" | "dry_sequence_breakers" | "mirostat" | "mirostat_tau" | "mirostat_eta" | "adaptive_target" | "adaptive_decay" | "min_keep" | "samplers" | "logit_bias" => Honoured,
         "post_sampling_probs" => Unless(is_false, "probabilities after the sampler chain are not reported; n_probs gives the model's"),
         "speculative.n_max" | "speculative.n_min" | "speculative.p_min" | "speculative.type" | "speculative.ngram_size_n" | "speculative.ngram_size_m" | "speculative.ngram_min_hits" => {
             Unless(|v| v.is_null(), "speculative decoding is not in deepseek-server yet")
@@ -193,13 +178,12 @@ mod tests {
 
     #[test]
     fn defaults_pass_and_other_values_are_refused_by_name() {
-        let ok = json!({"mirostat": 0, "cache_prompt": true, "samplers": [], "n": 1, "xtc_threshold": 0.1, "id_slot": -1, "model": "x", "user": "y"});
+        let ok = json!({"mirostat": 2, "cache_prompt": false, "samplers": [], "n": 1, "xtc_threshold": 0.1, "id_slot": -1, "model": "x", "user": "y"});
         assert!(check(ok.as_object().unwrap()).is_ok());
         for (body, field) in [
-            (json!({"mirostat": 2}), "mirostat"),
             (json!({"n": 3}), "n"),
+            (json!({"post_sampling_probs": true}), "post_sampling_probs"),
             
-            (json!({"logit_bias": {"1": -100}}), "logit_bias"),
             (json!({"id_slot": 1}), "id_slot"),
             (json!({"speculative.n_max": 4}), "speculative.n_max"),
         ] {

@@ -114,9 +114,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--spm-infill" => Refused("/infill is not in this build yet"),
         // sampling
         "--seed" | "--ignore-eos" | "--temp" | "--top-k" | "--top-p" | "--min-p" | "--repeat-last-n" | "--repeat-penalty" | "--presence-penalty" | "--frequency-penalty" => Ours,
-        "--samplers" | "--sampler-seq" | "--top-nsigma" | "--xtc-probability" | "--xtc-threshold" | "--typical" | "--dry-multiplier" | "--dry-base" | "--dry-allowed-length" | "--dry-penalty-last-n" | "--dry-sequence-breaker" | "--adaptive-target" | "--adaptive-decay" | "--dynatemp-range" | "--dynatemp-exp" | "--mirostat" | "--mirostat-lr" | "--mirostat-ent" | "--logit-bias" => {
-            Refused("this sampler setting is not a server default in this build yet; give it per request")
-        }
+        "--samplers" | "--sampler-seq" | "--top-nsigma" | "--xtc-probability" | "--xtc-threshold" | "--typical" | "--dry-multiplier" | "--dry-base" | "--dry-allowed-length" | "--dry-penalty-last-n" | "--dry-sequence-breaker" | "--adaptive-target" | "--adaptive-decay" | "--dynatemp-range" | "--dynatemp-exp" | "--mirostat" | "--mirostat-lr" | "--mirostat-ent" | "--logit-bias" => Ours,
         "--grammar" | "--grammar-file" | "--json-schema" | "--json-schema-file" => Refused("a server-wide grammar is not supported; give 'grammar' or 'json_schema' per request"),
         "--backend-sampling" => NoEffect("sampling runs on the CPU beside the model"),
         // model

@@ -288,6 +288,10 @@ fn main() {
         }
     };
     let kwargs = args.template_kwargs();
+    if let Err(e) = args.sampling.base() {
+        eprintln!("deepseek-server: {e}");
+        std::process::exit(1);
+    }
     // Resolve (and fetch) the model before listening, so a bad name fails fast.
     let path = match fetch::resolve(&args.model, false) {
         Ok(p) => p,

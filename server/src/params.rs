@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
-use deepseek::sampling::chain::CommonParams;
+use deepseek::sampling::chain::{CommonParams, SamplerKind};
 use deepseek_chat::tools::{ReasoningFormat, ToolChoice};
 
 /// A random seed (`LLAMA_DEFAULT_SEED`).
@@ -118,13 +118,17 @@ impl<'a> Fields<'a> {
     /// The sampling and output fields both endpoints take; `chat` selects the chat form of
     /// `logprobs` (a boolean plus `top_logprobs`) over the completions one (an integer).
     pub fn gen(&self, chat: bool, d: &crate::args::SamplingArgs) -> Result<GenParams, ApiError> {
+        self.gen_for(chat, d, None)
+    }
+
+    /// `gen` with the model's vocabulary, which `logit_bias`'s strings and `ignore_eos` need.
+    pub fn gen_for(&self, chat: bool, d: &crate::args::SamplingArgs, vocab: Option<&deepseek::tokenizer::Vocab>) -> Result<GenParams, ApiError> {
         crate::fields::check(self.0)?;
         if let Some(n) = self.int("n", 1, i64::MAX)? {
             if n != 1 {
                 return Err(ApiError::param("n", format!("'n' = {n}: only one choice per request is supported")));
             }
         }
-        self.refuse_unless("logit_bias", |v| v.as_object().is_some_and(|m| m.is_empty()), "token biases are not supported")?;
         let (tool_choice, parallel_tool_calls) = if chat { self.tool_choice()? } else { (ToolChoice::None, None) };
         if !chat {
             self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tools are a chat completions field (/v1/chat/completions)")?;
@@ -145,17 +149,7 @@ impl<'a> Fields<'a> {
             // Seeds wider than 32 bits are folded (the sampler's RNG takes 32).
             Some(s) => (s as u64 ^ (s as u64 >> 32)) as u32,
         };
-        let sampling = CommonParams {
-            temperature: self.f32("temperature", 0.0, 100.0)?.unwrap_or(d.temp),
-            top_k: self.int("top_k", 0, i32::MAX as i64)?.map_or(d.top_k, |k| k as i32),
-            top_p: self.f32("top_p", 0.0, 1.0)?.unwrap_or(d.top_p),
-            min_p: self.f32("min_p", 0.0, 1.0)?.unwrap_or(d.min_p),
-            repeat_penalty: self.f32("repeat_penalty", f32::MIN_POSITIVE, 100.0)?.unwrap_or(d.repeat_penalty),
-            repeat_last_n: self.int("repeat_last_n", -1, i32::MAX as i64)?.map_or(d.repeat_last_n, |n| n as i32),
-            seed,
-            frequency_penalty: self.f32("frequency_penalty", -2.0, 2.0)?.unwrap_or(d.frequency_penalty),
-            presence_penalty: self.f32("presence_penalty", -2.0, 2.0)?.unwrap_or(d.presence_penalty),
-        };
+        let sampling = self.sampling(d, seed, vocab)?;
         let stop = match self.get("stop") {
             None => Vec::new(),
             Some(Value::String(s)) => vec![s.clone()],
@@ -195,7 +189,7 @@ impl<'a> Fields<'a> {
                 }
             }
         };
-        let ignore_eos = self.bool("ignore_eos")?.unwrap_or(d.ignore_eos);
+        let ignore_eos = sampling.ignore_eos;
         let reasoning = match self.str("reasoning_format")? {
             None => None,
             Some(o) => Some(ReasoningFormat::parse(o).ok_or_else(|| ApiError::param("reasoning_format", format!("Unknown reasoning format: {o}")))?),
@@ -214,6 +208,69 @@ impl<'a> Fields<'a> {
         let verbose = self.bool("verbose")?;
         let cache_prompt = self.bool("cache_prompt")?.unwrap_or(true);
         Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt })
+    }
+
+    /// The sampler settings, as llama-server reads them (`server-schema.cpp`): the server's
+    /// defaults (its sampling options), each overridden by the request's field.
+    fn sampling(&self, d: &crate::args::SamplingArgs, seed: u32, vocab: Option<&deepseek::tokenizer::Vocab>) -> Result<CommonParams, ApiError> {
+        let base = d.base().map_err(ApiError::invalid)?;
+        let f = |name: &str, lo: f32, hi: f32, dflt: f32| -> Result<f32, ApiError> { Ok(self.f32(name, lo, hi)?.unwrap_or(dflt)) };
+        let i = |name: &str, lo: i64, hi: i64, dflt: i32| -> Result<i32, ApiError> { Ok(self.int(name, lo, hi)?.map_or(dflt, |n| n as i32)) };
+        let mut s = CommonParams {
+            temperature: f("temperature", 0.0, f32::MAX, base.temperature)?,
+            top_k: i("top_k", 0, i32::MAX as i64, base.top_k)?,
+            top_p: f("top_p", 0.0, 1.0, base.top_p)?,
+            min_p: f("min_p", 0.0, 1.0, base.min_p)?,
+            repeat_penalty: f("repeat_penalty", f32::MIN_POSITIVE, 100.0, base.repeat_penalty)?,
+            repeat_last_n: i("repeat_last_n", -1, i32::MAX as i64, base.repeat_last_n)?,
+            seed,
+            frequency_penalty: f("frequency_penalty", -2.0, 2.0, base.frequency_penalty)?,
+            presence_penalty: f("presence_penalty", -2.0, 2.0, base.presence_penalty)?,
+            min_keep: i("min_keep", 0, i32::MAX as i64, base.min_keep)?,
+            typ_p: f("typical_p", f32::MIN, f32::MAX, base.typ_p)?,
+            top_n_sigma: f("top_n_sigma", f32::MIN, f32::MAX, base.top_n_sigma)?,
+            xtc_probability: f("xtc_probability", 0.0, 1.0, base.xtc_probability)?,
+            xtc_threshold: f("xtc_threshold", 0.0, 1.0, base.xtc_threshold)?,
+            dynatemp_range: f("dynatemp_range", f32::MIN, f32::MAX, base.dynatemp_range)?,
+            dynatemp_exponent: f("dynatemp_exponent", f32::MIN, f32::MAX, base.dynatemp_exponent)?,
+            dry_multiplier: f("dry_multiplier", f32::MIN, f32::MAX, base.dry_multiplier)?,
+            // upstream: a base below 1 means the server's
+            dry_base: match self.f32("dry_base", f32::MIN, f32::MAX)? {
+                Some(b) if b >= 1.0 => b,
+                _ => base.dry_base,
+            },
+            dry_allowed_length: i("dry_allowed_length", 0, i32::MAX as i64, base.dry_allowed_length)?,
+            dry_penalty_last_n: i("dry_penalty_last_n", -1, i32::MAX as i64, base.dry_penalty_last_n)?,
+            dry_sequence_breakers: match self.get("dry_sequence_breakers") {
+                None => base.dry_sequence_breakers.clone(),
+                Some(Value::Array(a)) if !a.is_empty() => a
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string).ok_or_else(|| ApiError::param("dry_sequence_breakers", "Error: dry_sequence_breakers must be a non-empty array of strings")))
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err(ApiError::param("dry_sequence_breakers", "Error: dry_sequence_breakers must be a non-empty array of strings")),
+            },
+            mirostat: i("mirostat", 0, 2, base.mirostat)?,
+            mirostat_tau: f("mirostat_tau", f32::MIN, f32::MAX, base.mirostat_tau)?,
+            mirostat_eta: f("mirostat_eta", f32::MIN, f32::MAX, base.mirostat_eta)?,
+            adaptive_target: f("adaptive_target", f32::MIN, 1.0, base.adaptive_target)?,
+            adaptive_decay: f("adaptive_decay", 0.0, 0.99, base.adaptive_decay)?,
+            ignore_eos: self.bool("ignore_eos")?.unwrap_or(base.ignore_eos),
+            logit_bias: base.logit_bias.clone(),
+            samplers: match self.get("samplers") {
+                None => base.samplers.clone(),
+                Some(Value::Array(a)) => {
+                    let names: Vec<&str> = a.iter().map(|v| v.as_str().ok_or_else(|| ApiError::param("samplers", "'samplers' must be an array of names or a string of letters"))).collect::<Result<_, _>>()?;
+                    SamplerKind::from_names(&names).map_err(|e| ApiError::param("samplers", e))?
+                }
+                Some(Value::String(c)) => SamplerKind::from_chars(c).map_err(|e| ApiError::param("samplers", e))?,
+                Some(_) => return Err(ApiError::param("samplers", "'samplers' must be an array of names or a string of letters")),
+            },
+        };
+        if let Some(lb) = self.get("logit_bias") {
+            s.logit_bias = logit_bias(lb, vocab)?;
+        }
+        s.check().map_err(|e| ApiError::invalid(e))?;
+        Ok(s)
     }
 
     /// `tool_choice` (`none`, `auto`, `required`, or `{"type": "function", "function":
@@ -298,32 +355,33 @@ impl<'a> Fields<'a> {
 /// settings this server has; the samplers it does not run are reported at their off values.
 pub fn settings_json(gp: &GenParams, n_predict: i32) -> Value {
     let s = &gp.sampling;
+    let bias: Vec<Value> = s.logit_bias.iter().map(|&(t, b)| serde_json::json!({"bias": if b.is_finite() { serde_json::json!(b) } else { serde_json::json!(false) }, "token": t})).collect();
     serde_json::json!({
         "seed": s.seed,
         "temperature": s.temperature,
-        "dynatemp_range": 0.0,
-        "dynatemp_exponent": 1.0,
+        "dynatemp_range": s.dynatemp_range,
+        "dynatemp_exponent": s.dynatemp_exponent,
         "top_k": s.top_k,
         "top_p": s.top_p,
         "min_p": s.min_p,
-        "top_n_sigma": -1.0,
-        "xtc_probability": 0.0,
-        "xtc_threshold": 0.1,
-        "typical_p": 1.0,
+        "top_n_sigma": s.top_n_sigma,
+        "xtc_probability": s.xtc_probability,
+        "xtc_threshold": s.xtc_threshold,
+        "typical_p": s.typ_p,
         "repeat_last_n": s.repeat_last_n,
         "repeat_penalty": s.repeat_penalty,
         "presence_penalty": s.presence_penalty,
         "frequency_penalty": s.frequency_penalty,
-        "dry_multiplier": 0.0,
-        "dry_base": 1.75,
-        "dry_allowed_length": 2,
-        "dry_penalty_last_n": -1,
-        "dry_sequence_breakers": ["\n", ":", "\"", "*"],
-        "mirostat": 0,
-        "mirostat_tau": 5.0,
-        "mirostat_eta": 0.1,
-        "adaptive_target": -1.0,
-        "adaptive_decay": 0.9,
+        "dry_multiplier": s.dry_multiplier,
+        "dry_base": s.dry_base,
+        "dry_allowed_length": s.dry_allowed_length,
+        "dry_penalty_last_n": s.dry_penalty_last_n,
+        "dry_sequence_breakers": s.dry_sequence_breakers,
+        "mirostat": s.mirostat,
+        "mirostat_tau": s.mirostat_tau,
+        "mirostat_eta": s.mirostat_eta,
+        "adaptive_target": s.adaptive_target,
+        "adaptive_decay": s.adaptive_decay,
         "stop": gp.stop,
         "max_tokens": n_predict,
         "n_predict": n_predict,
@@ -331,13 +389,69 @@ pub fn settings_json(gp: &GenParams, n_predict: i32) -> Value {
         "n_discard": 0,
         "ignore_eos": gp.ignore_eos,
         "stream": gp.stream,
-        "logit_bias": [],
+        "logit_bias": bias,
         "n_probs": if gp.logprobs { gp.top_logprobs } else { 0 },
-        "min_keep": 0,
+        "min_keep": s.min_keep,
         "grammar": gp.grammar.clone().unwrap_or_default(),
-        "samplers": ["penalties", "top_k", "top_p", "min_p", "temperature"],
+        "samplers": s.samplers.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "timings_per_token": gp.timings_per_token,
     })
+}
+
+/// `logit_bias` in upstream's forms (`[[token or text, bias or false], ...]`, `{"token or text":
+/// bias}`; false is -inf; a text means each of its tokens) and OpenAI's (`{"token id": bias}`).
+/// A token outside the vocabulary is refused (upstream drops it silently).
+fn logit_bias(v: &Value, vocab: Option<&deepseek::tokenizer::Vocab>) -> Result<Vec<(i32, f32)>, ApiError> {
+    let bad = |m: String| ApiError::param("logit_bias", m);
+    let bias = |b: &Value| -> Result<f32, ApiError> {
+        match b {
+            Value::Number(n) => n.as_f64().map(|x| x as f32).filter(|x| !x.is_nan()).ok_or_else(|| bad(format!("'logit_bias': bias {b} is not a number"))),
+            Value::Bool(false) => Ok(f32::NEG_INFINITY),
+            _ => Err(bad(format!("'logit_bias': a bias must be a number or false, not {b}"))),
+        }
+    };
+    let n_vocab = vocab.map_or(i64::MAX, |v| v.n_tokens() as i64);
+    let token = |t: i64| -> Result<i32, ApiError> {
+        if (0..n_vocab).contains(&t) {
+            Ok(t as i32)
+        } else {
+            Err(bad(format!("'logit_bias': token {t} is not a token id of this model (0..{n_vocab})")))
+        }
+    };
+    let text = |s: &str| -> Result<Vec<i32>, ApiError> {
+        let v = vocab.ok_or_else(|| bad("'logit_bias': texts need the model's vocabulary".into()))?;
+        let mut t = Vec::new();
+        v.tokenize(s.as_bytes(), false, false, &mut t);
+        Ok(t)
+    };
+    let mut out = Vec::new();
+    match v {
+        Value::Array(a) => {
+            for el in a {
+                let Some([k, b]) = el.as_array().map(Vec::as_slice).and_then(|s| <&[Value; 2]>::try_from(s).ok()) else {
+                    return Err(bad(format!("'logit_bias': each entry must be [token or text, bias], not {el}")));
+                };
+                let b = bias(b)?;
+                match k {
+                    Value::Number(n) => out.push((token(n.as_i64().ok_or_else(|| bad(format!("'logit_bias': token {n} is not an integer")))?)?, b)),
+                    Value::String(s) => out.extend(text(s)?.into_iter().map(|t| (t, b))),
+                    _ => return Err(bad(format!("'logit_bias': a key must be a token id or a text, not {k}"))),
+                }
+            }
+        }
+        Value::Object(o) => {
+            for (k, b) in o {
+                let b = bias(b)?;
+                match k.parse::<i64>() {
+                    Ok(t) => out.push((token(t)?, b)),
+                    Err(_) => out.extend(text(k)?.into_iter().map(|t| (t, b))),
+                }
+            }
+        }
+        Value::Null => {}
+        _ => return Err(bad("'logit_bias' must be an object or an array".into())),
+    }
+    Ok(out)
 }
 
 /// nlohmann's `empty()`: null, or an empty object or array.

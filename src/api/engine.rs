@@ -371,9 +371,19 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
         Some(m) => Box::new(m),
         None => {
             let s = &r.sampling;
-            let common = CommonParams { temperature: s.temperature, top_k: s.top_k, top_p: s.top_p, min_p: s.min_p, repeat_penalty: s.repeat_penalty, repeat_last_n: s.repeat_last_n, seed: s.seed, frequency_penalty: s.frequency_penalty, presence_penalty: s.presence_penalty };
-            common.check()?;
-            Box::new(common.build(engine.n_ctx_seq() as usize))
+            let common = CommonParams {
+                temperature: s.temperature,
+                top_k: s.top_k,
+                top_p: s.top_p,
+                min_p: s.min_p,
+                repeat_penalty: s.repeat_penalty,
+                repeat_last_n: s.repeat_last_n,
+                seed: s.seed,
+                frequency_penalty: s.frequency_penalty,
+                presence_penalty: s.presence_penalty,
+                ..CommonParams::default()
+            };
+            Box::new(common.build(engine.model(), engine.n_ctx_seq() as usize)?)
         }
     };
     let callback: Option<Callback> = r.callback.map(|f| {

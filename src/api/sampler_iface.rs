@@ -99,7 +99,12 @@ pub fn new_handle(iface: *const llama_sampler_i, ctx: llama_sampler_context_t) -
 }
 
 pub fn new_builtin(s: impl Sampler + Send + 'static) -> *mut llama_sampler {
-    let ctx: Box<Builtin> = Box::new(Box::new(s));
+    new_builtin_boxed(Box::new(s))
+}
+
+/// As [`new_builtin`] for a sampler already boxed (`crate::sampling::init`'s).
+pub fn new_builtin_boxed(s: Builtin) -> *mut llama_sampler {
+    let ctx: Box<Builtin> = Box::new(s);
     crate::sys::stats::SAMPLERS.add(1);
     new_handle(&BUILTIN_IFACE, Box::into_raw(ctx).cast())
 }

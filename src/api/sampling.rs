@@ -12,13 +12,7 @@ use super::types::*;
 use crate::sampling::chain::fill_candidates;
 use crate::sampling::dry::Dry;
 use crate::sampling::grammar::sampler::GrammarSampler;
-use crate::sampling::infill::Infill;
-use crate::sampling::logit_bias::LogitBias;
-use crate::sampling::mirostat::{Mirostat, MirostatV2};
-use crate::sampling::penalties::Penalties;
-use crate::sampling::pick::{Dist, Greedy};
-use crate::sampling::temp::{Temp, TempExt};
-use crate::sampling::truncate::{MinP, TopK, TopNSigma, TopP, Typical, Xtc};
+use crate::sampling::init;
 use crate::sampling::Noop;
 
 pub(crate) fn noop(name: &'static std::ffi::CStr) -> *mut llama_sampler {
@@ -215,75 +209,68 @@ pub extern "C" fn llama_sampler_chain_remove(chain: *mut llama_sampler, i: i32) 
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_greedy() -> *mut llama_sampler {
-    guard("llama_sampler_init_greedy", || Ok(iface::new_builtin(Greedy)))
+    guard("llama_sampler_init_greedy", || Ok(iface::new_builtin_boxed(init::greedy())))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_dist(seed: u32) -> *mut llama_sampler {
-    guard("llama_sampler_init_dist", || Ok(iface::new_builtin(Dist::new(seed))))
+    guard("llama_sampler_init_dist", || Ok(iface::new_builtin_boxed(init::dist(seed))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_top_k(k: i32) -> *mut llama_sampler {
-    guard("llama_sampler_init_top_k", || Ok(if k <= 0 { noop(c"?top-k") } else { iface::new_builtin(TopK { k }) }))
+    guard("llama_sampler_init_top_k", || Ok(iface::new_builtin_boxed(init::top_k(k))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_top_p(p: f32, min_keep: usize) -> *mut llama_sampler {
-    guard("llama_sampler_init_top_p", || Ok(if p >= 1.0 { noop(c"?top-p") } else { iface::new_builtin(TopP { p, min_keep }) }))
+    guard("llama_sampler_init_top_p", || Ok(iface::new_builtin_boxed(init::top_p(p, min_keep))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_min_p(p: f32, min_keep: usize) -> *mut llama_sampler {
-    guard("llama_sampler_init_min_p", || Ok(if p <= 0.0 { noop(c"?min-p") } else { iface::new_builtin(MinP { p, min_keep }) }))
+    guard("llama_sampler_init_min_p", || Ok(iface::new_builtin_boxed(init::min_p(p, min_keep))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_typical(p: f32, min_keep: usize) -> *mut llama_sampler {
-    guard("llama_sampler_init_typical", || Ok(if p >= 1.0 { noop(c"?typical") } else { iface::new_builtin(Typical::new(p, min_keep)) }))
+    guard("llama_sampler_init_typical", || Ok(iface::new_builtin_boxed(init::typical(p, min_keep))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_temp(t: f32) -> *mut llama_sampler {
-    guard("llama_sampler_init_temp", || Ok(if t == 1.0 { noop(c"?temp") } else { iface::new_builtin(Temp { temp: t }) }))
+    guard("llama_sampler_init_temp", || Ok(iface::new_builtin_boxed(init::temp(t))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_temp_ext(t: f32, delta: f32, exponent: f32) -> *mut llama_sampler {
-    guard("llama_sampler_init_temp_ext", || Ok(if t == 1.0 && delta <= 0.0 { noop(c"?temp-ext") } else { iface::new_builtin(TempExt { temp: t, delta, exponent }) }))
+    guard("llama_sampler_init_temp_ext", || Ok(iface::new_builtin_boxed(init::temp_ext(t, delta, exponent))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_xtc(p: f32, t: f32, min_keep: usize, seed: u32) -> *mut llama_sampler {
-    guard("llama_sampler_init_xtc", || Ok(if p <= 0.0 || t > 0.5 { noop(c"?xtc") } else { iface::new_builtin(Xtc::new(p, t, min_keep, seed)) }))
+    guard("llama_sampler_init_xtc", || Ok(iface::new_builtin_boxed(init::xtc(p, t, min_keep, seed))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_top_n_sigma(n: f32) -> *mut llama_sampler {
-    guard("llama_sampler_init_top_n_sigma", || Ok(if n <= 0.0 { noop(c"?top-n-sigma") } else { iface::new_builtin(TopNSigma { n }) }))
+    guard("llama_sampler_init_top_n_sigma", || Ok(iface::new_builtin_boxed(init::top_n_sigma(n))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_mirostat(n_vocab: i32, seed: u32, tau: f32, eta: f32, m: i32) -> *mut llama_sampler {
-    guard("llama_sampler_init_mirostat", || Ok(iface::new_builtin(Mirostat::new(n_vocab, seed, tau, eta, m))))
+    guard("llama_sampler_init_mirostat", || Ok(iface::new_builtin_boxed(init::mirostat(n_vocab, seed, tau, eta, m))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_mirostat_v2(seed: u32, tau: f32, eta: f32) -> *mut llama_sampler {
-    guard("llama_sampler_init_mirostat_v2", || Ok(iface::new_builtin(MirostatV2::new(seed, tau, eta))))
+    guard("llama_sampler_init_mirostat_v2", || Ok(iface::new_builtin_boxed(init::mirostat_v2(seed, tau, eta))))
 }
 
 #[no_mangle]
 pub extern "C" fn llama_sampler_init_penalties(n_vocab: i32, penalty_last_n: i32, penalty_repeat: f32, penalty_freq: f32, penalty_present: f32) -> *mut llama_sampler {
     let _ = n_vocab;
-    guard("llama_sampler_init_penalties", || {
-        let last_n = penalty_last_n.max(0);
-        Ok(if Penalties::is_disabled(last_n, penalty_repeat, penalty_freq, penalty_present) {
-            noop(c"?penalties")
-        } else {
-            iface::new_builtin(Penalties::new(last_n as usize, penalty_repeat, penalty_freq, penalty_present))
-        })
-    })
+    guard("llama_sampler_init_penalties", || Ok(iface::new_builtin_boxed(init::penalties(penalty_last_n, penalty_repeat, penalty_freq, penalty_present))))
 }
 
 /// # Safety
@@ -299,8 +286,7 @@ pub unsafe extern "C" fn llama_sampler_init_dry(
     num_breakers: usize,
 ) -> *mut llama_sampler {
     guard("llama_sampler_init_dry", || {
-        let last_n = dry_penalty_last_n.max(0);
-        if !Dry::is_enabled(dry_multiplier, dry_base, last_n) {
+        if !Dry::is_enabled(dry_multiplier, dry_base, dry_penalty_last_n.max(0)) {
             return Ok(noop(c"?dry"));
         }
         // SAFETY: live vocab handle (NULL is caught).
@@ -316,7 +302,7 @@ pub unsafe extern "C" fn llama_sampler_init_dry(
             // SAFETY: a NUL-terminated string (caller).
             breakers.push(unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes());
         }
-        Ok(iface::new_builtin(Dry::new(v.vocab(), dry_multiplier, dry_base, dry_allowed_length, last_n as usize, &breakers)))
+        Ok(iface::new_builtin_boxed(init::dry(v.vocab(), dry_multiplier, dry_base, dry_allowed_length, dry_penalty_last_n, &breakers)))
     })
 }
 
@@ -331,7 +317,7 @@ pub unsafe extern "C" fn llama_sampler_init_logit_bias(n_vocab: i32, n_logit_bia
         }
         // SAFETY: n_logit_bias readable entries (caller).
         let biases = unsafe { as_slice(logit_bias, n_logit_bias as usize, "logit_bias") }?;
-        Ok(iface::new_builtin(LogitBias::new(biases.iter().map(|b| (b.token, b.bias)).collect())))
+        Ok(iface::new_builtin_boxed(init::logit_bias(biases.iter().map(|b| (b.token, b.bias)).collect())))
     })
 }
 
@@ -340,7 +326,7 @@ pub extern "C" fn llama_sampler_init_infill(vocab: *const llama_vocab) -> *mut l
     guard("llama_sampler_init_infill", || {
         // SAFETY: live vocab handle (NULL is caught).
         let v = unsafe { as_ref(vocab, "vocab") }?;
-        Ok(iface::new_builtin(Infill::new(Arc::clone(&v.model))))
+        Ok(iface::new_builtin_boxed(init::infill(&v.model)))
     })
 }
 

@@ -8,6 +8,7 @@ pub mod chain;
 pub mod dry;
 pub mod grammar;
 pub mod infill;
+pub mod init;
 pub mod mirostat;
 pub mod ops;
 pub mod penalties;

@@ -95,9 +95,12 @@ impl Mt19937 {
     }
 }
 
-/// The seed a sampler uses: `seed` itself, or a fresh random one for LLAMA_DEFAULT_SEED.
+/// llama.h's LLAMA_DEFAULT_SEED: asks for a fresh random seed.
+pub const DEFAULT_SEED: u32 = u32::MAX;
+
+/// The seed a sampler uses: `seed` itself, or a fresh random one for [`DEFAULT_SEED`].
 pub fn resolve_seed(seed: u32) -> u32 {
-    if seed != u32::MAX {
+    if seed != DEFAULT_SEED {
         return seed;
     }
     let mut bytes = [0u8; 4];
