@@ -252,7 +252,8 @@ async fn metrics(State(app): AppState) -> Result<Response, ApiError> {
     }
     let r = app.ready()?;
     let text = crate::metrics::text(&app, r);
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response())
+    let start = app.created.to_string();
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8"), (header::HeaderName::from_static("process-start-time-unix"), start.as_str())], text).into_response())
 }
 
 /// The body as JSON: at most `--body-limit` bytes, within `--timeout`.

@@ -17,6 +17,8 @@ pub fn text(app: &App, r: &Ready) -> String {
     let steps = m.steps.get();
     let prompt = m.prompt_computed.get();
     let generated = m.generated.get();
+    let (used, total) = (m.kv_cells_used.get() as f64, m.kv_cells_total.get() as f64);
+    let kv_usage = if total > 0.0 { used / total } else { 0.0 };
     let metrics = vec![
         // llama-server's names (tools/server/server-task.cpp, to_metrics).
         Metric::new("llamacpp:prompt_tokens_total", Counter, "Number of prompt tokens processed, excluding cached tokens", prompt as f64),
@@ -31,6 +33,17 @@ pub fn text(app: &App, r: &Ready) -> String {
         Metric::new("llamacpp:requests_processing", Gauge, "Number of requests processing", m.running.get() as f64),
         Metric::new("llamacpp:requests_deferred", Gauge, "Number of requests deferred", m.queued.get() as f64),
         Metric::new("llamacpp:n_busy_slots_per_decode", Gauge, "Average number of busy slots per decode step", m.busy_slot_steps.get() as f64 / steps.max(1) as f64),
+        // This server does not speculate (yet): no drafts, none accepted.
+        Metric::new("llamacpp:spec_decode_num_draft_tokens_total", Counter, "Number of speculative draft tokens", 0.0),
+        Metric::new("llamacpp:spec_decode_num_accepted_tokens_total", Counter, "Number of accepted speculative draft tokens", 0.0),
+        Metric::new("llamacpp:spec_decode_num_drafts_total", Counter, "Number of speculative drafts", 0.0),
+        // vLLM's names, which the Kubernetes Gateway API Inference Extension's model-server
+        // protocol (and llm-d) read to route and scale: queue, running, KV utilisation (0-1).
+        Metric::new("vllm:num_requests_waiting", Gauge, "Number of requests waiting to be processed.", m.queued.get() as f64),
+        Metric::new("vllm:num_requests_running", Gauge, "Number of requests in model execution batches.", m.running.get() as f64),
+        Metric::new("vllm:kv_cache_usage_perc", Gauge, "KV-cache usage. 1 means 100 percent usage.", kv_usage),
+        Metric::new("vllm:prefix_cache_queries_total", Counter, "Prefix cache queries, in terms of number of queried tokens.", (prompt + m.prompt_reused.get()) as f64),
+        Metric::new("vllm:prefix_cache_hits_total", Counter, "Prefix cache hits, in terms of number of cached tokens.", m.prompt_reused.get() as f64),
         // The engine's own.
         Metric::new("ds_engine_queue_depth", Gauge, "Requests waiting for a slot.", m.queued.get() as f64),
         Metric::new("ds_engine_running", Gauge, "Requests holding a slot.", m.running.get() as f64),
@@ -62,5 +75,8 @@ pub fn text(app: &App, r: &Ready) -> String {
         ("ds_engine_time_to_first_token_seconds", "Time from a request's submission to its first token.", m.ttft.snapshot()),
         ("ds_engine_inter_token_seconds", "Time between a request's consecutive tokens.", m.itl.snapshot()),
     ];
-    render(&metrics, &histograms)
+    let mut out = render(&metrics, &histograms);
+    // vLLM's cache_config_info: an info gauge whose labels describe the cache (one cell a block).
+    out += &format!("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"1\",num_gpu_blocks=\"{}\"}} 1\n", total as u64);
+    out
 }
