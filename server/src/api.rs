@@ -39,6 +39,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/completions", post(completions))
         .route("/completion", post(native_completions))
         .route("/completions", post(native_completions))
+        .route("/infill", post(crate::infill::infill))
         .route("/v1/models", get(models))
         .route("/models", get(models))
         .route("/metrics", get(metrics))
@@ -257,7 +258,7 @@ async fn metrics(State(app): AppState) -> Result<Response, ApiError> {
 }
 
 /// The body as JSON: at most `--body-limit` bytes, within `--timeout`.
-async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
+pub(crate) async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
     let limit = app.args.body_limit;
     let bytes = match tokio::time::timeout(Duration::from_secs(app.args.timeout), axum::body::to_bytes(body, limit)).await {
         Err(_) => return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout_error", format!("the request body did not arrive within {} s", app.args.timeout))),
@@ -276,7 +277,7 @@ async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
     serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("the request body is not valid JSON: {e}")))
 }
 
-fn check_open(app: &App) -> Result<&Ready, ApiError> {
+pub(crate) fn check_open(app: &App) -> Result<&Ready, ApiError> {
     if app.closing.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
@@ -890,6 +891,15 @@ async fn native_completions(State(app): AppState, body: Body) -> Result<Response
     let v = read_json(&app, body).await?;
     let r = check_open(&app)?;
     let f = Fields::parse(&v)?;
+    // The prompts are read before the other fields, as upstream's handle_completions_impl does.
+    let prompts = params::native_prompts(&f, &r.model.vocab)?;
+    native_from_tokens(&app, &f, prompts).await
+}
+
+/// llama-server's native completion (`/completion`'s answer) of the request `f` generating
+/// from each of `prompts`; `/infill` builds its one prompt's tokens and ends here too.
+pub(crate) async fn native_from_tokens(app: &Arc<App>, f: &Fields<'_>, prompts: Vec<Vec<i32>>) -> Result<Response, ApiError> {
+    let r = check_open(app)?;
     let mut gp = f.gen_for(false, &app.args.sampling, Some(&r.model.vocab))?;
     if let Some(n) = f.int("n_probs", 0, deepseek::engine::MAX_TOP_PROBS as i64)? {
         gp.logprobs = n > 0;
@@ -903,18 +913,17 @@ async fn native_completions(State(app): AppState, body: Body) -> Result<Response
         Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string).ok_or_else(|| ApiError::param("response_fields", "'response_fields' must be an array of strings"))).collect::<Result<_, _>>()?,
         Some(_) => return Err(ApiError::param("response_fields", "'response_fields' must be an array of strings")),
     };
-    let prompts = params::native_prompts(&f, &r.model.vocab)?;
     let return_tokens = f.bool("return_tokens")?.unwrap_or(false);
     if prompts.len() == 1 {
         let tokens = prompts.into_iter().next().expect("one prompt");
-        return native_one(&app, r, tokens, gp, fields, return_tokens).await;
+        return native_one(app, r, tokens, gp, fields, return_tokens).await;
     }
     if gp.stream {
         return Err(ApiError::param("prompt", "several prompts in one streamed request are not supported (stream one request per prompt)"));
     }
     // Several prompts: one engine request each, run side by side, answered as an array in the
     // prompts' order with their index.
-    let pending: Vec<_> = prompts.into_iter().map(|tokens| native_one(&app, r, tokens, gp.clone(), fields.clone(), return_tokens)).collect();
+    let pending: Vec<_> = prompts.into_iter().map(|tokens| native_one(app, r, tokens, gp.clone(), fields.clone(), return_tokens)).collect();
     let mut out = Vec::new();
     for (i, resp) in futures_util::future::join_all(pending).await.into_iter().enumerate() {
         let mut v = response_json(resp?).await?;

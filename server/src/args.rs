@@ -58,6 +58,10 @@ pub struct Args {
     /// Render control tokens (special tokens) in the output text.
     #[arg(long = "special")]
     pub special: bool,
+    /// /infill lays its prompt out suffix first (Suffix/Prefix/Middle), for the models trained
+    /// so; default: prefix first.
+    #[arg(long = "spm-infill")]
+    pub spm_infill: bool,
     /// KV cache type of the keys: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl; also -ctk.
     #[arg(long = "cache-type-k", value_name = "TYPE", default_value = "f16", value_parser = cache_type)]
     pub cache_type_k: CacheType,

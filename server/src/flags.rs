@@ -111,7 +111,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--reverse-prompt" => NoEffect("an interactive-mode option of llama-cli; the server's requests carry their own stop strings"),
         "--special" => Ours,
         "--warmup" => NoEffect("the engine warms its kernels on the first request"),
-        "--spm-infill" => Refused("/infill is not in this build yet"),
+        "--spm-infill" => Ours,
         // sampling
         "--seed" | "--ignore-eos" | "--temp" | "--top-k" | "--top-p" | "--min-p" | "--repeat-last-n" | "--repeat-penalty" | "--presence-penalty" | "--frequency-penalty" => Ours,
         "--samplers" | "--sampler-seq" | "--top-nsigma" | "--xtc-probability" | "--xtc-threshold" | "--typical" | "--dry-multiplier" | "--dry-base" | "--dry-allowed-length" | "--dry-penalty-last-n" | "--dry-sequence-breaker" | "--adaptive-target" | "--adaptive-decay" | "--dynatemp-range" | "--dynatemp-exp" | "--mirostat" | "--mirostat-lr" | "--mirostat-ent" | "--logit-bias" => Ours,

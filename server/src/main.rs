@@ -15,6 +15,7 @@ mod args;
 mod error;
 mod fields;
 mod flags;
+mod infill;
 mod metrics;
 mod params;
 mod responses;
