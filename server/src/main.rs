@@ -45,10 +45,16 @@ pub struct Args {
     /// Requests decoded at once (slots); also -np.
     #[arg(long = "parallel", value_name = "N", default_value_t = 4)]
     pub parallel: u32,
-    /// Total context in tokens, split evenly across the slots as llama-server does; 0: each
-    /// slot gets the model's training context, at most 4096.
+    /// Total context in tokens (the KV pool the slots share, as llama-server's unified KV);
+    /// 0: the model's training context.
     #[arg(short = 'c', long = "ctx-size", value_name = "N", default_value_t = 0)]
     pub ctx_size: u32,
+    /// Each slot its own ctx-size / parallel cells instead of one shared pool.
+    #[arg(long = "no-kv-unified")]
+    pub no_kv_unified: bool,
+    /// The most cells one slot may take from the shared pool; 0: all of it.
+    #[arg(long = "kv-unified-per-slot", value_name = "N", default_value_t = 0)]
+    pub kv_unified_per_slot: u32,
     /// Worker threads of the model (default: the CPU's cores).
     #[arg(short = 't', long = "threads", value_name = "N")]
     pub threads: Option<i32>,
@@ -310,7 +316,9 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     let parallel = a.parallel.max(1);
     let params = EngineParams {
         n_seq_max: parallel,
-        n_ctx_seq: if a.ctx_size == 0 { 0 } else { (a.ctx_size / parallel).max(256) },
+        kv_unified: !a.no_kv_unified,
+        n_ctx: if a.ctx_size == 0 { model.hp.n_ctx_train.max(256) } else { a.ctx_size.max(256 * if a.no_kv_unified { parallel } else { 1 }) },
+        kv_unified_per_slot: a.kv_unified_per_slot,
         n_batch: a.batch_size.max(parallel),
         n_ubatch: a.ubatch_size.max(1),
         n_threads: a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get() as i32)),
