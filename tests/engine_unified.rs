@@ -153,19 +153,25 @@ fn a_prompt_longer_than_an_even_share_is_served() {
 #[test]
 fn admission_waits_for_free_cells_then_proceeds() {
     let model = smollm2();
-    // Two slots free, cells for one request at a time: B waits for A's cells.
-    let e = pool(&model, 2, 512);
+    // Slots free, cells for one of A and B at a time: B waits for A's cells.
     let (a, b) = (text_tokens(&model, 3, 300), text_tokens(&model, 4, 300));
+    let e = Engine::new(model.clone(), &EngineParams { n_seq_max: 3, n_ctx: 512, n_threads: 2, n_batch: 512, n_ubatch: 512, ..Default::default() }).unwrap();
+    let c = text_tokens(&model, 12, 10);
     let (tx, rx) = mpsc::channel();
     submit(&e, 0, &a, 64, &tx);
     submit(&e, 1, &b, 64, &tx);
-    let (out, order) = collect(&rx, 2, 2);
-    for o in &out {
+    // C would fit beside A, but B came first: first come, first served (B is not starved).
+    submit(&e, 2, &c, 8, &tx);
+    let (out, order) = collect(&rx, 3, 3);
+    for o in &out[..2] {
         assert_eq!((o.info.reason, o.info.n_generated), (Some(FinishKind::Length), 64));
     }
     let a_done = order.iter().position(|&x| x == (0, true)).unwrap();
     let b_first = order.iter().position(|&x| x == (1, false)).unwrap();
+    let c_first = order.iter().position(|&x| x == (2, false)).unwrap();
     assert!(a_done < b_first, "B started before A's cells were free");
+    assert!(b_first < c_first, "C passed B in the queue");
+    assert_eq!(out[2].info.n_generated, 8);
     // B waited for room, not for a slot: with room for both they overlap.
     let big = pool(&model, 2, 1024);
     let (tx, rx) = mpsc::channel();
