@@ -98,6 +98,7 @@ int main(int argc, char **argv) {
 
     struct ds_engine_params ep = ds_engine_default_params();
     ep.n_seq_max = 3; ep.n_ctx_seq = 256; ep.n_batch = 256; ep.n_ubatch = 64; ep.n_threads = 2;
+    ep.kv_unified_per_slot = 256; /* the unified pool (768 cells) holds at most 256 a sequence */
     ep.queue_limit = 4; ep.event_capacity = 8;
     struct ds_engine *e = ds_engine_new(m, ep);
     CHECK(e != NULL);

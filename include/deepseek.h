@@ -889,6 +889,22 @@ struct ds_engine_params {
    * Reuse the KV cells of the longest prompt prefix any slot holds.
    */
   bool prefix_reuse;
+  /**
+   * One KV pool shared by all slots (llama-server's unified KV, the default): a sequence may
+   * hold up to n_ctx cells (or kv_unified_per_slot), requests start when their prompt fits
+   * in the free cells, idle slots' cached prefixes are evicted for them. false: each slot
+   * has its own n_ctx_seq cells. (Appended: the fields above keep their offsets.)
+   */
+  bool kv_unified;
+  /**
+   * The cells of all slots together (rounded up to a multiple of 256); 0: n_ctx_seq ×
+   * n_seq_max.
+   */
+  uint32_t n_ctx;
+  /**
+   * With kv_unified: the most cells one sequence may hold; 0: the whole pool.
+   */
+  uint32_t kv_unified_per_slot;
 };
 
 /**
@@ -1003,6 +1019,10 @@ struct ds_engine_request {
  * Upper bounds of the latency buckets, in microseconds (a last bucket takes the rest).
  */
 #define LATENCY_BOUNDS_US { 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 10000000, }
+
+
+
+
 
 #ifdef __cplusplus
 extern "C" {

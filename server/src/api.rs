@@ -336,10 +336,8 @@ fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, 
         return Err(e);
     }
     let max_tokens = match gp.max_tokens {
-        Some(m) if m > 0 && n + m > n_ctx => {
-            return Err(ApiError::param("max_tokens", format!("This model's maximum context length is {n_ctx} tokens. However, you requested {} tokens ({n} in the prompt, {m} for the completion). Please reduce the prompt or the completion length.", n + m)));
-        }
-        Some(m) => m as i32,
+        // Past what fits, generation ends with finish_reason "length" (as llama-server).
+        Some(m) => m.min(i32::MAX as i64) as i32,
         // The server's default may exceed what is left: generate until the context is full.
         None if app.args.predict > 0 => (app.args.predict as i64).min(n_ctx - n) as i32,
         None => -1,
@@ -375,6 +373,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         user_data: 0,
         n_probs,
         grammar: plan.grammar.clone(),
+        reuse_prefix: gp.cache_prompt,
     };
     match r.engine.submit(req) {
         Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),

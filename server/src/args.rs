@@ -29,13 +29,21 @@ pub struct Args {
     /// Let several processes listen on the port (SO_REUSEPORT).
     #[arg(long = "reuse-port")]
     pub reuse_port: bool,
-    /// Requests decoded at once (slots); also -np.
-    #[arg(long = "parallel", value_name = "N", default_value_t = 4)]
-    pub parallel: u32,
-    /// Total context in tokens, split evenly across the slots as llama-server does; 0: each
-    /// slot gets the model's training context, at most 4096.
+    /// Requests decoded at once (slots); also -np. -1 (auto, the default): 4 slots sharing one
+    /// KV pool, as llama-server's auto.
+    #[arg(long = "parallel", value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = parallel_n)]
+    pub parallel: i32,
+    /// Total context in tokens (all slots' KV cells); 0: the model's training context.
     #[arg(long = "ctx-size", short = 'c', value_name = "N", default_value_t = 0)]
     pub ctx_size: u32,
+    /// One KV pool for all slots: any slot may take up to --ctx-size cells (the default with
+    /// --parallel auto); false (-no-kvu): each slot its own ctx-size / parallel cells (the
+    /// default with an explicit --parallel, as llama-server).
+    #[arg(long = "kv-unified", value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub kv_unified: Option<bool>,
+    /// The most cells one slot may take from the shared pool; 0: all of it.
+    #[arg(long = "kv-unified-per-slot", value_name = "N", default_value_t = 0)]
+    pub kv_unified_per_slot: u32,
     /// Worker threads of the model (default: the CPU's cores).
     #[arg(long = "threads", short = 't', value_name = "N", allow_negative_numbers = true)]
     pub threads: Option<i32>,
@@ -347,6 +355,14 @@ impl Args {
         self.tags.iter().flat_map(|s| s.split(',')).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
     }
 
+    /// (slots, unified) as llama-server decides them: auto is 4 slots sharing one pool.
+    pub fn slots(&self) -> (u32, bool) {
+        match self.parallel {
+            n if n <= 0 => (4, self.kv_unified.unwrap_or(true)),
+            n => (n as u32, self.kv_unified.unwrap_or(false)),
+        }
+    }
+
     /// (mmap, mlock) of --load-mode (and --no-mmap).
     pub fn load_mode(&self) -> (bool, bool) {
         let (mmap, mlock) = match self.load_mode.as_str() {
@@ -365,6 +381,14 @@ fn kwargs_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value
         Ok(serde_json::Value::Object(m)) => Ok(m),
         Ok(_) => Err("must be a JSON object".into()),
         Err(e) => Err(format!("not valid JSON: {e}")),
+    }
+}
+
+/// `--parallel`: -1 (auto) or a positive count (0 is refused, as upstream).
+fn parallel_n(v: &str) -> Result<i32, String> {
+    match v.parse::<i32>() {
+        Ok(n) if n == -1 || n > 0 => Ok(n),
+        _ => Err("invalid value for n_parallel: a positive count, or -1 (auto)".into()),
     }
 }
 

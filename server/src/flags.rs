@@ -94,7 +94,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         // context and batches
         "--ctx-size" | "--predict" | "--batch-size" | "--ubatch-size" | "--parallel" | "--cache-type-k" | "--cache-type-v" => Ours,
         "--keep" => NoEffect("without context shifting no tokens are ever dropped, so none need keeping"),
-        "--kv-unified-per-slot" | "--kv-unified" => Refused("the engine's KV pool is split evenly between the slots; one unified pool is not in this build yet"),
+        "--kv-unified-per-slot" | "--kv-unified" => Ours,
         "--swa-full" => NoEffect("the models this server runs keep a full cache for every layer"),
         "--ctx-checkpoints" | "--checkpoint-min-step" => NoEffect("context checkpoints are for recurrent and sliding-window models, which this server does not run"),
         "--cache-ram" => NoEffect("prompts are cached in the slots' KV cells (prefix reuse), not in a separate host-memory cache"),

@@ -197,10 +197,12 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
             reasoning = j.think_tags().is_some();
         }
     }
-    let parallel = a.parallel.max(1);
+    let (parallel, unified) = a.slots();
     let params = EngineParams {
         n_seq_max: parallel,
-        n_ctx_seq: if a.ctx_size == 0 { 0 } else { (a.ctx_size / parallel).max(256) },
+        kv_unified: unified,
+        n_ctx: if a.ctx_size == 0 { model.hp.n_ctx_train.max(256) } else { a.ctx_size.max(256 * if unified { 1 } else { parallel }) },
+        kv_unified_per_slot: a.kv_unified_per_slot,
         n_batch: a.batch_size.max(parallel),
         n_ubatch: a.ubatch_size.max(1),
         n_threads: a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get() as i32)),

@@ -49,6 +49,16 @@ pub struct ds_engine_params {
     pub special: bool,
     /// Reuse the KV cells of the longest prompt prefix any slot holds.
     pub prefix_reuse: bool,
+    /// One KV pool shared by all slots (llama-server's unified KV, the default): a sequence may
+    /// hold up to n_ctx cells (or kv_unified_per_slot), requests start when their prompt fits
+    /// in the free cells, idle slots' cached prefixes are evicted for them. false: each slot
+    /// has its own n_ctx_seq cells. (Appended: the fields above keep their offsets.)
+    pub kv_unified: bool,
+    /// The cells of all slots together (rounded up to a multiple of 256); 0: n_ctx_seq ×
+    /// n_seq_max.
+    pub n_ctx: u32,
+    /// With kv_unified: the most cells one sequence may hold; 0: the whole pool.
+    pub kv_unified_per_slot: u32,
 }
 
 /// The sampler a request builds when it brings none: penalties, top-k, top-p, min-p,
@@ -251,6 +261,9 @@ fn params_from(p: &ds_engine_params) -> EngineParams {
         event_capacity: p.event_capacity,
         special: p.special,
         prefix_reuse: p.prefix_reuse,
+        kv_unified: p.kv_unified,
+        n_ctx: p.n_ctx,
+        kv_unified_per_slot: p.kv_unified_per_slot,
         ..EngineParams::default()
     }
 }
@@ -270,6 +283,9 @@ pub extern "C" fn ds_engine_default_params() -> ds_engine_params {
         event_capacity: d.event_capacity,
         special: d.special,
         prefix_reuse: d.prefix_reuse,
+        kv_unified: d.kv_unified,
+        n_ctx: d.n_ctx,
+        kv_unified_per_slot: d.kv_unified_per_slot,
     }
 }
 
@@ -303,7 +319,7 @@ pub extern "C" fn ds_engine_new(model: *const llama_model, params: ds_engine_par
         // SAFETY: llama_model handles are live until llama_model_free.
         let m = unsafe { as_ref(model, "model") }?;
         let engine = Engine::new(m.model.clone(), &params_from(&params))?;
-        crate::log_info!("ds_engine_new: {} slots of {} tokens, {} threads", engine.n_seq_max(), engine.n_ctx_seq(), params.n_threads);
+        crate::log_info!("ds_engine_new: {} slots, {} KV cells{}, up to {} tokens a sequence, {} threads", engine.n_seq_max(), engine.n_ctx(), if engine.kv_unified() { " in one pool" } else { "" }, engine.n_ctx_seq(), params.n_threads);
         Ok(Box::into_raw(Box::new(ds_engine { engine })))
     })
 }
@@ -394,7 +410,7 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
             unsafe { f(&e, user as *mut c_void) }
         }) as Callback
     });
-    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0, grammar: None })
+    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0, grammar: None, reuse_prefix: true })
 }
 
 fn reason_of(k: FinishKind) -> ds_engine_finish_reason {

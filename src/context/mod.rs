@@ -571,7 +571,7 @@ impl Context {
             self.ub_cells.clear();
             for t in start..end {
                 let stream = self.kv.stream_of(self.batch.seq[t]);
-                match self.kv.find_free(stream, &self.ub_cells) {
+                match self.kv.find_free_for(stream, self.batch.seq[t], &self.ub_cells) {
                     Some(c) => self.ub_cells.push(c),
                     None => {
                         self.rollback();

@@ -46,9 +46,23 @@ use table::Table;
 pub struct EngineParams {
     /// Sequences decoded at once (slots).
     pub n_seq_max: u32,
-    /// Context of each slot, in tokens (rounded up to a multiple of 256); 0: the model's
-    /// training context, at most 4096.
+    /// One KV pool shared by every slot (llama-server's default unified KV): any sequence may
+    /// hold up to `n_ctx` cells (or `kv_unified_per_slot`), requests are admitted by free
+    /// cells and idle slots' cached prefixes are evicted, least recently used first, when a
+    /// request needs their room. False (`--no-kv-unified`): each slot has its own stream of
+    /// `n_ctx_seq` cells. deepseek4 keeps a stream per sequence whatever is asked (its
+    /// compressed caches are per sequence), so for it the engine always runs per-slot streams.
+    pub kv_unified: bool,
+    /// The KV cells of all slots together (rounded up to a multiple of 256; non-unified: split
+    /// evenly between the slots); 0: `n_ctx_seq` × `n_seq_max`.
+    pub n_ctx: u32,
+    /// Context of each slot, in tokens (rounded up to a multiple of 256), when `n_ctx` is 0:
+    /// the pool is `n_ctx_seq` × `n_seq_max` cells; 0: the model's training context, at most
+    /// 4096.
     pub n_ctx_seq: u32,
+    /// Unified: the most cells one sequence may hold (upstream's `--kv-unified-per-slot`);
+    /// 0: the whole pool.
+    pub kv_unified_per_slot: u32,
     /// Tokens per decode step (at least `n_seq_max`), and per micro-batch.
     pub n_batch: u32,
     pub n_ubatch: u32,
@@ -76,7 +90,10 @@ impl Default for EngineParams {
     fn default() -> EngineParams {
         EngineParams {
             n_seq_max: 8,
+            kv_unified: true,
+            n_ctx: 0,
             n_ctx_seq: 4096,
+            kv_unified_per_slot: 0,
             n_batch: 2048,
             n_ubatch: 512,
             n_threads: std::thread::available_parallelism().map_or(4, |n| n.get() as i32),
@@ -163,6 +180,9 @@ pub struct Request {
     pub n_probs: u32,
     /// None (or empty text): unconstrained.
     pub grammar: Option<GrammarSpec>,
+    /// Whether the KV cells of a prompt prefix some slot holds may be reused (llama-server's
+    /// `cache_prompt`); false computes the whole prompt. The answer is the same either way.
+    pub reuse_prefix: bool,
 }
 
 /// The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
@@ -305,6 +325,7 @@ pub(crate) struct Submitted {
     pub(crate) callback: Option<Callback>,
     pub(crate) n_probs: u32,
     pub(crate) grammar: Option<GrammarSampler>,
+    pub(crate) reuse_prefix: bool,
     pub(crate) t_submit: Instant,
 }
 
@@ -363,7 +384,12 @@ pub(crate) struct Inner {
     pub(crate) loop_tid: std::sync::atomic::AtomicI32,
     /// Set by the decode thread when it has ended every request and stops.
     pub(crate) loop_done: AtomicBool,
+    /// The most cells one sequence can hold.
     pub(crate) n_ctx_seq: u32,
+    /// The KV cells of all slots together.
+    pub(crate) n_ctx: u32,
+    /// The slots' cells are one stream (the unified pool).
+    pub(crate) unified: bool,
     pub(crate) n_seq_max: u32,
     pub(crate) params: EngineParams,
 }
@@ -431,9 +457,23 @@ impl Engine {
             return Err(format!("max_step_slowdown = {} must be 0 (off) or above 1", p.max_step_slowdown));
         }
         let n_ctx_seq = if p.n_ctx_seq == 0 { model.hp.n_ctx_train.clamp(1, 4096) } else { p.n_ctx_seq };
-        let n_ctx = n_ctx_seq.checked_next_multiple_of(256).and_then(|c| c.checked_mul(p.n_seq_max)).ok_or_else(|| format!("n_ctx_seq = {n_ctx_seq} × n_seq_max = {} is too large", p.n_seq_max))?;
+        let n_ctx = if p.n_ctx != 0 {
+            p.n_ctx.checked_next_multiple_of(256).ok_or_else(|| format!("n_ctx = {} is too large", p.n_ctx))?
+        } else {
+            n_ctx_seq.checked_next_multiple_of(256).and_then(|c| c.checked_mul(p.n_seq_max)).ok_or_else(|| format!("n_ctx_seq = {n_ctx_seq} × n_seq_max = {} is too large", p.n_seq_max))?
+        };
+        // deepseek4's caches keep a stream per sequence even when one is asked for (as
+        // upstream's llama_kv_cache_dsv4): the engine runs per-slot streams for it.
+        let unified = p.kv_unified && model.hp.dsv4.is_none();
+        if p.kv_unified && !unified {
+            crate::log_info!("ds_engine: {} keeps a KV stream per sequence; the engine's unified pool falls back to {} slots of {} cells", model.hp.arch.name(), p.n_seq_max, n_ctx / p.n_seq_max);
+        }
+        if !unified && n_ctx / p.n_seq_max == 0 {
+            return Err(format!("n_ctx = {n_ctx} gives each of the n_seq_max = {} slots no cells", p.n_seq_max));
+        }
         let cp = crate::context::ContextParams {
             n_ctx,
+            kv_unified: unified,
             n_batch: p.n_batch,
             n_ubatch: p.n_ubatch,
             n_seq_max: p.n_seq_max,
@@ -443,10 +483,15 @@ impl Engine {
             type_v: p.type_v,
             ..Default::default()
         };
-        let ctx = crate::context::Context::new(model.clone(), &cp)?;
+        let mut ctx = crate::context::Context::new(model.clone(), &cp)?;
+        // A shared stream keeps each sequence's cells in position order where it can, so that
+        // a sequence's attention is what it is alone (the "same answer" promise).
+        ctx.kv.place_in_order = ctx.kv.shape.n_stream == 1;
         let pieces = Pieces::new(&model, p.special)?;
         let metrics = StdArc::new(EngineMetrics::new());
-        let n_ctx_seq = ctx.n_ctx_seq;
+        // The most cells one sequence can hold: its stream, or the pool under the per-slot cap.
+        let n_ctx_total = ctx.kv.n_cells_total() as u32;
+        let n_ctx_seq = if ctx.kv.shape.n_stream == 1 && p.kv_unified_per_slot > 0 { ctx.n_ctx_seq.min(p.kv_unified_per_slot) } else { ctx.n_ctx_seq };
         let held = stats::Held::new(&stats::SCRATCH_BYTES, pieces.bytes() + 4 * n_ctx_seq as usize * p.n_seq_max as usize);
         let inner = StdArc::new(Inner {
             queue: SubmitQueue::new(p.queue_limit as usize),
@@ -461,6 +506,8 @@ impl Engine {
             loop_tid: std::sync::atomic::AtomicI32::new(0),
             loop_done: AtomicBool::new(false),
             n_ctx_seq,
+            n_ctx: n_ctx_total,
+            unified: ctx.kv.shape.n_stream == 1,
             n_seq_max: p.n_seq_max,
             params: p.clone(),
             model,
@@ -483,9 +530,20 @@ impl Engine {
         &self.inner.model
     }
 
-    /// Each slot's context in tokens.
+    /// The most tokens one sequence can hold (its prompt and what it generates): its slot's
+    /// stream, or in the unified pool the pool under the per-slot cap.
     pub fn n_ctx_seq(&self) -> u32 {
         self.inner.n_ctx_seq
+    }
+
+    /// The KV cells of all slots together (the unified pool, or the sum of the slots' streams).
+    pub fn n_ctx(&self) -> u32 {
+        self.inner.n_ctx
+    }
+
+    /// Whether the slots share one KV pool (false with `kv_unified` off, and for deepseek4).
+    pub fn kv_unified(&self) -> bool {
+        self.inner.unified
     }
 
     pub fn n_seq_max(&self) -> u32 {
@@ -588,6 +646,7 @@ impl Engine {
             callback: r.callback,
             n_probs: r.n_probs,
             grammar,
+            reuse_prefix: r.reuse_prefix,
             t_submit: Instant::now(),
         });
         inner.wake.notify();
@@ -605,7 +664,7 @@ impl Engine {
             return Err("the prompt is empty".into());
         }
         if prompt.len() >= self.inner.n_ctx_seq as usize {
-            return Err(format!("the prompt has {} tokens; a slot's context holds {} (the prompt must leave room for one generated token)", prompt.len(), self.inner.n_ctx_seq));
+            return Err(format!("the prompt has {} tokens; a sequence holds at most {} (the prompt must leave room for one generated token)", prompt.len(), self.inner.n_ctx_seq));
         }
         if let Some((i, t)) = prompt.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= n_vocab) {
             return Err(format!("prompt token {i} = {t} is not in the vocabulary (n_vocab = {n_vocab})"));

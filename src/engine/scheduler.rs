@@ -3,6 +3,18 @@
 //! KV cells of the longest prompt prefix any slot holds), decodes one step — every generating
 //! sequence's next token plus a budgeted chunk of prompt tokens — samples, delivers events,
 //! and retires finished requests. It sleeps on a futex when there is nothing to do.
+//!
+//! In the unified pool (one KV stream for every slot) cells are the resource: a waiting
+//! request starts when its prompt, less the prefix it shares, fits in the cells no running
+//! request holds or has reserved for the rest of its prompt (idle slots' cached prefixes are
+//! evicted for it, least recently used first); the queue is served first come, first served,
+//! so a big request waits for room rather than being passed forever. A request shares the
+//! cells of its longest cached prefix with the slot holding them (`seq_cp` in one stream adds
+//! the sequence to the cells). When generating sequences want more cells than are free, the
+//! earliest admitted decode first and the others wait a step, their sampled tokens kept; when
+//! none can, the latest admitted generating request ends with `Length` (its tokens so far
+//! delivered whole, as llama-server ends a request that fills its context) and its cells go to
+//! the others.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -151,6 +163,8 @@ impl Cost {
 
 pub(crate) struct Loop {
     inner: StdArc<Inner>,
+    /// The admitted request's `reuse_prefix` (set for each request at the head of the queue).
+    reuse_head: bool,
     ctx: Context,
     slots: Vec<Slot>,
     waiting: VecDeque<Submitted>,
@@ -174,6 +188,9 @@ pub(crate) struct Loop {
     n_tokens_max: i64,
     /// The decode thread's allocation counter at the last reading.
     allocated: u64,
+    /// The slots share one stream of `n_cells` cells (the unified pool).
+    pooled: bool,
+    n_cells: usize,
 }
 
 fn lcp(a: &[i32], b: &[i32]) -> usize {
@@ -205,12 +222,15 @@ impl Loop {
             candidates: Vec::with_capacity(inner.model.hp.n_vocab),
             cost: Cost::default(),
             step: 0,
+            reuse_head: true,
             next_order: 0,
             window: (0, Instant::now()),
             tps_milli: 0,
             n_tokens_max: 0,
             kv_used: 0,
             allocated: 0,
+            pooled: ctx.kv.shape.n_stream == 1,
+            n_cells: ctx.kv.n_cells_total(),
             ctx,
             inner,
         })
@@ -294,7 +314,13 @@ impl Loop {
 
     fn admit(&mut self) {
         while !self.waiting.is_empty() {
+            // The request at the head decides whether prefixes may be reused for it.
+            self.reuse_head = self.waiting[0].reuse_prefix;
             let Some(slot) = self.choose_slot(&self.waiting[0].prompt) else { return };
+            if self.pooled && !self.fits(slot, &self.waiting[0].prompt) {
+                // First come, first served: nothing passes the request at the head.
+                return;
+            }
             let sub = self.waiting.pop_front().expect("not empty");
             self.inner.queue.release(1);
             self.inner.record(|m| {
@@ -302,6 +328,10 @@ impl Loop {
                 m.running.add(1);
             });
             let reuse = self.reuse_prefix(slot, &sub.prompt);
+            if self.pooled {
+                let made = self.evict_idle(sub.prompt.len() - reuse, Some(slot));
+                debug_assert!(made, "admission checked that eviction makes the room");
+            }
             self.inner.record(|m| m.prompt_reused.add(reuse as u64));
             let order = self.next_order;
             self.next_order += 1;
@@ -330,16 +360,135 @@ impl Loop {
         }
     }
 
+    /// Whether the request being admitted may reuse cached prefixes.
+    fn reuse_ok(&self) -> bool {
+        self.inner.params.prefix_reuse && self.reuse_head
+    }
+
     /// The free slot whose cached tokens share the longest prefix with `prompt` (the least
-    /// recently used among equals), or None when every slot is busy.
+    /// recently used among equals), or None when every slot is busy. In the pool, where a
+    /// prefix is shared from whichever slot holds it, an empty slot comes first (every cache
+    /// stays for later requests), then the same order.
     fn choose_slot(&self, prompt: &[i32]) -> Option<usize> {
-        let reuse = self.inner.params.prefix_reuse;
+        let reuse = self.reuse_ok();
+        let pooled = self.pooled;
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.req.is_none())
-            .max_by_key(|(_, s)| (if reuse { lcp(&s.cache, prompt) } else { 0 }, std::cmp::Reverse(s.last_used)))
+            .max_by_key(|(_, s)| (pooled && s.cache.is_empty(), if reuse { lcp(&s.cache, prompt) } else { 0 }, std::cmp::Reverse(s.last_used)))
             .map(|(i, _)| i)
+    }
+
+    /// The longest prefix of `prompt` (at most all but its last token) some slot holds, and
+    /// that slot (`slot`, the one the request takes, among equals).
+    fn best_prefix(&self, slot: usize, prompt: &[i32]) -> (usize, usize) {
+        if !self.reuse_ok() {
+            return (0, slot);
+        }
+        let limit = prompt.len() - 1;
+        let own = (lcp(&self.slots[slot].cache, prompt).min(limit), slot);
+        (0..self.slots.len()).filter(|&s| s != slot).map(|s| (lcp(&self.slots[s].cache, prompt).min(limit), s)).fold(own, |b, c| if c.0 > b.0 { c } else { b })
+    }
+
+    /// Prompt tokens of running requests that have no cells yet: the cells admission promised.
+    fn reserved(&self) -> usize {
+        self.slots.iter().filter_map(|s| s.req.as_ref()).map(|a| a.prompt.len() - a.n_done).sum()
+    }
+
+    /// Pool cells neither used nor promised to a running request's prompt.
+    fn room(&self) -> usize {
+        (self.n_cells - self.ctx.kv.used_cells()).saturating_sub(self.reserved())
+    }
+
+    /// The pool: whether `prompt`, taking `slot`, fits once idle slots' caches are evicted —
+    /// its tokens past the prefix it shares against the cells that running requests hold
+    /// (shared cells count once) or have reserved, and the shared prefix itself.
+    fn fits(&self, slot: usize, prompt: &[i32]) -> bool {
+        let (reuse, src) = self.best_prefix(slot, prompt);
+        let need = prompt.len() - reuse;
+        if need <= self.room() {
+            return true;
+        }
+        let mut running = crate::kv::SeqSet::EMPTY;
+        for (s, sl) in self.slots.iter().enumerate() {
+            if sl.req.is_some() {
+                running.insert(s);
+            }
+        }
+        let running = running.words();
+        let mut held = 0;
+        for i in 0..self.ctx.kv.view_cells(0) {
+            let c = self.ctx.kv.cell(i);
+            if c.is_empty() {
+                continue;
+            }
+            let by_running = c.seqs.words().iter().zip(&running).any(|(a, b)| a & b != 0);
+            if by_running || (c.seqs.contains(src) && (c.pos as usize) < reuse) {
+                held += 1;
+            }
+        }
+        need + held + self.reserved() <= self.n_cells
+    }
+
+    /// The pool: evicts idle slots' cached cells, least recently used first (never `keep`'s),
+    /// until `need` cells are free beyond those reserved; false when that cannot be reached.
+    fn evict_idle(&mut self, need: usize, keep: Option<usize>) -> bool {
+        loop {
+            if self.room() >= need {
+                return true;
+            }
+            let lru = (0..self.slots.len()).filter(|&s| Some(s) != keep && self.slots[s].req.is_none() && !self.slots[s].cache.is_empty()).min_by_key(|&s| self.slots[s].last_used);
+            let Some(s) = lru else { return false };
+            self.ctx.kv.seq_rm(s as i32, -1, -1);
+            self.slots[s].cache.clear();
+        }
+    }
+
+    /// The pool, before a step: makes room for the generating sequences' next tokens (`want`
+    /// of them) by evicting idle caches and, while none can decode, ending the latest admitted
+    /// generating request with `Length`. Returns the admission order from which generating
+    /// sequences wait this step (None: all decode).
+    fn room_for_generation(&mut self) -> Option<u64> {
+        loop {
+            let want = self.order_generating();
+            if want == 0 {
+                return None;
+            }
+            if !self.evict_idle(want, None) && self.room() == 0 {
+                // No cell for any: the youngest ends; its cells (now an idle cache) go next turn
+                // of this loop.
+                let (_, s) = *self.order[..want].iter().max().expect("want > 0");
+                crate::log_info!("ds_engine: the KV pool is full ({} cells); request {} ends at its length so that the earlier ones go on", self.n_cells, self.slots[s].req.as_ref().map_or(0, |a| a.shared.id));
+                self.finish(s, FinishKind::Length);
+                continue;
+            }
+            let room = self.room();
+            if room >= want {
+                return None;
+            }
+            self.order[..want].sort_unstable();
+            return Some(self.order[room].0);
+        }
+    }
+
+    /// Fills `order` with (admission order, slot) of the sequences with a token to decode whose
+    /// event ring has room for it; returns their number.
+    fn order_generating(&mut self) -> usize {
+        self.order.clear();
+        for (s, slot) in self.slots.iter().enumerate() {
+            let Some(a) = &slot.req else { continue };
+            if a.pending.is_none() {
+                continue;
+            }
+            if let Some(ring) = &a.shared.ring {
+                if (ring.capacity() - 1).saturating_sub(ring.len()) < a.stop.held() + 1 {
+                    continue;
+                }
+            }
+            self.order.push((a.order, s));
+        }
+        self.order.len()
     }
 
     /// Keeps the slot's cells of the longest prefix of `prompt` it (or, copied, another slot)
@@ -348,7 +497,18 @@ impl Loop {
     fn reuse_prefix(&mut self, slot: usize, prompt: &[i32]) -> usize {
         let limit = prompt.len() - 1;
         let mut keep = 0;
-        if self.inner.params.prefix_reuse {
+        if self.pooled && self.reuse_ok() {
+            // One stream: the prefix's cells are shared, not copied (any gain is worth it).
+            let (n, src) = self.best_prefix(slot, prompt);
+            keep = n;
+            if src != slot {
+                self.ctx.kv.seq_rm(slot as i32, -1, -1);
+                self.ctx.kv.seq_cp(src, slot, 0, n as i32);
+                let (a, b) = if src < slot { let (x, y) = self.slots.split_at_mut(slot); (&x[src], &mut y[0]) } else { let (x, y) = self.slots.split_at_mut(src); (&y[0], &mut x[slot]) };
+                b.cache.clear();
+                b.cache.extend_from_slice(&a.cache[..n]);
+            }
+        } else if self.reuse_ok() {
             keep = lcp(&self.slots[slot].cache, prompt).min(limit);
             // A longer prefix in another slot (running or not): copy that slot's cells.
             let best = (0..self.slots.len()).filter(|&s| s != slot).map(|s| (lcp(&self.slots[s].cache, prompt).min(limit), s)).max();
@@ -379,11 +539,16 @@ impl Loop {
         self.logits.clear();
         self.rows.clear();
         let n_batch = self.ctx.n_batch as usize;
-        // Every generating sequence's next token (unless its ring has no room).
+        let wait_from = if self.pooled { self.room_for_generation() } else { None };
+        // Every generating sequence's next token (unless its ring has no room, or the pool has
+        // no cell for it this step).
         for s in 0..self.slots.len() {
             let slot = &self.slots[s];
             let Some(a) = &slot.req else { continue };
             let Some(t) = a.pending else { continue };
+            if wait_from.is_some_and(|o| a.order >= o) {
+                continue;
+            }
             if let Some(ring) = &a.shared.ring {
                 // Room for the token and whatever the stop matcher may release with it. The
                 // flag is raised before the check and a reader checks it after making room

@@ -81,6 +81,13 @@ pub struct KvCache {
     head: Vec<usize>,
     /// Per stream, one past its highest used cell (upstream's `used_max_p1`).
     used_hi: Vec<usize>,
+    /// Per sequence, one past the highest cell (index in its stream) it holds.
+    seq_hi: Vec<usize>,
+    /// Place a sequence's new tokens after its own cells when there is room there
+    /// (`find_free_for`), so that in a shared stream each sequence's cells stay in position
+    /// order: attention then takes them in the order (and blocks) it would alone. Set by the
+    /// serving engine for its unified pool; llama.h contexts place as upstream.
+    pub place_in_order: bool,
     rope: RopeParams,
     rope_freq_factors: Option<Vec<f32>>,
     /// The owner's copy of each sequence's (pos_min, pos_max); the table publishes it.
@@ -128,6 +135,8 @@ impl KvCache {
             k,
             v,
             used_hi: vec![0; shape.n_stream],
+            seq_hi: vec![0; shape.n_seq_max],
+            place_in_order: false,
             head,
             rope,
             rope_freq_factors,
@@ -153,7 +162,7 @@ impl KvCache {
     /// they are allocated now (nothing here may grow after creation).
     pub fn metadata_bytes(&self) -> usize {
         self.cells.capacity() * std::mem::size_of::<Cell>()
-            + (self.head.capacity() + self.used_hi.capacity()) * std::mem::size_of::<usize>()
+            + (self.head.capacity() + self.used_hi.capacity() + self.seq_hi.capacity()) * std::mem::size_of::<usize>()
             + self.ranges.capacity() * std::mem::size_of::<(i32, i32)>()
             + self.table.bytes()
     }
@@ -171,10 +180,12 @@ impl KvCache {
         let mut used = 0;
         let n_cells = self.shape.n_cells;
         self.used_hi.iter_mut().for_each(|u| *u = 0);
+        self.seq_hi.iter_mut().for_each(|u| *u = 0);
         for (i, cell) in self.cells.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
             used += 1;
             self.used_hi[i / n_cells] = i % n_cells + 1;
             for s in cell.seqs.iter() {
+                self.seq_hi[s] = i % n_cells + 1;
                 let r = &mut self.ranges[s];
                 *r = if r.0 < 0 { (cell.pos, cell.pos) } else { (r.0.min(cell.pos), r.1.max(cell.pos)) };
                 registered.insert(s);
@@ -270,6 +281,15 @@ impl KvCache {
         self.cells[r.clone()].iter().enumerate().map(move |(i, c)| (r.start + i, c))
     }
 
+    /// The cells of a stream up to its highest used one (the rest are empty): what attention
+    /// walks, so that a large stream (the serving engine's unified pool) costs the cells in use,
+    /// not the whole stream.
+    pub fn cells_in_use(&self, stream: usize) -> impl Iterator<Item = (usize, &Cell)> {
+        let r = self.stream_cells(stream);
+        let end = r.start + self.used_hi[stream].min(r.len());
+        self.cells[r.start..end].iter().enumerate().map(move |(i, c)| (r.start + i, c))
+    }
+
     /// A cell's key row of `layer` as F16 values (the caches of F16 keys only: deepseek32's
     /// and deepseek4's, whose parts read them as such).
     pub fn k_row(&self, layer: usize, cell: usize) -> &[u16] {
@@ -310,6 +330,19 @@ impl KvCache {
             .find(|&c| self.cells[c].is_empty() && !taken.contains(&c))
     }
 
+    /// As `find_free`, for a token of sequence `seq`: with `place_in_order`, the first free cell
+    /// after the sequence's own (none there: anywhere, as `find_free`).
+    pub fn find_free_for(&self, stream: usize, seq: usize, taken: &[usize]) -> Option<usize> {
+        if self.place_in_order {
+            let r = self.stream_cells(stream);
+            let from = r.start + self.seq_hi[seq].min(r.len());
+            if let Some(c) = (from..r.end).find(|&c| self.cells[c].is_empty() && !taken.contains(&c)) {
+                return Some(c);
+            }
+        }
+        self.find_free(stream, taken)
+    }
+
     /// Claims the free `cell` for a token at `pos` belonging to `seqs`, and publishes the
     /// sequences' new ranges (registering a sequence only when it is new).
     pub fn occupy(&mut self, cell: usize, pos: i32, seqs: SeqSet) {
@@ -320,6 +353,7 @@ impl KvCache {
         self.used_hi[stream] = self.used_hi[stream].max(cell - stream * self.shape.n_cells + 1);
         self.n_used += 1;
         for s in seqs.iter() {
+            self.seq_hi[s] = self.seq_hi[s].max(cell - stream * self.shape.n_cells + 1);
             let r = &mut self.ranges[s];
             *r = if r.0 < 0 { (pos, pos) } else { (r.0.min(pos), r.1.max(pos)) };
             self.table.set_range(s, *r);

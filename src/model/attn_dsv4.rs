@@ -469,7 +469,7 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
             for (j, head) in heads.clone().enumerate() {
                 tile.set_query(j, &q[(t * h + head) * d..(t * h + head + 1) * d], pos);
             }
-            let raw = kv.cells_of_stream(stream).filter(move |(_, c)| c.pos <= pos && c.pos > pos - n_swa && c.seqs.contains(seq)).map(|(i, c)| {
+            let raw = kv.cells_in_use(stream).filter(move |(_, c)| c.pos <= pos && c.pos > pos - n_swa && c.seqs.contains(seq)).map(|(i, c)| {
                 let k = crate::quant::f16_bytes(kv.k_row(il, i));
                 (i % n_cells, c.pos, k, k)
             });

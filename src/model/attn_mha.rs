@@ -183,7 +183,7 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
             let seq = ub.seq[starts[i]];
             let stream = kv.stream_of(seq);
             let cells = |limit: i32| {
-                kv.cells_of_stream(stream)
+                kv.cells_in_use(stream)
                     .filter(move |(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq))
                     .map(move |(i, c)| (i % n_cells, c.pos, &kv.k_bytes(il, i)[kvh * kb..(kvh + 1) * kb], &kv.v_bytes(il, i)[kvh * vb..(kvh + 1) * vb]))
             };

@@ -366,7 +366,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
                 let tokens = starts[i]..starts[i + 1];
                 let choice = chosen.and_then(|x| x.chosen(tokens.start));
                 let cells = |limit: i32| match choice {
-                    None => Cells::Causal(kvr.cells_of_stream(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
+                    None => Cells::Causal(kvr.cells_in_use(stream).filter(move |(_, cell)| cell.pos >= 0 && cell.pos <= limit && cell.seqs.contains(seq)).map(|(i, cell)| {
                         let k = kvr.k_bytes(il, i);
                         (i % n_cells, cell.pos, &k[..kb], &k[..vb])
                     })),

@@ -116,7 +116,7 @@ impl IndexerScratch {
     pub fn plan(&mut self, ub: &UBatch<'_>, kv: &KvCache) {
         for t in 0..ub.tokens.len() {
             let (seq, limit) = (ub.seq[t], ub.pos[t]);
-            let seen = kv.cells_of_stream(kv.stream_of(seq)).filter(|(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq)).count();
+            let seen = kv.cells_in_use(kv.stream_of(seq)).filter(|(_, c)| c.pos >= 0 && c.pos <= limit && c.seqs.contains(seq)).count();
             self.sel_len[t] = if seen <= self.top_k { ALL } else { PENDING };
         }
     }
