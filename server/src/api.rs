@@ -52,6 +52,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/responses/input_tokens", post(responses_input_tokens))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .merge(crate::embed::routes())
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     let router = Router::new()
         .route("/health", get(health))
@@ -254,7 +255,7 @@ async fn metrics(State(app): AppState) -> Result<Response, ApiError> {
 }
 
 /// The body as JSON: at most `--body-limit` bytes, within `--timeout`.
-async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
+pub(crate) async fn read_json(app: &App, body: Body) -> Result<Value, ApiError> {
     let limit = app.args.body_limit;
     let bytes = match tokio::time::timeout(Duration::from_secs(app.args.timeout), axum::body::to_bytes(body, limit)).await {
         Err(_) => return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout_error", format!("the request body did not arrive within {} s", app.args.timeout))),
