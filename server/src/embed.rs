@@ -675,7 +675,7 @@ async fn embeddings(app: Arc<App>, body: Body, mut oai: bool) -> Result<Response
     }
     let vocab = &r.model.vocab;
     let prompts = embedding_prompts(vocab, prompt)?;
-    let normalize = match req.get("embd_normalize") {
+    let norm = match req.get("embd_normalize") {
         None => e.normalize,
         Some(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()).ok_or_else(|| ApiError::param("embd_normalize", "'embd_normalize' must be an integer"))?,
     };
@@ -684,12 +684,14 @@ async fn embeddings(app: Arc<App>, body: Body, mut oai: bool) -> Result<Response
         e.check(p, n_vocab)?;
     }
     let counts: Vec<usize> = prompts.iter().map(Vec::len).collect();
-    let outs = e.run(prompts.into_iter().map(|tokens| Item { tokens, normalize }).collect()).await?;
+    let outs = e.run(prompts.into_iter().map(|tokens| Item { tokens, normalize: norm }).collect()).await?;
     let vectors: Vec<Vec<Vec<f32>>> = outs
         .into_iter()
         .map(|o| match o {
             Out::Vectors(v) => v,
-            Out::Score(s) => vec![vec![s]],
+            // pooling rank (--rerank) on an embeddings route: the pooled values the context
+            // keeps for a sequence (its n_cls_out scores), normalized as any pooled vector
+            Out::Score(s) => vec![normalize(&[s], norm)],
         })
         .collect();
     let body = if oai {
