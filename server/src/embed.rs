@@ -25,7 +25,6 @@ use tokio::sync::oneshot;
 
 use deepseek::batch::BatchInput;
 use deepseek::context::{Context, ContextParams};
-use deepseek::engine::Engine;
 use deepseek::model::hparams::Pooling;
 use deepseek::model::Model;
 use deepseek::tokenizer::Vocab;
@@ -120,8 +119,8 @@ fn pooling_by_name(name: &str) -> Option<Pooling> {
 
 impl Embedder {
     /// Creates the embeddings context (when --embedding or --rerank asks for one) and starts
-    /// its thread. `engine` gives the per-input context (its slots' size).
-    pub fn start(a: &Args, model: &Arc<Model>, engine: &Engine) -> Result<Option<Embedder>, String> {
+    /// its thread. `n_ctx`: each input's context (the engine's slots' size).
+    pub fn start(a: &Args, model: &Arc<Model>, n_ctx: u32) -> Result<Option<Embedder>, String> {
         if !a.embedding && !a.rerank {
             return Ok(None);
         }
@@ -132,7 +131,6 @@ impl Embedder {
         let causal = model.hp.causal_attn;
         let splittable = resolved == Pooling::Last || (resolved == Pooling::Rank && causal);
         let n_ubatch = a.batch_size.min(a.ubatch_size).max(1);
-        let n_ctx = engine.n_ctx_seq();
         let n_seq = a.parallel.max(1);
         // Cells per sequence: an input that cannot be split fits one micro-batch, so it needs
         // no more than that; one that can may fill its whole context.
@@ -822,11 +820,80 @@ mod tests {
         assert!(pooling_by_name("max").is_none());
     }
 
+    fn tiny() -> Model {
+        Model::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tiny/tiny-llama-f32.gguf"), true).unwrap()
+    }
+
+    fn embedder(m: &Arc<Model>, args: &[&str]) -> Embedder {
+        use clap::Parser;
+        let argv = ["deepseek-server", "--model", "x", "--threads", "2"].into_iter().chain(args.iter().copied());
+        Embedder::start(&Args::try_parse_from(argv).unwrap(), m, 256).unwrap().unwrap()
+    }
+
+    fn cos(a: &[f32], b: &[f32]) -> f64 {
+        let d: f64 = a.iter().zip(b).map(|(x, y)| (x * y) as f64).sum();
+        d / (a.iter().map(|x| (x * x) as f64).sum::<f64>() * b.iter().map(|x| (x * x) as f64).sum::<f64>()).sqrt()
+    }
+
+    fn vectors(e: &Embedder, inputs: &[Vec<i32>]) -> Vec<Vec<Vec<f32>>> {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let outs = rt.block_on(e.run(inputs.iter().map(|t| Item { tokens: t.clone(), normalize: 2 }).collect())).unwrap();
+        outs.into_iter()
+            .map(|o| match o {
+                Out::Vectors(v) => v,
+                Out::Score(s) => vec![vec![s]],
+            })
+            .collect()
+    }
+
+    fn tokens(seed: i32, n: usize) -> Vec<i32> {
+        (0..n as i32).map(|i| (i * 37 + seed * 11 + 5) % 200).collect()
+    }
+
+    /// The thread's decodes give each input what it gets alone: several inputs packed into
+    /// one decode (MEAN, NONE), and an input longer than a decode split over several (LAST).
+    #[test]
+    fn packed_and_split_inputs_match_single_ones() {
+        let m = Arc::new(tiny());
+        let inputs = vec![tokens(1, 5), tokens(2, 9), tokens(3, 12)];
+        for pooling in ["mean", "none", "cls"] {
+            let e = embedder(&m, &["--embedding", "--pooling", pooling, "--ubatch-size", "32", "--parallel", "3"]);
+            let packed = vectors(&e, &inputs);
+            for (i, t) in inputs.iter().enumerate() {
+                let alone = vectors(&e, std::slice::from_ref(t));
+                assert_eq!(packed[i].len(), alone[0].len(), "{pooling}: input {i}'s vector count");
+                for (p, a) in packed[i].iter().zip(&alone[0]) {
+                    assert!(cos(p, a) > 0.99999, "{pooling}: input {i} packed vs alone: cosine {}", cos(p, a));
+                }
+            }
+        }
+        // LAST: 40 tokens in decodes of 16 against one decode of 64
+        let long = tokens(4, 40);
+        let split = vectors(&embedder(&m, &["--embedding", "--pooling", "last", "--ubatch-size", "16"]), std::slice::from_ref(&long));
+        let whole = vectors(&embedder(&m, &["--embedding", "--pooling", "last", "--ubatch-size", "64"]), std::slice::from_ref(&long));
+        assert!(cos(&split[0][0], &whole[0][0]) > 0.99999);
+    }
+
+    /// upstream's size checks: a MEAN input beyond n_ubatch is too large; a LAST one may reach
+    /// the context (less one token).
+    #[test]
+    fn size_limits_as_upstream() {
+        let m = Arc::new(tiny());
+        let n_vocab = m.vocab.n_tokens();
+        let e = embedder(&m, &["--embedding", "--pooling", "mean", "--ubatch-size", "16"]);
+        assert!(e.check(&tokens(0, 16), n_vocab).is_ok());
+        assert!(matches!(e.check(&tokens(0, 17), n_vocab), Err(Fail::Api(a)) if a.status == 500 && a.message.contains("too large")));
+        assert!(matches!(e.check(&[n_vocab as i32], n_vocab), Err(Fail::Api(a)) if a.status == 400));
+        let e = embedder(&m, &["--embedding", "--pooling", "last", "--ubatch-size", "16"]);
+        assert!(e.check(&tokens(0, 255), n_vocab).is_ok());
+        assert!(matches!(e.check(&tokens(0, 256), n_vocab), Err(Fail::Context { n_ctx: 256, .. })));
+    }
+
     /// The request shapes of upstream's tokenize_input_prompts and their errors (token ids, so
     /// that the results do not depend on the tiny model's vocabulary).
     #[test]
     fn prompt_shapes_without_text() {
-        let m = Model::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tiny/tiny-llama-f32.gguf"), true).unwrap();
+        let m = tiny();
         let v = &m.vocab;
         let ids = |p: Value| embedding_prompts(v, &p).map_err(|e| (e.status.as_u16(), e.message));
         assert_eq!(ids(json!([12, 34, 56])), Ok(vec![vec![12, 34, 56]]));

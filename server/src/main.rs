@@ -231,7 +231,7 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     }
     let preserved = preserved_tokens(&engine, &model);
     let jinja_tool_use = choose_tool_use(a, &model)?;
-    let embed = embed::Embedder::start(a, &model, &engine)?;
+    let embed = embed::Embedder::start(a, &model, engine.n_ctx_seq())?;
     Ok(Ready { engine, model, name, template, jinja, reasoning, preserved, jinja_tool_use, embed })
 }
 
