@@ -55,6 +55,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/responses/input_tokens", post(responses_input_tokens))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
+        .merge(crate::embed::routes())
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     let router = Router::new()
         .route("/health", get(health))

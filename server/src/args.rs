@@ -12,7 +12,7 @@ use deepseek::kv::CacheType;
     name = "deepseek-server",
     version,
     about = "An OpenAI- and llama-server-compatible HTTP server for GGUF models on the CPU (deepseek's serving engine).",
-    after_help = "Every llama-server option is accepted under each of its names and environment variables (LLAMA_ARG_*): those with no meaning here (-ngl, -fa, ...) are logged at start, those this server cannot honour stop it with the reason.\nEndpoints: POST /v1/chat/completions, /v1/completions, /apply-template, /tokenize, /detokenize; GET /v1/models, /health, /props, /slots, /metrics (with --metrics)."
+    after_help = "Every llama-server option is accepted under each of its names and environment variables (LLAMA_ARG_*): those with no meaning here (-ngl, -fa, ...) are logged at start, those this server cannot honour stop it with the reason.\nEndpoints: POST /v1/chat/completions, /v1/completions, /apply-template, /tokenize, /detokenize, /v1/embeddings, /embedding(s) (with --embedding), /rerank, /v1/rerank (with --rerank); GET /v1/models, /health, /props, /slots, /metrics (with --metrics)."
 )]
 pub struct Args {
     /// A .gguf file, or a known name fetched on first use: smollm2-135m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b
@@ -87,6 +87,21 @@ pub struct Args {
     /// the first in alphabetical order, as llama-server does.
     #[arg(long = "alias", short = 'a', value_name = "NAMES")]
     pub alias: Option<String>,
+    /// Serve embeddings (/v1/embeddings, /embedding, /embeddings) from a second context of the
+    /// model, beside completions; also --embeddings.
+    #[arg(long = "embedding")]
+    pub embedding: bool,
+    /// Serve reranking (/rerank, /v1/rerank, /reranking, /v1/reranking): embeddings with
+    /// pooling rank; also --reranking.
+    #[arg(long = "rerank")]
+    pub rerank: bool,
+    /// How embeddings are pooled: none, mean, cls, last, rank (default: the model's).
+    #[arg(long = "pooling", value_name = "none|mean|cls|last|rank", value_parser = ["none", "mean", "cls", "last", "rank"])]
+    pub pooling: Option<String>,
+    /// Normalization of pooled embeddings: -1 none, 0 max absolute int16, 1 taxicab, 2
+    /// euclidean, >2 p-norm; requests may set it with embd_normalize.
+    #[arg(long = "embd-normalize", value_name = "N", default_value_t = 2, allow_negative_numbers = true)]
+    pub embd_normalize: i32,
     /// Tags of the model in /v1/models, comma-separated (informational).
     #[arg(long = "tags", value_name = "TAGS")]
     pub tags: Option<String>,

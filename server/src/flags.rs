@@ -119,7 +119,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--backend-sampling" => NoEffect("sampling runs on the CPU beside the model"),
         // model
         "--model" | "--alias" | "--tags" | "--load-mode" => Ours,
-        "--pooling" | "--embd-normalize" | "--embedding" | "--rerank" => Refused("embeddings and reranking are not served by this build yet"),
+        "--pooling" | "--embd-normalize" | "--embedding" | "--rerank" => Ours,
         "--rope-scaling" | "--rope-scale" | "--rope-freq-base" | "--rope-freq-scale" | "--yarn-orig-ctx" | "--yarn-ext-factor" | "--yarn-attn-factor" | "--yarn-beta-slow" | "--yarn-beta-fast" => {
             Refused("RoPE and YaRN overrides are not supported: the model's own settings are used")
         }

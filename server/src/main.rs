@@ -12,6 +12,7 @@ mod fetch;
 mod anthropic;
 mod api;
 mod args;
+mod embed;
 mod error;
 mod fields;
 mod flags;
@@ -74,6 +75,8 @@ pub struct Ready {
     pub preserved: Vec<(i32, Vec<u8>)>,
     /// The template for requests with tools, when the model has one of its own.
     pub jinja_tool_use: Option<deepseek_chat::template::ChatTemplate>,
+    /// The embeddings context's thread (--embedding, --rerank), beside the engine.
+    pub embed: Option<embed::Embedder>,
 }
 
 impl App {
@@ -231,7 +234,8 @@ fn load(app: &App, path: PathBuf) -> Result<Ready, String> {
     }
     let preserved = preserved_tokens(&engine, &model);
     let jinja_tool_use = choose_tool_use(a, &model)?;
-    Ok(Ready { engine, model, name, template, jinja, reasoning, preserved, jinja_tool_use })
+    let embed = embed::Embedder::start(a, &model, engine.n_ctx_seq())?;
+    Ok(Ready { engine, model, name, template, jinja, reasoning, preserved, jinja_tool_use, embed })
 }
 
 async fn shutdown_signal(app: Arc<App>) {
