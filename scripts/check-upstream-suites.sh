@@ -156,6 +156,8 @@ if [ "$WHAT" = server ] || [ "$WHAT" = all ] || [ "$WHAT" = server-upstream ] ||
     cargo build --profile ci -p deepseek-server -q
     WRAP=$OUT/ci/deepseek-server REPORT=$LOGS/server-suite-ours.log TARGET=deepseek-server
     EXPECTED=$ROOT/tests/upstream/server-ours-expected-failures.txt
+    # what issue 51 leaves out: images, MCP, the CORS proxy, built-in tools, the GCP shim, LoRA
+    for f in vision_api mcp_servers proxy tools_builtin compat_gcp lora; do FILES="$FILES --ignore unit/test_$f.py"; done
   else
     WRAP=$WORK/llama-server-on-deepseek
     printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$OURS" "$BIN/llama-server" > "$WRAP"
@@ -170,8 +172,8 @@ if [ "$WHAT" = server ] || [ "$WHAT" = all ] || [ "$WHAT" = server-upstream ] ||
   rc=$?
   set -e
   summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed)|(passed|failed|xfailed|xpassed|error|skipped)" "$REPORT" | tail -1)
-  echo "server suite on $TARGET's library: $summary (log $REPORT)"
-  grep -E "^(FAILED|ERROR|XPASS)" "$REPORT" | sed 's/^/     /' | head -50
+  echo "server suite on $TARGET: $summary (log $REPORT)"
+  grep -E "^(FAILED|ERROR|XPASS)" "$REPORT" | sed 's/^/     /' | head -50 || true
   [ $rc -eq 0 ] || failed=1
 fi
 exit $failed

@@ -61,6 +61,11 @@ stage "deepseek-chat, deepseek-cli, deepseek-server"
 cargo test --profile ci -p deepseek-chat
 cargo test --profile ci -p deepseek-cli
 cargo test --profile ci -p deepseek-server
+# llama-server b11312's own server tests with deepseek-server as the server: the files whose
+# outcome does not hang on sampled text (the whole suite: scripts/check-upstream-suites.sh
+# server-ours), held to tests/upstream/server-ours-expected-failures.txt.
+stage "llama-server's suite on deepseek-server (quick)"
+scripts/check-upstream-suites.sh server-ours-quick
 # The serving engine's lock-free parts model-checked with loom (src/engine/loom_tests.rs).
 stage "loom"
 scripts/loom.sh
