@@ -43,7 +43,7 @@ QWEN=$MODELS/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 mkdir -p "$WORK"
 case "$WHAT" in server-ours-quick) WHAT=server-ours; QUICK=1 ;; esac
 # the quick subset: files whose tests do not depend on sampled text
-QUICK_FILES="unit/test_basic.py unit/test_tokenize.py unit/test_security.py unit/test_metrics.py unit/test_compat_anthropic.py unit/test_template.py unit/test_infill.py unit/test_ignore_eos.py"
+QUICK_FILES="unit/test_basic.py unit/test_slot_save.py unit/test_tokenize.py unit/test_security.py unit/test_metrics.py unit/test_compat_anthropic.py unit/test_template.py unit/test_infill.py unit/test_ignore_eos.py"
 if [ "$WHAT" != server-ours ]; then
 LIBDIR=${DEEPSEEK_LIB_DIR:-$OUT/release}
 [ -f "$LIBDIR/libdeepseek.so" ] || cargo build --release --lib

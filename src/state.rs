@@ -256,3 +256,56 @@ fn read_outputs(c: &mut Cursor<'_>, ctx: &Context) -> Result<Outputs, String> {
     }
     Ok((n_outputs, ids, logits, embd))
 }
+
+/// llama.cpp's sequence state file (`llama_state_seq_save_file`): its magic ("ggsq") and
+/// version, which llama-server's slot files carry too.
+pub const SEQ_FILE_MAGIC: u32 = 0x6767_7371;
+pub const SEQ_FILE_VERSION: u32 = 3;
+
+/// Writes a state file — magic, version, token count, tokens, then the state bytes — so that
+/// a crash leaves either the old file or the new one whole: the bytes go to a temporary file
+/// beside it, which is synced and renamed over the target (and the folder synced). Returns
+/// the bytes written.
+pub fn write_file(path: &std::path::Path, magic: u32, version: u32, tokens: &[i32], state: &[u8]) -> Result<usize, String> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    out.try_reserve_exact(16 + tokens.len() * 4 + state.len()).map_err(|_| format!("cannot allocate {} bytes for {}", 16 + tokens.len() * 4 + state.len(), path.display()))?;
+    out.extend_from_slice(&magic.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+    tokens.iter().for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
+    out.extend_from_slice(state);
+    let name = path.file_name().ok_or_else(|| format!("{} names no file", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&out)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // The rename itself reaches the disk once the folder is synced.
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok::<_, std::io::Error>(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
+    Ok(out.len())
+}
+
+/// Reads what `write_file` wrote: (tokens, state bytes, file size).
+pub fn read_file(path: &std::path::Path, magic: u32, version: u32) -> Result<(Vec<i32>, Vec<u8>, usize), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut c = Cursor::new(&bytes);
+    if c.u32("session magic")? != magic || c.u32("session version")? != version {
+        return Err(format!("{} is not a session file of this kind and version", path.display()));
+    }
+    let n = c.count(4, "token count")?;
+    let tokens = (0..n).map(|_| c.u32("token").map(|t| t as i32)).collect::<Result<Vec<_>, _>>()?;
+    Ok((tokens, bytes[c.pos()..].to_vec(), bytes.len()))
+}

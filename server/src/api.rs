@@ -56,6 +56,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .merge(crate::embed::routes())
+        .merge(crate::slots::routes())
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     let router = Router::new()
         .route("/health", get(health))
@@ -375,6 +376,10 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         n_probs,
         grammar: plan.grammar.clone(),
         reuse_prefix: gp.cache_prompt,
+        slot: gp.id_slot,
+        // /slots reports the request's settings.
+        tag: Some(params::settings_json(gp, app.args.predict).to_string().into()),
+        t_max_predict: gp.t_max_predict,
     };
     match r.engine.submit(req) {
         Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),

@@ -146,6 +146,10 @@ pub struct Args {
     /// Serve the slots' state at /slots.
     #[arg(long = "slots", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub slots: bool,
+    /// The folder POST /slots/{id}?action=save|restore writes and reads slot files in
+    /// (without it, slot actions are refused with 501).
+    #[arg(long = "slot-save-path", value_name = "PATH", value_parser = save_dir)]
+    pub slot_save_path: Option<std::path::PathBuf>,
     /// Serve a web UI at / (this build has none: --ui only states the default).
     #[arg(long = "ui", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub ui: bool,
@@ -420,4 +424,10 @@ fn on_off_auto(v: &str) -> Result<String, String> {
 /// A KV cache type by ggml's name, as llama-server's --cache-type-k/-v take it.
 fn cache_type(name: &str) -> Result<CacheType, String> {
     CacheType::by_name(name).ok_or_else(|| format!("unsupported cache type '{name}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)"))
+}
+
+/// `--slot-save-path`: an existing folder, as upstream requires.
+fn save_dir(v: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(v);
+    if p.is_dir() { Ok(p) } else { Err(format!("not a directory: {v}")) }
 }

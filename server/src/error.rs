@@ -34,6 +34,11 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable_error", message)
     }
 
+    /// 501: a feature this server was started without (llama-server's ERROR_TYPE_NOT_SUPPORTED).
+    pub fn not_supported(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_supported_error", message)
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }

@@ -56,9 +56,6 @@ fn is_empty(v: &Value) -> bool {
         _ => false,
     }
 }
-fn is_minus_one(v: &Value) -> bool {
-    v.is_null() || v.as_f64() == Some(-1.0)
-}
 
 const CHAT_INTERNAL: &str = "an internal field llama-server sets from the chat template; this server derives it itself";
 
@@ -83,7 +80,9 @@ pub fn treat(name: &str) -> Option<Field> {
         "n_indent" => Unless(is_zero, "minimum line indentation is not enforced by this server"),
         "n_cmpl" => Unless(is_one, "one completion per request in this build (send several requests)"),
         "n_cache_reuse" => Unless(is_zero, "KV-shifting chunk reuse is not done (prompt prefixes are reused whole)"),
-        "t_max_prompt_ms" | "t_max_predict_ms" => Unless(is_off_time, "time limits on prompt or generation are not enforced by this server yet"),
+        "t_max_predict_ms" => Honoured,
+        // llama-server b11312 reads it and does nothing with it (a TODO in its server-schema.cpp).
+        "t_max_prompt_ms" => Unless(is_off_time, "a time limit on prompt processing is not enforced (llama-server b11312 does not enforce it either)"),
         "top_n_sigma" | "xtc_probability" | "xtc_threshold" | "typical_p" | "dynatemp_range" | "dynatemp_exponent" | "dry_multiplier" | "dry_base" | "dry_allowed_length" | "dry_penalty_last_n" | "dry_sequence_breakers" | "mirostat" | "mirostat_tau" | "mirostat_eta" | "adaptive_target" | "adaptive_decay" | "min_keep" | "samplers" | "logit_bias" => Honoured,
         "post_sampling_probs" => Unless(is_false, "probabilities after the sampler chain are not reported; n_probs gives the model's"),
         "speculative.n_max" | "speculative.n_min" | "speculative.p_min" | "speculative.type" | "speculative.ngram_size_n" | "speculative.ngram_size_m" | "speculative.ngram_min_hits" => {
@@ -101,8 +100,7 @@ pub fn treat(name: &str) -> Option<Field> {
 }
 
 /// Checks a request body against upstream's fields: any one given a value this server would
-/// not honour is refused, naming the field as the request spelled it. `id_slot` is checked
-/// too: a request cannot choose its slot here.
+/// not honour is refused, naming the field as the request spelled it.
 pub fn check(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     for (name, aliases) in table() {
         for spelled in std::iter::once(name).chain(aliases.iter().copied()) {
@@ -112,11 +110,6 @@ pub fn check(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
                     return Err(ApiError::param(spelled, format!("'{spelled}' = {v}: {why}")));
                 }
             }
-        }
-    }
-    if let Some(v) = body.get("id_slot") {
-        if !is_minus_one(v) {
-            return Err(ApiError::param("id_slot", format!("'id_slot' = {v}: a request's slot is chosen by the engine (the free one holding the longest prefix of its prompt); give -1")));
         }
     }
     Ok(())
@@ -183,8 +176,6 @@ mod tests {
         for (body, field) in [
             (json!({"n": 3}), "n"),
             (json!({"post_sampling_probs": true}), "post_sampling_probs"),
-            
-            (json!({"id_slot": 1}), "id_slot"),
             (json!({"speculative.n_max": 4}), "speculative.n_max"),
         ] {
             let e = check(body.as_object().unwrap()).unwrap_err();

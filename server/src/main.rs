@@ -20,6 +20,7 @@ mod infill;
 mod metrics;
 mod params;
 mod responses;
+mod slots;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -9,6 +9,9 @@ use super::types::{llama_seq_id, llama_state_seq_flags, llama_token, LLAMA_SESSI
 use crate::context::Context;
 use crate::state;
 
+// The engine's slot files (ds_engine's save / restore) are these files too.
+const _: () = assert!(LLAMA_STATE_SEQ_MAGIC == state::SEQ_FILE_MAGIC && LLAMA_STATE_SEQ_VERSION == state::SEQ_FILE_VERSION);
+
 
 fn with_ctx<R: super::boundary::Fallback>(name: &str, ctx: *mut llama_context, f: impl FnOnce(&mut Context) -> Result<R, String>) -> R {
     guard(name, || {
@@ -162,27 +165,15 @@ pub unsafe extern "C" fn llama_state_seq_set_data_ext(ctx: *mut llama_context, s
     unsafe { llama_state_seq_set_data(ctx, src, size, dest_seq_id) }
 }
 
-/// A session file: magic, version, token count, tokens, then the state bytes.
+/// A session file: magic, version, token count, tokens, then the state bytes
+/// (`state::write_file`: a crash leaves the old file or the new one).
 fn write_file(path: &str, magic: u32, version: u32, tokens: &[llama_token], state: &[u8]) -> Result<(), String> {
-    let mut out = Vec::with_capacity(16 + tokens.len() * 4 + state.len());
-    out.extend_from_slice(&magic.to_le_bytes());
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
-    tokens.iter().for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
-    out.extend_from_slice(state);
-    std::fs::write(path, out).map_err(|e| format!("cannot write {path}: {e}"))
+    state::write_file(std::path::Path::new(path), magic, version, tokens, state).map(|_| ())
 }
 
 /// Reads a session file: (tokens, state bytes).
 fn read_file(path: &str, magic: u32, version: u32) -> Result<(Vec<llama_token>, Vec<u8>), String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let mut c = crate::gguf::cursor::Cursor::new(&bytes);
-    if c.u32("session magic")? != magic || c.u32("session version")? != version {
-        return Err(format!("{path} is not a session file of this kind and version"));
-    }
-    let n = c.count(4, "token count")?;
-    let tokens = (0..n).map(|_| c.u32("token").map(|t| t as i32)).collect::<Result<Vec<_>, _>>()?;
-    Ok((tokens, bytes[c.pos()..].to_vec()))
+    state::read_file(std::path::Path::new(path), magic, version).map(|(t, s, _)| (t, s))
 }
 
 /// # Safety

@@ -18,6 +18,7 @@
 //! (a bad grammar is refused there, with the parser's reason) and each of the request's tokens
 //! is sampled under it as llama.cpp's common sampler does (`sampling::chain::sample_constrained`).
 
+mod control;
 mod queue;
 mod ring;
 mod scheduler;
@@ -31,6 +32,7 @@ use std::sync::Arc as StdArc;
 use std::time::{Duration, Instant};
 
 pub use crate::sys::stats::FinishKind;
+pub use control::{ControlError, ControlReply, Reply, SlotAction, SlotInfo, SlotTask};
 pub use ring::Event;
 
 use crate::model::Model;
@@ -183,6 +185,17 @@ pub struct Request {
     /// Whether the KV cells of a prompt prefix some slot holds may be reused (llama-server's
     /// `cache_prompt`); false computes the whole prompt. The answer is the same either way.
     pub reuse_prefix: bool,
+    /// The slot the request must run in (llama-server's `id_slot`); None: the engine chooses
+    /// (the free one holding the longest prefix of its prompt). A request for a busy slot
+    /// waits for it, and the requests queued after it wait too (first come, first served).
+    pub slot: Option<u32>,
+    /// Anything the application wants `slots` to report with the request (llama-server puts
+    /// its sampling parameters there).
+    pub tag: Option<StdArc<str>>,
+    /// llama-server's `t_max_predict_ms`: once generation (from the first generated token)
+    /// has run this long, the request ends with `Length` at the next token whose piece holds a
+    /// newline (that token included).
+    pub t_max_predict: Option<Duration>,
 }
 
 /// The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
@@ -264,6 +277,8 @@ impl std::fmt::Display for SubmitError {
 }
 
 pub const MAX_STOP_STRINGS: usize = 16;
+/// Slot operations queued and not yet answered beyond which `slots` / `slot_action` refuse.
+pub const MAX_PENDING_CONTROLS: usize = 1024;
 pub const MAX_STOP_STRING_BYTES: usize = 256;
 pub const MAX_STOP_TOKENS: usize = 64;
 
@@ -326,6 +341,9 @@ pub(crate) struct Submitted {
     pub(crate) n_probs: u32,
     pub(crate) grammar: Option<GrammarSampler>,
     pub(crate) reuse_prefix: bool,
+    pub(crate) slot: Option<u32>,
+    pub(crate) tag: Option<StdArc<str>>,
+    pub(crate) t_max_predict: Option<Duration>,
     pub(crate) t_submit: Instant,
 }
 
@@ -369,6 +387,8 @@ impl Pieces {
 pub(crate) struct Inner {
     pub(crate) model: StdArc<Model>,
     pub(crate) queue: SubmitQueue<Submitted>,
+    /// Slot operations (`control`), answered by the loop at its next turn.
+    pub(crate) controls: SubmitQueue<control::Control>,
     pub(crate) table: Table<RequestShared>,
     /// Wakes the loop: submissions, cancellations, room made in a paused request's ring.
     pub(crate) wake: Notify,
@@ -495,6 +515,7 @@ impl Engine {
         let held = stats::Held::new(&stats::SCRATCH_BYTES, pieces.bytes() + 4 * n_ctx_seq as usize * p.n_seq_max as usize);
         let inner = StdArc::new(Inner {
             queue: SubmitQueue::new(p.queue_limit as usize),
+            controls: SubmitQueue::new(MAX_PENDING_CONTROLS),
             table: Table::new(metrics.clone()),
             wake: Notify::new(),
             closing: AtomicBool::new(false),
@@ -591,6 +612,9 @@ impl Engine {
         if let Err(e) = self.validate(&prompt, &r.stop_tokens, &r.stop_strings) {
             return fail(SubmitError::Invalid(e));
         }
+        if let Some(s) = r.slot.filter(|&s| s >= inner.n_seq_max) {
+            return fail(SubmitError::Invalid(format!("slot {s} does not exist: the engine has {} slots (0 to {})", inner.n_seq_max, inner.n_seq_max - 1)));
+        }
         if r.n_probs > 0 && r.callback.is_none() {
             return fail(SubmitError::Invalid("token probabilities (n_probs) are given to callbacks only; polled events carry none".into()));
         }
@@ -647,10 +671,59 @@ impl Engine {
             n_probs: r.n_probs,
             grammar,
             reuse_prefix: r.reuse_prefix,
+            slot: r.slot,
+            tag: r.tag,
+            t_max_predict: r.t_max_predict,
             t_submit: Instant::now(),
         });
         inner.wake.notify();
         Ok(id)
+    }
+
+    /// Any thread: asks the loop for every slot's state; `reply` runs on the decode thread at
+    /// its next turn (or here, with `ControlError::Closed`, when the engine is closing).
+    pub fn slots(&self, reply: Reply) {
+        self.control(control::Op::Slots, reply)
+    }
+
+    /// Any thread: erases, saves or restores slot `id`'s cached prompt (llama-server's
+    /// `/slots/{id}?action=`); on a busy slot it runs when the slot's request ends. `reply`
+    /// runs on the decode thread.
+    pub fn slot_action(&self, id: u32, action: SlotAction, reply: Reply) {
+        if id >= self.inner.n_seq_max {
+            return reply(ControlReply::Error(ControlError::InvalidSlot(format!("slot {id} does not exist: the engine has {} slots", self.inner.n_seq_max))));
+        }
+        self.control(control::Op::Slot(id, action), reply)
+    }
+
+    /// `slots` / `slot_action`, waiting for the answer (not from the decode thread: a callback
+    /// that waited here would wait for itself).
+    pub fn control_wait(&self, slot: Option<(u32, SlotAction)>) -> ControlReply {
+        if self.on_decode_thread() {
+            return ControlReply::Error(ControlError::Failed("slot operations cannot wait on the decode thread (from a callback)".into()));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let reply: Reply = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        match slot {
+            None => self.slots(reply),
+            Some((id, action)) => self.slot_action(id, action, reply),
+        }
+        rx.recv().unwrap_or(ControlReply::Error(ControlError::Closed))
+    }
+
+    fn control(&self, op: control::Op, reply: Reply) {
+        let _call = CallGuard::new(&self.inner.active_calls);
+        let inner = &*self.inner;
+        if inner.closing.load(Ordering::SeqCst) {
+            return reply(ControlReply::Error(ControlError::Closed));
+        }
+        if !inner.controls.try_reserve() {
+            return reply(ControlReply::Error(ControlError::Failed(format!("{MAX_PENDING_CONTROLS} slot operations are pending already"))));
+        }
+        inner.controls.link(control::Control { op, reply });
+        inner.wake.notify();
     }
 
     /// Counts a submission refused before it reached `submit` (a malformed C request).

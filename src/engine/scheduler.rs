@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::ring::Event;
 use super::stop::StopMatcher;
 use super::sync::{Arc, Ordering};
+use super::control::{Control, ControlError, ControlReply, Op, SlotAction, SlotInfo, SlotTask};
 use super::{Callback, EventView, FinishInfo, Inner, RequestShared, Submitted, TokenProbs};
 use crate::batch::BatchInput;
 use crate::context::Context;
@@ -66,6 +67,10 @@ struct Active {
     t_last: Option<Instant>,
     /// Admission order (prefill is first come, first served).
     order: u64,
+    tag: Option<StdArc<str>>,
+    /// Some generated piece held a newline (`slots`' `has_new_line`).
+    has_new_line: bool,
+    t_max_predict: Option<Duration>,
 }
 
 struct Slot {
@@ -74,6 +79,8 @@ struct Slot {
     req: Option<Active>,
     /// Step at which the slot was last released (least recently used slots are taken first).
     last_used: u64,
+    /// The last request that ran here, as `slots` reports it once it has ended.
+    last_task: Option<SlotTask>,
 }
 
 /// What a batch row is for.
@@ -169,6 +176,10 @@ pub(crate) struct Loop {
     slots: Vec<Slot>,
     waiting: VecDeque<Submitted>,
     taken: Vec<Submitted>,
+    /// Slot operations not yet answered (those on a busy slot wait for it).
+    controls: Vec<Control>,
+    /// Reused buffer of a slot save.
+    state_buf: Vec<u8>,
     tokens: Vec<i32>,
     pos: Vec<i32>,
     seq_ids: Vec<i32>,
@@ -206,13 +217,15 @@ impl Loop {
         for _ in 0..n_seq {
             let mut cache = Vec::new();
             cache.try_reserve_exact(n_ctx_seq).map_err(|_| "cannot allocate the slots' token lists")?;
-            slots.push(Slot { cache, req: None, last_used: 0 });
+            slots.push(Slot { cache, req: None, last_used: 0, last_task: None });
         }
         let q = inner.params.queue_limit as usize;
         Ok(Loop {
             slots,
             waiting: VecDeque::with_capacity(q),
             taken: Vec::with_capacity(q),
+            controls: Vec::new(),
+            state_buf: Vec::new(),
             tokens: Vec::with_capacity(n_batch),
             pos: Vec::with_capacity(n_batch),
             seq_ids: Vec::with_capacity(n_batch),
@@ -271,12 +284,126 @@ impl Loop {
     /// One turn of the loop; false when there was nothing to do.
     fn turn(&mut self) -> bool {
         self.take_submissions();
+        let controlled = self.run_controls();
         self.end_cancelled();
         self.admit();
         let worked = self.decode_step();
         self.remove_drained();
         self.update_gauges();
-        worked
+        worked || controlled
+    }
+
+    /// Answers the slot operations that can run: `slots` at once, an action on an idle slot.
+    /// True when one was answered.
+    fn run_controls(&mut self) -> bool {
+        let n = self.controls.len();
+        self.inner.controls.take_all(&mut self.controls);
+        if self.controls.is_empty() {
+            return false;
+        }
+        let mut answered = 0;
+        let mut i = 0;
+        while i < self.controls.len() {
+            let runnable = match &self.controls[i].op {
+                Op::Slots => true,
+                Op::Slot(id, _) => self.slots[*id as usize].req.is_none(),
+            };
+            if !runnable {
+                i += 1;
+                continue;
+            }
+            let c = self.controls.remove(i);
+            let answer = match c.op {
+                Op::Slots => ControlReply::Slots(self.slot_infos()),
+                Op::Slot(id, action) => self.slot_action(id as usize, action),
+            };
+            (c.reply)(answer);
+            answered += 1;
+        }
+        self.inner.controls.release(answered);
+        answered > 0 || self.controls.len() > n
+    }
+
+    fn slot_infos(&self) -> Vec<SlotInfo> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let task = match &s.req {
+                    Some(a) => Some(SlotTask {
+                        id: a.shared.id,
+                        tag: a.tag.clone(),
+                        n_prompt_tokens: a.prompt.len() as u32,
+                        n_prompt_processed: (a.n_done - a.n_cached) as u32,
+                        n_prompt_cached: a.n_cached as u32,
+                        n_decoded: a.n_generated,
+                        n_remain: if a.max_tokens < 0 { -1 } else { a.max_tokens as i64 - a.n_generated as i64 },
+                        has_next_token: true,
+                        has_new_line: a.has_new_line,
+                    }),
+                    None => s.last_task.clone(),
+                };
+                SlotInfo { id: i as u32, n_ctx: self.inner.n_ctx_seq, is_processing: s.req.is_some(), task, n_cached_tokens: s.cache.len() }
+            })
+            .collect()
+    }
+
+    /// Runs `action` on idle slot `s`.
+    fn slot_action(&mut self, s: usize, action: SlotAction) -> ControlReply {
+        let t0 = Instant::now();
+        match action {
+            SlotAction::Erase => {
+                let n_erased = self.slots[s].cache.len();
+                self.ctx.kv.seq_rm(s as i32, -1, -1);
+                self.slots[s].cache.clear();
+                ControlReply::Erased { n_erased }
+            }
+            SlotAction::Save(path) => {
+                crate::state::save(&self.ctx, Some(s), &mut self.state_buf);
+                match crate::state::write_file(&path, crate::state::SEQ_FILE_MAGIC, crate::state::SEQ_FILE_VERSION, &self.slots[s].cache, &self.state_buf) {
+                    Ok(n_bytes) => ControlReply::Saved { n_tokens: self.slots[s].cache.len(), n_bytes, ms: t0.elapsed().as_secs_f64() * 1e3 },
+                    Err(e) => ControlReply::Error(ControlError::Failed(format!("Unable to save slot: {e}"))),
+                }
+            }
+            SlotAction::Restore(path) => {
+                // Whatever happens, the slot's old cache is gone (as upstream's failed restore
+                // leaves the slot empty and usable).
+                self.ctx.kv.seq_rm(s as i32, -1, -1);
+                self.slots[s].cache.clear();
+                match self.restore(s, &path) {
+                    Ok((n_tokens, n_bytes)) => ControlReply::Restored { n_tokens, n_bytes, ms: t0.elapsed().as_secs_f64() * 1e3 },
+                    Err(e) => {
+                        self.ctx.kv.seq_rm(s as i32, -1, -1);
+                        self.slots[s].cache.clear();
+                        ControlReply::Error(ControlError::Failed(format!("Unable to restore slot: {e}")))
+                    }
+                }
+            }
+        }
+    }
+
+    fn restore(&mut self, s: usize, path: &std::path::Path) -> Result<(usize, usize), String> {
+        let (tokens, state, n_bytes) = crate::state::read_file(path, crate::state::SEQ_FILE_MAGIC, crate::state::SEQ_FILE_VERSION)?;
+        if tokens.len() > self.inner.n_ctx_seq as usize {
+            return Err(format!("the file holds {} tokens; a slot holds at most {}", tokens.len(), self.inner.n_ctx_seq));
+        }
+        let n_vocab = self.inner.model.hp.n_vocab;
+        if let Some(t) = tokens.iter().find(|&&t| t < 0 || t as usize >= n_vocab) {
+            return Err(format!("token {t} in the file is not in the vocabulary (n_vocab = {n_vocab})"));
+        }
+        if self.pooled && !self.evict_idle(tokens.len(), Some(s)) {
+            return Err(format!("no room in the KV pool for {} cells", tokens.len()));
+        }
+        crate::state::load(&mut self.ctx, &state, Some(s))?;
+        // The cells must be the tokens' positions, 0 to n - 1, for prefix reuse to be right.
+        let (lo, hi) = (self.ctx.kv.seq_pos_min(s), self.ctx.kv.seq_pos_max(s));
+        let want = if tokens.is_empty() { (-1, -1) } else { (0, tokens.len() as i32 - 1) };
+        let n_cells = (0..self.ctx.kv.n_cells_total()).filter(|&i| self.ctx.kv.cell(i).seqs.contains(s)).count();
+        if (lo, hi) != want || n_cells != tokens.len() {
+            return Err(format!("the file's {} tokens do not match its {n_cells} KV cells (positions {lo} to {hi})", tokens.len()));
+        }
+        self.slots[s].cache.extend_from_slice(&tokens);
+        Ok((tokens.len(), n_bytes))
     }
 
     fn take_submissions(&mut self) {
@@ -316,7 +443,15 @@ impl Loop {
         while !self.waiting.is_empty() {
             // The request at the head decides whether prefixes may be reused for it.
             self.reuse_head = self.waiting[0].reuse_prefix;
-            let Some(slot) = self.choose_slot(&self.waiting[0].prompt) else { return };
+            let slot = match self.waiting[0].slot {
+                // A request for a busy slot waits for it (and the queue behind it).
+                Some(p) if self.slots[p as usize].req.is_some() => return,
+                Some(p) => p as usize,
+                None => match self.choose_slot(&self.waiting[0].prompt) {
+                    Some(s) => s,
+                    None => return,
+                },
+            };
             if self.pooled && !self.fits(slot, &self.waiting[0].prompt) {
                 // First come, first served: nothing passes the request at the head.
                 return;
@@ -356,6 +491,9 @@ impl Loop {
                 t_first: None,
                 t_last: None,
                 order,
+                tag: sub.tag,
+                has_new_line: false,
+                t_max_predict: sub.t_max_predict,
             });
         }
     }
@@ -699,6 +837,10 @@ impl Loop {
         self.window.0 += 1;
         let inner = &*self.inner;
         let piece = inner.pieces.get(token);
+        let newline = piece.contains(&b'\n');
+        a.has_new_line |= newline;
+        // The generation time limit ends the request at a line's end (upstream's rule).
+        let timed_out = newline && a.t_max_predict.is_some_and(|t| a.t_first.is_some_and(|f| now.duration_since(f) > t));
         let (shared, callback, probs) = (&a.shared, &mut a.callback, &mut a.probs);
         let mut keep_going = true;
         let stopped = a.stop.push(token, piece, |t, n| keep_going &= deliver_token(inner, shared, callback, probs, t, n));
@@ -715,7 +857,7 @@ impl Loop {
             a.shared.cancel.store(true, Ordering::Release);
             return self.finish(s, FinishKind::Cancelled);
         }
-        if a.max_tokens >= 0 && a.n_generated >= a.max_tokens as u32 {
+        if timed_out || (a.max_tokens >= 0 && a.n_generated >= a.max_tokens as u32) {
             return self.finish(s, FinishKind::Length);
         }
         if self.slots[s].cache.len() >= self.inner.n_ctx_seq as usize {
@@ -768,6 +910,18 @@ impl Loop {
         });
         deliver_final(inner, &a.shared, &mut a.callback, &info);
         self.slots[s].last_used = self.step;
+        // An idle slot reports its last request with no budget left (as upstream's).
+        self.slots[s].last_task = Some(SlotTask {
+            id: a.shared.id,
+            tag: a.tag.clone(),
+            n_prompt_tokens: a.prompt.len() as u32,
+            n_prompt_processed: (a.n_done - a.n_cached) as u32,
+            n_prompt_cached: a.n_cached as u32,
+            n_decoded: 0,
+            n_remain: -1,
+            has_next_token: false,
+            has_new_line: a.has_new_line,
+        });
         if kind == FinishKind::Error {
             self.ctx.kv.seq_rm(s as i32, -1, -1);
             self.slots[s].cache.clear();
@@ -831,6 +985,20 @@ impl Loop {
             if self.slots[s].req.is_some() {
                 self.finish(s, FinishKind::Cancelled);
             }
+        }
+        // Slot operations still pending (also those whose push raced with the close) get
+        // their answer: the engine closed.
+        loop {
+            self.inner.controls.take_all(&mut self.controls);
+            let n = self.controls.len();
+            for c in self.controls.drain(..) {
+                (c.reply)(ControlReply::Error(ControlError::Closed));
+            }
+            self.inner.controls.release(n);
+            if self.inner.controls.is_empty() {
+                break;
+            }
+            std::thread::yield_now();
         }
         self.remove_drained();
         self.update_gauges();
