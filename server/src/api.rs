@@ -314,6 +314,7 @@ impl Drop for Job {
 }
 
 /// What a request generates from, checked against the slot's context.
+#[derive(Clone)]
 struct Plan {
     tokens: Vec<i32>,
     max_tokens: i32,
@@ -507,6 +508,7 @@ enum Kind {
 }
 
 /// What a native `/completion` answer carries besides the text.
+#[derive(Clone)]
 struct NativeOut {
     return_tokens: bool,
     /// The prompt as text (its tokens detokenized, special ones included), as upstream echoes it.
@@ -962,6 +964,9 @@ fn native_one<'a>(app: &'a Arc<App>, r: &'a Ready, tokens: Vec<i32>, gp: GenPara
 
 async fn generate_with(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind, native: Option<NativeOut>) -> Result<Response, ApiError> {
     let r = app.ready()?;
+    if gp.n_cmpl > 1 {
+        return several(app.clone(), plan, gp, kind, native).await;
+    }
     let job = submit(&app, r, &plan, &gp)?;
     let id = app.next_id(if kind == Kind::Chat { "chatcmpl" } else { "cmpl" });
     let ping = gp.sse_ping_interval.unwrap_or(app.args.sse_ping_interval);
@@ -971,6 +976,58 @@ async fn generate_with(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind, nat
     } else {
         whole(app.clone(), job, out, plan.chat).await
     }
+}
+
+/// `n_cmpl` / `n` > 1: that many choices from one prompt, each its own engine request (the
+/// prompt's cells are shared from whichever computed them first; they run side by side, one
+/// per free slot), answered as one response — OpenAI's `choices` by `index`, or for the
+/// native route an array of answers, as llama-server. With a fixed seed, choice i samples
+/// with seed + i (upstream gives every choice the same seed, so the same text).
+async fn several(app: Arc<App>, plan: Plan, gp: GenParams, kind: Kind, native: Option<NativeOut>) -> Result<Response, ApiError> {
+    let r = app.ready()?;
+    let n = gp.n_cmpl;
+    if n > r.engine.n_seq_max() {
+        return Err(ApiError::param("n", format!("'n' = {n}: at most one choice per slot ({} slots, --parallel)", r.engine.n_seq_max())));
+    }
+    if gp.stream {
+        return Err(ApiError::param("n", format!("'n' = {n} with 'stream': several streamed choices are not supported yet (send n requests, or stream: false)")));
+    }
+    let pending: Vec<_> = (0..n)
+        .map(|i| {
+            let mut g = gp.clone();
+            g.n_cmpl = 1;
+            if g.sampling.seed != params::RANDOM_SEED {
+                g.sampling.seed = g.sampling.seed.wrapping_add(i);
+            }
+            Box::pin(generate_with(app.clone(), plan.clone(), g, kind, native.clone()))
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(n as usize);
+    for resp in futures_util::future::join_all(pending).await {
+        answers.push(response_json(resp?).await?);
+    }
+    if kind == Kind::Native {
+        for (i, a) in answers.iter_mut().enumerate() {
+            if let Some(o) = a.as_object_mut() {
+                o.insert("index".into(), json!(i));
+            }
+        }
+        return Ok(axum::Json(Value::Array(answers)).into_response());
+    }
+    let mut merged = answers[0].clone();
+    let mut choices = Vec::with_capacity(answers.len());
+    let mut completion_tokens = 0;
+    for (i, a) in answers.iter().enumerate() {
+        let mut c = a["choices"][0].clone();
+        c["index"] = json!(i);
+        choices.push(c);
+        completion_tokens += a["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    }
+    merged["choices"] = Value::Array(choices);
+    let prompt_tokens = merged["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    merged["usage"]["completion_tokens"] = json!(completion_tokens);
+    merged["usage"]["total_tokens"] = json!(prompt_tokens + completion_tokens);
+    Ok(axum::Json(merged).into_response())
 }
 
 fn unix_now() -> u64 {

@@ -41,9 +41,6 @@ fn is_false(v: &Value) -> bool {
 fn is_zero(v: &Value) -> bool {
     v.is_null() || v.as_f64() == Some(0.0)
 }
-fn is_one(v: &Value) -> bool {
-    v.is_null() || v.as_f64() == Some(1.0)
-}
 fn is_off_time(v: &Value) -> bool {
     v.is_null() || v.as_f64().is_some_and(|x| x <= 0.0)
 }
@@ -78,7 +75,7 @@ pub fn treat(name: &str) -> Option<Field> {
         "cache_prompt" => Honoured,
         "return_progress" => Unless(is_false, "prompt-progress events are not produced by this server yet"),
         "n_indent" => Unless(is_zero, "minimum line indentation is not enforced by this server"),
-        "n_cmpl" => Unless(is_one, "one completion per request in this build (send several requests)"),
+        "n_cmpl" => Honoured,
         "n_cache_reuse" => Unless(is_zero, "KV-shifting chunk reuse is not done (prompt prefixes are reused whole)"),
         "t_max_predict_ms" => Honoured,
         // llama-server b11312 reads it and does nothing with it (a TODO in its server-schema.cpp).
@@ -174,7 +171,6 @@ mod tests {
         let ok = json!({"mirostat": 2, "cache_prompt": false, "samplers": [], "n": 1, "xtc_threshold": 0.1, "id_slot": -1, "model": "x", "user": "y"});
         assert!(check(ok.as_object().unwrap()).is_ok());
         for (body, field) in [
-            (json!({"n": 3}), "n"),
             (json!({"post_sampling_probs": true}), "post_sampling_probs"),
             (json!({"speculative.n_max": 4}), "speculative.n_max"),
         ] {

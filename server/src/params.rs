@@ -47,6 +47,8 @@ pub struct GenParams {
     pub cache_prompt: bool,
     /// `id_slot`: the slot the request must run in (None: -1, the engine chooses).
     pub id_slot: Option<u32>,
+    /// `n_cmpl` / `n`: choices to generate (≥ 1; the caller checks it against the slots).
+    pub n_cmpl: u32,
     /// `t_max_predict_ms`: generation ends at the first newline after this long (None: off).
     pub t_max_predict: Option<std::time::Duration>,
 }
@@ -128,11 +130,11 @@ impl<'a> Fields<'a> {
     /// `gen` with the model's vocabulary, which `logit_bias`'s strings and `ignore_eos` need.
     pub fn gen_for(&self, chat: bool, d: &crate::args::SamplingArgs, vocab: Option<&deepseek::tokenizer::Vocab>) -> Result<GenParams, ApiError> {
         crate::fields::check(self.0)?;
-        if let Some(n) = self.int("n", 1, i64::MAX)? {
-            if n != 1 {
-                return Err(ApiError::param("n", format!("'n' = {n}: only one choice per request is supported")));
-            }
-        }
+        // `n_cmpl` (alias `n`): choices generated from the prompt, at most one per slot (upstream's limit).
+        let n_cmpl = match (self.int("n_cmpl", 1, i64::MAX)?, self.int("n", 1, i64::MAX)?) {
+            (Some(n), _) | (None, Some(n)) => n,
+            (None, None) => 1,
+        };
         let (tool_choice, parallel_tool_calls) = if chat { self.tool_choice()? } else { (ToolChoice::None, None) };
         if !chat {
             self.refuse_unless("tools", |v| v.as_array().is_some_and(|a| a.is_empty()), "tools are a chat completions field (/v1/chat/completions)")?;
@@ -213,7 +215,7 @@ impl<'a> Fields<'a> {
         let cache_prompt = self.bool("cache_prompt")?.unwrap_or(true);
         let id_slot = self.int("id_slot", -1, i32::MAX as i64)?.filter(|&v| v >= 0).map(|v| v as u32);
         let t_max_predict = self.f32("t_max_predict_ms", f32::MIN, f32::MAX)?.filter(|&ms| ms > 0.0).map(|ms| std::time::Duration::from_secs_f64(ms as f64 / 1000.0));
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict })
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict, n_cmpl: n_cmpl.min(u32::MAX as i64) as u32 })
     }
 
     /// The sampler settings, as llama-server reads them (`server-schema.cpp`): the server's

@@ -166,6 +166,23 @@ def check_seeded_sampling(srv):
     assert any(run(s) != a for s in (43, 44, 45)), "different seeds never differ"
 
 
+def check_several_choices(srv):
+    c = client(srv)
+    r = c.completions.create(model="x", prompt="Once upon a time", max_tokens=12, temperature=1.0, top_p=1.0, seed=7, n=3)
+    assert [ch.index for ch in r.choices] == [0, 1, 2], r
+    assert all(ch.finish_reason in ("length", "stop") for ch in r.choices), r
+    assert len({ch.text for ch in r.choices}) > 1, "choice i samples with seed + i: the choices differ"
+    assert 3 <= r.usage.completion_tokens <= 36, r.usage  # summed over the choices
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, r.usage
+    m = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Name a color."}], max_tokens=6, n=2)
+    assert [ch.index for ch in m.choices] == [0, 1] and all(ch.message.role == "assistant" for ch in m.choices), m
+    # The native route answers an array, one object per choice.
+    v = raw(srv, "POST", "/completion", json={"prompt": "Once upon a time", "n_predict": 4, "n": 2}).json()
+    assert isinstance(v, list) and [x["index"] for x in v] == [0, 1], v
+    expect_error(raw(srv, "POST", "/v1/completions", json={"prompt": "x", "max_tokens": 2, "n": 5}), 400, "'n' = 5", "slot")
+    expect_error(raw(srv, "POST", "/v1/completions", json={"prompt": "x", "max_tokens": 2, "n": 2, "stream": True}), 400, "'n' = 2", "stream")
+
+
 def check_penalties_and_logprobs(srv):
     c = client(srv)
     r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Count: one two"}], max_tokens=8,
@@ -248,7 +265,6 @@ def check_bad_requests(srv):
     expect_error(post("/v1/completions", json={"prompt": "x", "max_tokens": "ten"}), 400, "max_tokens")
     expect_error(post("/v1/completions", json={"prompt": "x", "stop": 5}), 400, "stop")
     expect_error(post("/v1/completions", json={"prompt": "x", "top_p": 3}), 400, "top_p")
-    expect_error(post("/v1/completions", json={"prompt": "x", "n": 2}), 400, "n")
     expect_error(post("/v1/completions", json={"prompt": "x", "stream": "yes"}), 400, "stream")
     expect_error(post("/v1/completions", json={"prompt": [10**9]}), 400, "prompt")
     expect_error(post("/v1/completions", json={}), 400, "prompt")
@@ -408,7 +424,7 @@ def main():
         # The CLI comparison first, on a fresh server: the prompt's cells are computed as the
         # CLI computes them (not reused from an earlier request).
         for check in [check_greedy_matches_cli, check_health_and_models, check_chat, check_completion, check_stop_strings,
-                      check_seeded_sampling, check_penalties_and_logprobs, check_disconnect_frees_slot, check_api_key,
+                      check_seeded_sampling, check_several_choices, check_penalties_and_logprobs, check_disconnect_frees_slot, check_api_key,
                       check_bad_requests, check_structured_output, check_tokenize, check_metrics]:
             t0 = time.time()
             check(srv)
