@@ -280,12 +280,12 @@ fn run_print(exe: &Path, args: &[&str]) {
     assert!(!text.contains("internal error"), "{}: a panic was caught at the boundary:\n{text}", exe.display());
 }
 
-/// The README's ds_engine example, compiled as written (inside a main that loads a model) and
+/// docs/USING.md's ds_engine example, compiled as written (inside a main that loads a model) and
 /// run on a real model: it must build without warnings and stream some text.
 #[test]
 fn readme_engine_example_builds_and_runs() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = &readme[readme.find("## Serving engine (`ds_engine`)").expect("the README's engine section")..];
+    let readme = std::fs::read_to_string(root().join("docs/USING.md")).unwrap();
+    let section = &readme[readme.find("## Serving engine (`ds_engine`)").expect("docs/USING.md's engine section")..];
     let code = section.split("```c\n").nth(1).and_then(|s| s.split("```").next()).expect("a C block in the engine section");
     let program = format!("#include <stdio.h>\n#include \"llama.h\"\nint main(int argc, char **argv) {{\n    (void) argc;\n    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());\n    if (!model) return 1;\n{code}    llama_model_free(model);\n    return 0;\n}}\n");
     let out_dir = root().join("target/c_tests");
@@ -301,10 +301,10 @@ fn readme_engine_example_builds_and_runs() {
         .arg(format!("-Wl,-rpath,{}", lib_dir().display()))
         .status()
         .unwrap();
-    assert!(status.success(), "the README's ds_engine example does not compile");
+    assert!(status.success(), "docs/USING.md's ds_engine example does not compile");
     let model = common::models_dir().join("smollm2-135m-instruct-q4_1.gguf");
     let out = Command::new(&exe).arg(&model).output().unwrap();
-    assert!(out.status.success(), "the README's example failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("internal error"), "the README's example caught a panic: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(!out.stdout.is_empty(), "the README's example printed no text");
+    assert!(out.status.success(), "docs/USING.md's example failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("internal error"), "docs/USING.md's example caught a panic: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!out.stdout.is_empty(), "docs/USING.md's example printed no text");
 }

@@ -4,7 +4,7 @@
 //! `DEEPSEEK_LEGACY_MLA=absorb`, `attn_kv_b` is split into `attn_k_b` / `attn_v_b` at load and the
 //! file runs as MLA with a cache of kv_lora_rank + rope dims per token and layer: F32 logits
 //! within the float tolerance of upstream's (the two forms are the same product in another
-//! order; quantized files round differently there — the README says so).
+//! order; quantized files round differently there — docs/IMPLEMENTED.md says so).
 //!
 //! One test: the variable is read at model load, and this binary has no other test that
 //! could load a model while it is set.

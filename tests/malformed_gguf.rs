@@ -1,5 +1,5 @@
 //! Hostile model files through the C API: the structured generator (tests/common/malformed.rs)
-//! makes the README's count of variants of six models (a qwen2 fixture, V2-Lite-style, V3-style,
+//! makes docs/GUARANTEES.md's count of variants of six models (a qwen2 fixture, V2-Lite-style, V3-style,
 //! V3.2-style and V4-style DeepSeek seeds, an IQ1_S qwen2 seed); each is written to a file and
 //! loaded with the exported `llama_model_load_from_file`, once mapped (`LLAMA_LOAD_MODE_MMAP`)
 //! and once read into an owned buffer (`LLAMA_LOAD_MODE_NONE`). A variant must end in NULL with
@@ -127,7 +127,7 @@ fn fixture(index: usize) {
         assert!(since == u64::MAX || now - since < 10_000, "variant '{}' has been running for over 10 s (hang)", current.lock().unwrap());
     }
     let n = worker.join().unwrap_or_else(|_| panic!("{rel}: a variant failed (above)"));
-    assert_eq!(n, expected, "{rel}: the generator made {n} variants, FIXTURES (and the README's total) say {expected}");
+    assert_eq!(n, expected, "{rel}: the generator made {n} variants, FIXTURES (and docs/GUARANTEES.md's total) say {expected}");
 }
 
 #[test]
@@ -160,14 +160,14 @@ fn malformed_qwen2_iq1_s_variants_fail_cleanly() {
     fixture(5);
 }
 
-/// The README's Guarantees row states the number of variants these tests load: FIXTURES' sum.
+/// docs/GUARANTEES.md's bad-input row states the number of variants these tests load: FIXTURES' sum.
 #[test]
 fn readme_states_the_count() {
     let total: usize = FIXTURES.iter().map(|f| f.1).sum();
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let row = readme.lines().find(|l| l.starts_with("| **Bad input gets a clear error")).expect("the README's bad-input row");
+    let readme = std::fs::read_to_string(root().join("docs/GUARANTEES.md")).unwrap();
+    let row = readme.lines().find(|l| l.starts_with("| **Bad input gets a clear error")).expect("docs/GUARANTEES.md's bad-input row");
     let stated = format!("`tests/malformed_gguf.rs`: {} defective files", thousands(total));
-    assert!(row.contains(&stated), "the README's bad-input row should say \"{stated}\"");
+    assert!(row.contains(&stated), "docs/GUARANTEES.md's bad-input row should say \"{stated}\"");
 }
 
 /// 7123 -> "7,123".

@@ -3,6 +3,7 @@
 use std::ffi::{c_char, c_void};
 
 use super::boundary::guard;
+use super::counters::now_us;
 use super::types::ggml_log_callback;
 
 #[no_mangle]
@@ -41,13 +42,6 @@ pub unsafe extern "C" fn llama_log_get(log_callback: *mut ggml_log_callback, use
         }
         Ok(())
     })
-}
-
-fn now_us() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000 + ts.tv_nsec / 1_000
 }
 
 #[no_mangle]

@@ -153,7 +153,7 @@ pub extern "C" fn llama_init_from_model(model: *mut llama_model, params: llama_c
             model,
             abort_callback: params.abort_callback,
             abort_callback_data: params.abort_callback_data,
-            perf: crate::api::perf::PerfCounters::new(m.t_load_us, params.no_perf),
+            perf: super::counters::PerfCounters::new(m.t_load_us, params.no_perf),
         }))
     })
 }

@@ -6,6 +6,7 @@
 use std::cell::UnsafeCell;
 use std::sync::Arc;
 
+use super::counters::PerfCounters;
 use crate::context::{Context, ContextMonitor};
 use crate::model::Model;
 
@@ -48,6 +49,11 @@ pub struct llama_memory_i {
 
 pub type llama_memory_t = *mut llama_memory_i;
 
+// `ggml_abort_callback`: asked between a decode's steps whether to stop (true: abort). Defined
+// with the handle that keeps it, below the C types, which re-export it. (A plain comment: cbindgen
+// would copy a doc comment into include/deepseek.h.)
+pub type ggml_abort_callback = Option<unsafe extern "C" fn(data: *mut std::ffi::c_void) -> bool>;
+
 /// `struct llama_context`.
 // The monitor and the memory back-pointer never change and may be read from any thread at
 // any time; everything else is `ContextOwned`, which llama.h lets only one thread use at a
@@ -63,10 +69,10 @@ pub struct llama_context {
 pub struct ContextOwned {
     pub ctx: Context,
     pub model: *const llama_model,
-    pub abort_callback: crate::api::types::ggml_abort_callback,
+    pub abort_callback: ggml_abort_callback,
     pub abort_callback_data: *mut std::ffi::c_void,
     /// Decode counts and times for llama_perf_context.
-    pub perf: crate::api::perf::PerfCounters,
+    pub perf: PerfCounters,
 }
 
 impl llama_context {

@@ -2,6 +2,7 @@
 //! calls the engine and converts back, all inside `boundary::guard`. No engine logic here.
 
 pub mod boundary;
+pub mod counters;
 pub mod handles;
 pub mod types;
 

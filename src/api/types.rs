@@ -20,7 +20,7 @@ pub struct gguf_context;
 pub type ggml_backend_dev_t = *mut ggml_backend_device;
 pub type ggml_backend_buffer_type_t = *mut ggml_backend_buffer_type;
 pub type ggml_threadpool_t = *mut ggml_threadpool;
-pub type ggml_abort_callback = Option<unsafe extern "C" fn(data: *mut c_void) -> bool>;
+pub use super::handles::ggml_abort_callback;
 pub type ggml_backend_sched_eval_callback = Option<unsafe extern "C" fn(t: *mut ggml_tensor, ask: bool, user_data: *mut c_void) -> bool>;
 pub type llama_progress_callback = Option<unsafe extern "C" fn(progress: f32, user_data: *mut c_void) -> bool>;
 
@@ -553,7 +553,6 @@ pub struct llama_model_quantize_params {
 
 /// `struct llama_adapter_lora` (never created: adapters are not supported).
 pub struct llama_adapter_lora;
-pub use super::batch_ext::llama_batch_ext;
 
 #[repr(C)]
 pub struct llama_embd {

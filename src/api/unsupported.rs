@@ -6,12 +6,13 @@
 //! model quantization, split files, building or saving models other than from one GGUF path.
 //! Each returns its documented failure value and logs one line naming the function; the few
 //! calls that ask for nothing (clearing adapters, freeing NULL) succeed silently.
-//! The README lists these functions; keep both in step.
+//! docs/IMPLEMENTED.md (Unsupported llama.h functions) lists these functions; keep both in step.
 
 #![allow(unused_variables)]
 
 use std::ffi::{c_char, c_void};
 
+use super::batch_ext::llama_batch_ext;
 use super::boundary::{guard, guard_or, unsupported, Fallback};
 use super::handles::{llama_context, llama_model};
 use super::types::*;

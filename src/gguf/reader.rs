@@ -72,45 +72,9 @@ pub struct GgufFile {
     released: Vec<(usize, std::ops::Range<usize>)>,
 }
 
+// Opening by path (`open`, `open_paths`, `open_source`) and `from_slices` are in `split.rs`:
+// they take a split model's shards as well as one file.
 impl GgufFile {
-    /// Opens a model file, mapped (`mmap = true`) or read into an owned buffer. The first
-    /// shard of a split model (`split.count` > 1) brings the others, named as upstream names
-    /// them (`NAME-%05d-of-%05d.gguf`, `split.rs`).
-    pub fn open(path: &Path, mmap: bool) -> Result<GgufFile, String> {
-        let first = Self::open_one(path, mmap, 0)?;
-        match super::split::shard_count(&first)? {
-            1 => Ok(first),
-            n => {
-                let paths = super::split::shard_paths(path, n)?;
-                super::split::join(first, &paths, mmap)
-            }
-        }
-    }
-
-    /// Opens a split model from the list of its shards, in order (llama.h's
-    /// `llama_model_load_from_splits`): the list's length must be the first shard's
-    /// `split.count`. One path of an unsplit file opens it as `open` does.
-    pub fn open_paths(paths: &[&Path], mmap: bool) -> Result<GgufFile, String> {
-        let first_path = paths.first().ok_or("the list of split files is empty")?;
-        let first = Self::open_one(first_path, mmap, 0)?;
-        let n = super::split::shard_count(&first)?;
-        if n != paths.len() {
-            return Err(format!("invalid split count, given: {} splits, but expected {n}", paths.len()));
-        }
-        if n == 1 {
-            return Ok(first);
-        }
-        super::split::join(first, paths, mmap)
-    }
-
-    /// Opens what `source` names.
-    pub fn open_source(source: Source<'_>, mmap: bool) -> Result<GgufFile, String> {
-        match source {
-            Source::File(p) => Self::open(p, mmap),
-            Source::Splits(ps) => Self::open_paths(ps, mmap),
-        }
-    }
-
     /// One file, its tensors marked as held by shard `shard`.
     pub(super) fn open_one(path: &Path, mmap: bool, shard: usize) -> Result<GgufFile, String> {
         let bytes = if mmap { FileBytes::map(path)? } else { FileBytes::read(path)? };
@@ -122,21 +86,7 @@ impl GgufFile {
         Self::parse(FileBytes::from_slice(data)?, 0)
     }
 
-    /// The shards of a split model already in memory (tests, fuzzing), in order: joined as
-    /// `open_paths` joins files; one unsplit file parses as `from_slice`.
-    pub fn from_slices(shards: &[&[u8]]) -> Result<GgufFile, String> {
-        let first = Self::parse(FileBytes::from_slice(shards.first().ok_or("the list of split files is empty")?)?, 0)?;
-        let n = super::split::shard_count(&first)?;
-        if n != shards.len() {
-            return Err(format!("invalid split count, given: {} splits, but expected {n}", shards.len()));
-        }
-        if n == 1 {
-            return Ok(first);
-        }
-        super::split::join_with(first, n, |i| Ok((format!("shard {}", i + 1), Self::parse(FileBytes::from_slice(shards[i])?, i)?)))
-    }
-
-    fn parse(bytes: FileBytes, shard: usize) -> Result<GgufFile, String> {
+    pub(super) fn parse(bytes: FileBytes, shard: usize) -> Result<GgufFile, String> {
         let (version, alignment, data_offset, kvs, mut tensors) = parse_layout(bytes.as_slice())?;
         let mut kv_index = HashMap::with_capacity(kvs.len());
         for (i, (k, _)) in kvs.iter().enumerate() {

@@ -10,7 +10,63 @@
 
 use std::path::{Path, PathBuf};
 
-use super::reader::GgufFile;
+use super::reader::{GgufFile, Source};
+use crate::sys::bytes::FileBytes;
+
+/// Opening a model: one file, or every shard of a split one.
+impl GgufFile {
+    /// Opens a model file, mapped (`mmap = true`) or read into an owned buffer. The first
+    /// shard of a split model (`split.count` > 1) brings the others, named as upstream names
+    /// them (`NAME-%05d-of-%05d.gguf`).
+    pub fn open(path: &Path, mmap: bool) -> Result<GgufFile, String> {
+        let first = Self::open_one(path, mmap, 0)?;
+        match shard_count(&first)? {
+            1 => Ok(first),
+            n => {
+                let paths = shard_paths(path, n)?;
+                join(first, &paths, mmap)
+            }
+        }
+    }
+
+    /// Opens a split model from the list of its shards, in order (llama.h's
+    /// `llama_model_load_from_splits`): the list's length must be the first shard's
+    /// `split.count`. One path of an unsplit file opens it as `open` does.
+    pub fn open_paths(paths: &[&Path], mmap: bool) -> Result<GgufFile, String> {
+        let first_path = paths.first().ok_or("the list of split files is empty")?;
+        let first = Self::open_one(first_path, mmap, 0)?;
+        let n = shard_count(&first)?;
+        if n != paths.len() {
+            return Err(format!("invalid split count, given: {} splits, but expected {n}", paths.len()));
+        }
+        if n == 1 {
+            return Ok(first);
+        }
+        join(first, paths, mmap)
+    }
+
+    /// Opens what `source` names.
+    pub fn open_source(source: Source<'_>, mmap: bool) -> Result<GgufFile, String> {
+        match source {
+            Source::File(p) => Self::open(p, mmap),
+            Source::Splits(ps) => Self::open_paths(ps, mmap),
+        }
+    }
+
+    /// The shards of a split model already in memory (tests, fuzzing), in order: joined as
+    /// `open_paths` joins files; one unsplit file parses as `from_slice`.
+    pub fn from_slices(shards: &[&[u8]]) -> Result<GgufFile, String> {
+        let first = Self::parse(FileBytes::from_slice(shards.first().ok_or("the list of split files is empty")?)?, 0)?;
+        let n = shard_count(&first)?;
+        if n != shards.len() {
+            return Err(format!("invalid split count, given: {} splits, but expected {n}", shards.len()));
+        }
+        if n == 1 {
+            return Ok(first);
+        }
+        join_with(first, n, |i| Ok((format!("shard {}", i + 1), Self::parse(FileBytes::from_slice(shards[i])?, i)?)))
+    }
+}
 
 pub const KEY_NO: &str = "split.no";
 pub const KEY_COUNT: &str = "split.count";

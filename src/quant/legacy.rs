@@ -10,6 +10,9 @@ use super::common::{min_max, signed_absmax};
 use super::iquant::dot32_sign;
 use super::lanes::{dot32, Acc8};
 use super::{arr, f16_at, put_f16, q8_0, q8_1};
+// `x = d · q` and the dot product with Q8_0 activations are Q8_0's own loops (`q8_0.rs`), which
+// the formats with a scale share; they live there so that Q8_0 and Q8_1 need nothing from here.
+pub(crate) use super::q8_0::{dequantize_scaled, vec_dot_q8_0};
 
 pub(crate) const QK: usize = 32;
 
@@ -60,17 +63,6 @@ pub(crate) fn quantize_with_min<const B: usize>(src: &[f32], dst: &mut [u8], nma
     }
 }
 
-/// `x = d · q` (Q4_0, Q5_0; `d` is the block's first f16).
-#[inline(always)]
-pub(crate) fn dequantize_scaled<const B: usize>(src: &[u8], dst: &mut [f32], quants: impl Fn(&[u8; B]) -> [i8; QK]) {
-    for (b, y) in src.as_chunks::<B>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
-        let d = f16_at(b, 0);
-        for (y, q) in y.iter_mut().zip(quants(b)) {
-            *y = q as f32 * d;
-        }
-    }
-}
-
 /// `x = d · q + m` (Q4_1, Q5_1; `d` and `m` the block's first two f16).
 #[inline(always)]
 pub(crate) fn dequantize_with_min<const B: usize>(src: &[u8], dst: &mut [f32], quants: impl Fn(&[u8; B]) -> [i8; QK]) {
@@ -81,17 +73,6 @@ pub(crate) fn dequantize_with_min<const B: usize>(src: &[u8], dst: &mut [f32], q
             *y = q as f32 * d + m;
         }
     }
-}
-
-/// `ggml_vec_dot_q{4,5}_0_q8_0`, AVX2 order: one lane FMA per block with d_w·d_a.
-#[inline(always)]
-pub(crate) fn vec_dot_q8_0<const B: usize>(w: &[u8], a: &[u8], quants: impl Fn(&[u8; B]) -> [i8; QK]) -> f32 {
-    let mut acc = Acc8::new();
-    for (wb, ab) in w.as_chunks::<B>().0.iter().zip(a.as_chunks::<{ q8_0::BYTES }>().0) {
-        let d = f16_at(wb, 0) * f16_at(ab, 0);
-        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
-    }
-    acc.hsum()
 }
 
 /// `ggml_vec_dot_iq4_nl_q8_0` / `ggml_vec_dot_mxfp4_q8_0`, AVX2 order: blocks in pairs, even

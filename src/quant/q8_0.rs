@@ -3,8 +3,8 @@
 //!
 //! Layout (34 bytes): `d: f16` | `qs: [i8; 32]`.
 
-use super::legacy;
-use super::{arr, put_f16};
+use super::lanes::{dot32, Acc8};
+use super::{arr, f16_at, put_f16};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 2 + QK;
@@ -15,7 +15,30 @@ fn quants(b: &[u8; BYTES]) -> [i8; QK] {
 }
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    legacy::dequantize_scaled::<BYTES>(src, dst, quants)
+    dequantize_scaled::<BYTES>(src, dst, quants)
+}
+
+/// `x = d · q` (Q8_0, and the weight formats with a scale: Q4_0, Q5_0, IQ4_NL; `d` is the
+/// block's first f16).
+#[inline(always)]
+pub(crate) fn dequantize_scaled<const B: usize>(src: &[u8], dst: &mut [f32], quants: impl Fn(&[u8; B]) -> [i8; QK]) {
+    for (b, y) in src.as_chunks::<B>().0.iter().zip(dst.as_chunks_mut::<QK>().0) {
+        let d = f16_at(b, 0);
+        for (y, q) in y.iter_mut().zip(quants(b)) {
+            *y = q as f32 * d;
+        }
+    }
+}
+
+/// `ggml_vec_dot_q{4,5,8}_0_q8_0`, AVX2 order: one lane FMA per block with d_w·d_a.
+#[inline(always)]
+pub(crate) fn vec_dot_q8_0<const B: usize>(w: &[u8], a: &[u8], quants: impl Fn(&[u8; B]) -> [i8; QK]) -> f32 {
+    let mut acc = Acc8::new();
+    for (wb, ab) in w.as_chunks::<B>().0.iter().zip(a.as_chunks::<BYTES>().0) {
+        let d = f16_at(wb, 0) * f16_at(ab, 0);
+        acc.fma(d, &dot32(&quants(wb), arr(ab, 2)));
+    }
+    acc.hsum()
 }
 
 /// Largest |x| of a group (`_mm256_max_ps` over `andnot(-0.0, x)`).
@@ -79,7 +102,7 @@ pub(crate) fn quantize_ref(src: &[f32], dst: &mut [u8]) {
 
 /// `ggml_vec_dot_q8_0_q8_0`, AVX2 order.
 pub(crate) fn vec_dot(w: &[u8], a: &[u8]) -> f32 {
-    legacy::vec_dot_q8_0::<BYTES>(w, a, quants)
+    vec_dot_q8_0::<BYTES>(w, a, quants)
 }
 
 block_format!("Q8_0 as a [`BlockFormat`](super::BlockFormat).", Format, "q8_0", QK, BYTES, Q8_0, true, dequantize, Some(quantize_ref), Some(quantize_x86), Some(vec_dot));

@@ -3,13 +3,13 @@
 //!
 //! Layout (36 bytes): `d: f16` | `s: f16` | `qs: [i8; 32]`.
 
-use super::{arr, legacy, q8_0};
+use super::{arr, q8_0};
 
 pub(crate) const QK: usize = 32;
 pub(crate) const BYTES: usize = 4 + QK;
 
 pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
-    legacy::dequantize_scaled::<BYTES>(src, dst, |b| arr::<QK>(b, 4).map(|v| v as i8))
+    q8_0::dequantize_scaled::<BYTES>(src, dst, |b| arr::<QK>(b, 4).map(|v| v as i8))
 }
 
 /// x86 `quantize_row_q8_1` (AVX2 path): as Q8_0, and `s = f16(d * sum)`

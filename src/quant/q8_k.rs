@@ -4,7 +4,7 @@
 //! Layout (292 bytes): `d: f32` | `qs: [i8; 256]` | `bsums: [i16; 16]`.
 
 use super::common::nearest_int;
-use super::{arr, kquant, QK_K};
+use super::{arr, QK_K};
 
 pub(crate) const BYTES: usize = 4 + QK_K + 2 * (QK_K / 16);
 pub(crate) const QS: usize = 4;
@@ -51,7 +51,7 @@ pub(crate) fn dequantize(src: &[u8], dst: &mut [f32]) {
 /// signed extreme, `nearest_int`, `d = 1 / iscale`. An all-zero block gets
 /// d = 0 and zero quants (ggml leaves its bsums untouched; we zero them).
 pub(crate) fn quantize(src: &[f32], dst: &mut [u8]) {
-    for (x, b) in kquant::groups::<BYTES>(src, dst) {
+    for (x, b) in src.as_chunks::<QK_K>().0.iter().zip(dst.as_chunks_mut::<BYTES>().0) {
         let (mut amax, mut max) = (0f32, 0f32);
         for &v in x {
             if v.abs() > amax {

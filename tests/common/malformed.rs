@@ -10,7 +10,7 @@ use std::ops::Range;
 /// The models the generator starts from (relative to the crate) and how many variants it makes
 /// of each: a qwen2 fixture, V2-Lite-style, V3-style, V3.2-style and V4-style DeepSeek seeds, an
 /// IQ1_S qwen2 seed. tests/malformed_gguf.rs loads every variant and checks these counts, whose
-/// sum the README's Guarantees row states; tests/c_harness.rs samples all six under valgrind.
+/// sum docs/GUARANTEES.md's bad-input row states; tests/c_harness.rs samples all six under valgrind.
 pub const FIXTURES: [(&str, usize); 6] = [
     ("tests/data/tiny/tiny-qwen2-q4_0.gguf", 2274),
     ("fuzz/corpus/gguf_model/deepseek2-lite-q8_0", 2767),
