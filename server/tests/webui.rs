@@ -1,9 +1,10 @@
 //! deepseek-server's web UI in a real browser: tests/python/test_webui.py drives Debian's
 //! headless chromium (chromedriver, the pinned selenium of scripts/server-venv.sh) against the
 //! server on SmolLM2-135M: the page streams an answer equal to the API's greedy one, stops
-//! mid-stream, keeps the conversation across a reload, asks for the API key, shows the
-//! server's errors; and --no-webui, --path, --api-prefix, --ui-config(-file). A missing
-//! chromium fails the test (.ci/run installs it). Screenshots go to target/webui-test/.
+//! mid-stream, keeps the conversation across a reload, folds reasoning_content, says when the
+//! model is loading, asks for the API key and shows the server's errors; and --no-webui,
+//! --path, --api-prefix, --ui-config(-file). A missing chromium fails the test (.ci/run
+//! installs it). Screenshots go to target/webui-test/.
 
 use std::path::PathBuf;
 use std::process::Command;

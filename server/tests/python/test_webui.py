@@ -2,9 +2,10 @@
 through chromedriver, against the server on SmolLM2-135M. The page must load from `/`, take
 its defaults from /props (--ui-config), stream an answer that equals the API's own greedy
 answer to the same request, stop mid-stream (the server stops generating), keep the
-conversation across a reload, ask for the API key when the server needs one and show the
-server's errors. Then the flags without a browser: --no-webui, --path (no file outside the
-folder), --api-prefix, --ui-config-file and bad values.
+conversation across a reload, fold reasoning_content, say while the model loads, ask for the
+API key when the server needs one and show the server's errors. Then the flags without a
+browser: --no-webui, --path (no file outside the folder), --api-prefix, --ui-config-file and
+bad values.
 
 usage: test_webui.py SERVER MODEL SCREENSHOT_DIR
 """
@@ -242,6 +243,73 @@ try:
     driver.find_elements(By.CSS_SELECTOR, "#convs li")[1].click()
     assert [m["content"] for m in messages(driver)] == [m["content"] for m in after]
     check("a new chat with a system prompt from the settings; the first chat is still there")
+
+    set_settings(driver, max_tokens=-5, systemMessage="")
+    type_and_send(driver, "Hello again")
+    wait(driver, lambda d: (last_assistant(d) or {}).get("state") == "error", "the refused request")
+    r = httpx.post(base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "max_tokens": -5, "stream": True})
+    assert r.status_code == 400
+    err = last_assistant(driver)["error"]
+    assert err == "400 Bad Request: " + r.json()["error"]["message"], err
+    check(f"a request the server refuses shows its message: {err!r}")
+finally:
+    srv.stop()
+
+# ---- reasoning: a template that opens a think section, so that all SmolLM2 says is thinking ----
+
+THINK_TEMPLATE = """{%- for m in messages %}<|im_start|>{{ m.role }}
+{% if m.role == 'assistant' and m.reasoning_content %}<think>
+{{ m.reasoning_content }}
+</think>
+{% endif %}{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+<think>
+{% endif %}"""
+tpl = tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False)
+tpl.write(THINK_TEMPLATE)
+tpl.close()
+srv = Server(SERVER, MODEL, "-c", "2048", "-np", "1", "--chat-template-file", tpl.name, "--ui-config", json.dumps({"temperature": 0, "max_tokens": 60}))
+try:
+    q = "What is 2+2? Think first."
+    want = api_answer(srv.base, [{"role": "user", "content": q}], temperature=0, max_tokens=60)
+    assert want.get("reasoning_content"), want
+    driver.get(srv.base + "/")
+    wait(driver, ready, "the page", 60)
+    driver.execute_script("""
+        window.__thinking = [];
+        const box = document.getElementById('messages');
+        new MutationObserver(() => {
+            const d = box.querySelector('.msg[data-role=assistant][data-state=streaming] .reasoning');
+            if (d && !d.hidden) window.__thinking.push([d.open, d.querySelector('summary').textContent]);
+        }).observe(box, {subtree: true, childList: true, characterData: true, attributes: true});""")
+    type_and_send(driver, q)
+    wait(driver, lambda d: (last_assistant(d) or {}).get("state") == "done", "the thinking answer")
+    shown = last_assistant(driver)
+    assert shown["reasoning"] == want["reasoning_content"] and shown["content"] == want["content"], (shown, want)
+    assert [True, "Thinking…"] in driver.execute_script("return window.__thinking")
+    details = driver.find_element(By.CSS_SELECTOR, ".msg[data-role=assistant] details.reasoning")
+    summary = details.find_element(By.TAG_NAME, "summary")
+    opened = details.get_property("open")
+    summary.click()
+    assert details.get_property("open") is not opened
+    summary.click()
+    assert details.get_property("open") is opened
+    driver.save_screenshot(os.path.join(SHOTS, "reasoning.png"))
+    check("reasoning_content streams into a foldable section, equal to the API's")
+finally:
+    srv.stop()
+
+# ---- the page while the model loads ----
+
+srv = Server(SERVER, MODEL, "-c", "1024", env={"DEEPSEEK_SERVER_TEST_LOAD_DELAY_MS": "4000"}, wait=False)
+try:
+    srv.wait_listening()
+    driver.get(srv.base + "/")
+    wait(driver, lambda d: "Loading the model" in d.find_element(By.ID, "banner").text, "the loading banner", 4)
+    assert not ready(driver)
+    wait(driver, ready, "the page once loaded", 60)
+    assert driver.find_element(By.ID, "banner").text == ""
+    check("the page is served while the model loads, says so, then turns ready")
 finally:
     srv.stop()
 
