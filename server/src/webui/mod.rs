@@ -38,6 +38,8 @@ const fn fnv1a(b: &[u8]) -> u64 {
 }
 const INDEX_HASH: u64 = fnv1a(INDEX.as_bytes());
 
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'self'";
+
 /// A service worker that unregisters itself, empties its caches and reloads its pages.
 const SW_REMOVE: &str = r#"// deepseek-server's UI has no service worker: one left here by another UI removes itself.
 self.addEventListener("install", () => self.skipWaiting());
@@ -114,8 +116,20 @@ async fn index(headers: HeaderMap) -> Response {
     if etag_matches(&headers, &etag) {
         return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
     }
-    // no-cache: revalidated on every load, so a new build's page is picked up at once.
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()), (header::CACHE_CONTROL, "no-cache".to_string()), (header::ETAG, etag)], INDEX).into_response()
+    // no-cache: revalidated on every load, so a new build's page is picked up at once. The
+    // policy holds the page to what it is: its own inline script and style, requests to this
+    // server only, nothing loaded from elsewhere.
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
+            (header::CACHE_CONTROL, "no-cache".to_string()),
+            (header::ETAG, etag),
+            (header::CONTENT_SECURITY_POLICY, PAGE_POLICY.to_string()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+        ],
+        INDEX,
+    )
+        .into_response()
 }
 
 async fn service_worker(State(app): State<Arc<App>>) -> Response {
@@ -149,7 +163,7 @@ async fn static_file(root: PathBuf, uri_path: String) -> Option<Response> {
     })
     .await
     .ok()??;
-    Some(([(header::CONTENT_TYPE, content_type(&path)), (header::CACHE_CONTROL, "no-cache")], bytes).into_response())
+    Some(([(header::CONTENT_TYPE, content_type(&path)), (header::CACHE_CONTROL, "no-cache"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")], bytes).into_response())
 }
 
 /// The file under `root` (canonical) that a request's path names: percent-decoded, `..` refused,

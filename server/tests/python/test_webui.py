@@ -46,6 +46,8 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
+    # the page's console: script errors, and requests the page's policy blocks, are SEVERE
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for a in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
               "--disable-dev-shm-usage", "--window-size=1100,850",
@@ -175,6 +177,7 @@ try:
     r = httpx.get(base + "/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), r
     assert "<title>deepseek-server</title>" in r.text
+    assert "connect-src 'self'" in r.headers["content-security-policy"]
     etag = r.headers["etag"]
     assert httpx.get(base + "/", headers={"If-None-Match": etag}).status_code == 304
     assert httpx.get(base + "/index.html").text == r.text
@@ -199,6 +202,8 @@ try:
     seen = [s for s in driver.execute_script("return window.__seen") if s]
     assert len(set(seen)) >= 3 and all(shown["content"].startswith(s) for s in seen), seen
     driver.save_screenshot(os.path.join(SHOTS, "answer.png"))
+    severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, severe
     check(f"the streamed answer ({len(set(seen))} partial texts seen) equals the API's greedy answer: {shown['content']!r}")
 
     # A long answer, stopped mid-stream; max tokens set in the settings dialog.
