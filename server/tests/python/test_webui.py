@@ -306,11 +306,11 @@ finally:
 
 # ---- the page while the model loads ----
 
-srv = Server(SERVER, MODEL, "-c", "1024", env={"DEEPSEEK_SERVER_TEST_LOAD_DELAY_MS": "4000"}, wait=False)
+srv = Server(SERVER, MODEL, "-c", "1024", env={"DEEPSEEK_SERVER_TEST_LOAD_DELAY_MS": "6000"}, wait=False)
 try:
     srv.wait_listening()
     driver.get(srv.base + "/")
-    wait(driver, lambda d: "Loading the model" in d.find_element(By.ID, "banner").text, "the loading banner", 4)
+    wait(driver, lambda d: "Loading the model" in d.find_element(By.ID, "banner").text, "the loading banner", 6)
     assert not ready(driver)
     wait(driver, ready, "the page once loaded", 60)
     assert driver.find_element(By.ID, "banner").text == ""
