@@ -62,11 +62,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", get(health))
         .route("/v1/health", get(health))
         .merge(guarded)
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found_error", "no such endpoint") })
+        .merge(crate::webui::routes(&app))
+        .fallback(crate::webui::fallback)
         .method_not_allowed_fallback(|| async { ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method not allowed on this endpoint") })
         .layer(middleware::from_fn_with_state(app.clone(), count))
         .layer(middleware::from_fn_with_state(app.clone(), cors));
-    let router = if app.args.api_prefix.is_empty() { router } else { Router::new().nest(&app.args.api_prefix, router) };
+    let router = if app.args.api_prefix.is_empty() { router } else { Router::new().nest(&app.args.api_prefix, router).merge(crate::webui::prefix_root(&app)) };
     router.with_state(app)
 }
 
@@ -220,8 +221,8 @@ async fn props(State(app): AppState) -> Result<Response, ApiError> {
         "endpoint_slots": app.args.slots,
         "endpoint_props": app.args.props,
         "endpoint_metrics": app.args.metrics,
-        "ui": false,
-        "ui_settings": {},
+        "ui": app.args.ui,
+        "ui_settings": crate::webui::settings(&app.args),
         "chat_template": r.jinja.as_ref().map_or_else(|| r.template.name().to_string(), |j| j.source().to_string()),
         "chat_template_caps": r.jinja.as_ref().map_or(Value::Object(Default::default()), |j| j.caps.to_json()),
         "bos_token": v.template_text(v.bos()),

@@ -150,9 +150,18 @@ pub struct Args {
     /// (without it, slot actions are refused with 501).
     #[arg(long = "slot-save-path", value_name = "PATH", value_parser = save_dir)]
     pub slot_save_path: Option<std::path::PathBuf>,
-    /// Serve a web UI at / (this build has none: --ui only states the default).
+    /// Serve the web UI at / (false: / is a 404, as llama-server's --no-ui).
     #[arg(long = "ui", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub ui: bool,
+    /// Serve the web UI from this folder's files instead of the built-in page.
+    #[arg(long = "path", value_name = "DIR", value_parser = crate::webui::static_dir)]
+    pub path: Option<PathBuf>,
+    /// JSON of the web UI's default settings, passed through /props as `ui_settings`.
+    #[arg(long = "ui-config", value_name = "JSON", value_parser = crate::webui::config_json, conflicts_with = "ui_config_file")]
+    pub ui_config: Option<serde_json::Value>,
+    /// A file of JSON of the web UI's default settings (as --ui-config).
+    #[arg(long = "ui-config-file", value_name = "FILE", value_parser = crate::webui::config_file)]
+    pub ui_config_file: Option<serde_json::Value>,
 
     // ---- chat ----
     /// A built-in template name (chatml, deepseek3, llama3, ...; formatted without Jinja, as

@@ -21,6 +21,7 @@ mod metrics;
 mod params;
 mod responses;
 mod slots;
+mod webui;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
