@@ -69,7 +69,7 @@ fn run(e: &Engine, prompt: &[i32], sampler: Box<dyn Sampler + Send>, max_tokens:
         });
         true
     });
-    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler, max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: false, callback: Some(cb), user_data: 0, n_probs: 0, grammar, reuse_prefix: true, slot: None, tag: None, t_max_predict: None }).unwrap();
+    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler, max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: false, callback: Some(cb), user_data: 0, n_probs: 0, grammar, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap();
     let mut tokens = Vec::new();
     loop {
         match rx.recv_timeout(Duration::from_secs(60)).unwrap() {
@@ -150,7 +150,7 @@ fn a_bad_grammar_is_refused_at_submission() {
     let model = model();
     let e = engine(&model);
     let p = prompt(&model, "x");
-    let submit = |g: &str| e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: chain(0.0, 0), max_tokens: 4, stop_tokens: vec![], stop_strings: vec![], ignore_eos: false, callback: None, user_data: 0, n_probs: 0, grammar: spec(g), reuse_prefix: true, slot: None, tag: None, t_max_predict: None });
+    let submit = |g: &str| e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: chain(0.0, 0), max_tokens: 4, stop_tokens: vec![], stop_strings: vec![], ignore_eos: false, callback: None, user_data: 0, n_probs: 0, grammar: spec(g), reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None });
     for (g, why) in [("root ::= foo", "Undefined rule identifier 'foo'"), ("root ::= \"a", "unexpected end of input"), ("start ::= \"a\"", "grammar does not contain a 'root' symbol"), ("root ::= root \"a\"", "left recursion")] {
         match submit(g) {
             Err(SubmitError::Invalid(m)) => assert!(m.starts_with("failed to parse grammar: ") && m.contains(why), "{g}: {m}"),
@@ -175,7 +175,7 @@ fn steady_generation_under_a_grammar_allocates_nothing() {
     // step then applies the grammar to the whole row), and JSON, which ends early: from then on
     // only end-of-generation is allowed (ignore_eos keeps the request going)
     for g in ["root ::= [^\"]*", "root ::= (\"ab\" | [a-z]+ \" \" | [0-9])*", JSON_OBJECT] {
-        ids.push(e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: chain(0.0, 0), max_tokens: 600, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: spec(g), reuse_prefix: true, slot: None, tag: None, t_max_predict: None }).unwrap());
+        ids.push(e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: chain(0.0, 0), max_tokens: 600, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: spec(g), reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap());
     }
     let mut counts = vec![0usize; ids.len()];
     let mut buf = [Event::Finish(FinishKind::Error); 16];

@@ -55,7 +55,7 @@ fn run(stop: Option<&str>, n_probs: u32) -> Vec<(i32, Vec<u8>, TokenProbs)> {
     });
     let stop_strings = stop.map(|s| vec![s.as_bytes().to_vec()]).unwrap_or_default();
     engine
-        .submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 24, stop_tokens: vec![], stop_strings, ignore_eos: true, callback: Some(cb), user_data: 0, n_probs, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None })
+        .submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 24, stop_tokens: vec![], stop_strings, ignore_eos: true, callback: Some(cb), user_data: 0, n_probs, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None })
         .unwrap();
     let mut out = Vec::new();
     while let Some(e) = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap() {

@@ -44,7 +44,7 @@ fn run(e: &Engine, prompt: &[i32], max_tokens: i32, slot: Option<u32>) -> (Vec<i
         }
         true
     });
-    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot, tag: Some("{\"tag\":1}".into()), t_max_predict: None }).unwrap();
+    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot, tag: Some("{\"tag\":1}".into()), t_max_predict: None, progress: None }).unwrap();
     let mut out = Vec::new();
     loop {
         match rx.recv_timeout(Duration::from_secs(120)).expect("the request ends") {
@@ -83,7 +83,7 @@ fn slots_report_running_and_finished_requests() {
 
     // A polled request whose events are not read pauses when its ring is full, with its
     // slot busy: slots reports it running, with its budget.
-    let id = e.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 200, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(2), tag: None, t_max_predict: None }).unwrap();
+    let id = e.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 200, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(2), tag: None, t_max_predict: None, progress: None }).unwrap();
     let running = (0..400).find_map(|_| {
         let s = slots(&e);
         let t = s[2].task.clone().filter(|t| t.id == id && t.n_decoded > 0)?;
@@ -100,7 +100,7 @@ fn a_pinned_request_waits_for_its_slot_and_bad_slots_are_refused() {
     let model = smollm2();
     let e = engine(&model, true);
     let p = tokens(&model, "Once upon a time");
-    let r = e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: greedy(), max_tokens: 4, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(3), tag: None, t_max_predict: None });
+    let r = e.submit(Request { prompt: Prompt::Tokens(p.clone()), sampler: greedy(), max_tokens: 4, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(3), tag: None, t_max_predict: None, progress: None });
     assert!(matches!(r, Err(SubmitError::Invalid(ref m)) if m.contains("slot 3")), "{r:?}");
     match e.control_wait(Some((7, SlotAction::Erase))) {
         ControlReply::Error(deepseek::engine::ControlError::InvalidSlot(_)) => {}
@@ -197,7 +197,7 @@ fn a_slot_action_on_a_busy_slot_waits_for_its_request() {
     let e = engine(&model, true);
     let prompt = tokens(&model, "Count: one two three");
     // Polled, unread: its slot stays busy until it is cancelled.
-    let id = e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 100, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(0), tag: None, t_max_predict: None }).unwrap();
+    let id = e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 100, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: Some(0), tag: None, t_max_predict: None, progress: None }).unwrap();
     while !slots(&e)[0].is_processing {
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -230,7 +230,7 @@ fn the_generation_time_limit_ends_at_a_newline() {
         }
         true
     });
-    e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 40, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: false, slot: None, tag: None, t_max_predict: Some(Duration::from_nanos(1)) }).unwrap();
+    e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 40, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: false, slot: None, tag: None, t_max_predict: Some(Duration::from_nanos(1)), progress: None }).unwrap();
     let mut out = Vec::new();
     let info = loop {
         match rx.recv_timeout(Duration::from_secs(60)).unwrap() {
@@ -240,4 +240,53 @@ fn the_generation_time_limit_ends_at_a_newline() {
     };
     assert_eq!(out, free[..=first_nl].to_vec());
     assert_eq!(info.reason, Some(deepseek::engine::FinishKind::Length));
+}
+
+/// llama-server's `return_progress`: the prompt's progress is reported when the request takes
+/// its slot (the cached prefix only) and after every step that computed some of it, growing,
+/// the last one whole, all before the first token.
+#[test]
+fn prompt_progress_is_reported_per_step_before_the_first_token() {
+    let model = smollm2();
+    let p = EngineParams { n_seq_max: 2, n_ctx_seq: 512, n_batch: 16, n_ubatch: 16, n_threads: 2, ..EngineParams::default() };
+    let e = Engine::new(model.clone(), &p).unwrap();
+    let prompt = tokens(&model, &"the quick brown fox jumps over the lazy dog ".repeat(6));
+    assert!(prompt.len() > 40, "{}", prompt.len());
+    for round in 0..2 {
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let cb = Box::new(move |v: &EventView<'_>| {
+            match v.event {
+                Event::Token { token, .. } => tx.send((Some(token), None, v.finish)).unwrap(),
+                Event::Finish(_) => tx.send((None, None, v.finish)).unwrap(),
+            }
+            true
+        });
+        let progress: deepseek::engine::ProgressCallback = Box::new(move |p: &deepseek::engine::PromptProgress| tx2.send((None, Some(*p), None)).unwrap());
+        e.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 3, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: Some(progress) }).unwrap();
+        let mut seen = Vec::new();
+        let mut tokens_before_done = 0;
+        let info = loop {
+            let (tok, prog, fin) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+            if let Some(p) = prog {
+                assert_eq!(tokens_before_done, 0, "progress after a token");
+                seen.push(p);
+            }
+            if tok.is_some() {
+                tokens_before_done += 1;
+            }
+            if let Some(i) = fin {
+                break i;
+            }
+        };
+        let first = seen[0];
+        assert_eq!((first.total as usize, first.cache, first.processed, first.time_ms), (prompt.len(), info.n_cached, info.n_cached, 0.0), "round {round}");
+        assert!(seen.windows(2).all(|w| w[1].processed > w[0].processed && w[1].cache == w[0].cache && w[1].time_ms >= w[0].time_ms), "{seen:?}");
+        assert_eq!(seen.last().unwrap().processed as usize, prompt.len());
+        let computed = prompt.len() - info.n_cached as usize;
+        assert_eq!(seen.len(), 1 + computed.div_ceil(16), "one report per step of at most n_batch = 16 prompt tokens: {seen:?}");
+        if round == 1 {
+            assert!(info.n_cached > 0, "the second round reuses the first's cells");
+        }
+    }
 }

@@ -60,7 +60,7 @@ fn one_request(e: &Engine, rng: &mut Xor, n_vocab: u64, max_prompt: u64, progres
             true
         }) as deepseek::engine::Callback
     });
-    let r = Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None };
+    let r = Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None };
     let id = loop {
         match e.submit(r) {
             Ok(id) => break id,
@@ -166,7 +166,7 @@ fn soak(path: &std::path::Path, clients: usize, requests: usize, max_prompt: u64
     let ids: Vec<u64> = (0..4)
         .map(|i| {
             let prompt: Vec<i32> = (0..40).map(|k| 1 + ((k * 7 + i * 13) % (n_vocab as i32 - 2))).collect();
-            e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 400, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None }).unwrap()
+            e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 400, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: None, user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap()
         })
         .collect();
     let mut counts = [0usize; 4];

@@ -50,7 +50,7 @@ fn tput_8x128() {
                 }
                 true
             });
-            engine.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 128, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None }).unwrap();
+            engine.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 128, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap();
         }
         let n: u32 = (0..8).map(|_| rx.recv().unwrap()).sum();
         let s = t0.elapsed().as_secs_f64();

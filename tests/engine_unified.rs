@@ -66,7 +66,7 @@ fn submit(e: &Engine, tag: usize, prompt: &[i32], max_tokens: i32, tx: &mpsc::Se
         }
         true
     });
-    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: tag, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None }).unwrap()
+    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: tag, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap()
 }
 
 /// Waits for `n` requests to finish; returns each tag's output and the order of (tag, is_final)
@@ -137,13 +137,13 @@ fn a_prompt_longer_than_an_even_share_is_served() {
     assert_eq!(split.n_ctx_seq() as usize, share);
     let (tx, _rx) = mpsc::channel();
     let cb = Box::new(move |_: &EventView<'_>| tx.send(()).is_ok());
-    let r = split.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None });
+    let r = split.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None });
     assert!(matches!(r, Err(deepseek::engine::SubmitError::Invalid(_))), "{r:?}");
     // And the pool refuses a prompt that cannot fit in it at all, with the reason.
     let whole = text_tokens(&model, 2, e.n_ctx() as usize);
     let (tx, _rx) = mpsc::channel();
     let cb = Box::new(move |_: &EventView<'_>| tx.send(()).is_ok());
-    match e.submit(Request { prompt: Prompt::Tokens(whole), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None }) {
+    match e.submit(Request { prompt: Prompt::Tokens(whole), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None }) {
         Err(deepseek::engine::SubmitError::Invalid(m)) => assert!(m.contains(&e.n_ctx_seq().to_string()), "{m}"),
         other => panic!("{other:?}"),
     }
@@ -364,7 +364,7 @@ fn a_request_may_refuse_cached_prefixes() {
             }
             true
         });
-        e.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: reuse, slot: None, tag: None, t_max_predict: None }).unwrap();
+        e.submit(Request { prompt: Prompt::Tokens(prompt.clone()), sampler: greedy(), max_tokens: 8, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: reuse, slot: None, tag: None, t_max_predict: None, progress: None }).unwrap();
         collect(&rx, 1, 1).0.remove(0)
     };
     let first = run(true);

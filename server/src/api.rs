@@ -293,6 +293,8 @@ pub(crate) fn check_open(app: &App) -> Result<&Ready, ApiError> {
 /// the bytes from the engine's piece table), so the decode thread allocates nothing per token.
 enum Msg {
     Token { token: i32, n_piece: u32, probs: Option<TokenProbs> },
+    /// How far the prompt is (`return_progress`).
+    Progress(deepseek::engine::PromptProgress),
     Done(FinishInfo),
 }
 
@@ -351,6 +353,12 @@ fn plan(app: &App, r: &Ready, tokens: Vec<i32>, gp: &GenParams) -> Result<Plan, 
 
 fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job, ApiError> {
     let (tx, rx) = mpsc::unbounded_channel();
+    let progress: Option<deepseek::engine::ProgressCallback> = (gp.stream && gp.return_progress).then(|| {
+        let tx = tx.clone();
+        Box::new(move |p: &deepseek::engine::PromptProgress| {
+            let _ = tx.send(Msg::Progress(*p));
+        }) as deepseek::engine::ProgressCallback
+    });
     let callback = Box::new(move |v: &deepseek::engine::EventView<'_>| match v.event {
         // A closed channel means the client is gone: returning false cancels.
         Event::Token { token, n_piece } => tx.send(Msg::Token { token, n_piece, probs: v.probs.copied() }).is_ok(),
@@ -382,6 +390,7 @@ fn submit(app: &Arc<App>, r: &Ready, plan: &Plan, gp: &GenParams) -> Result<Job,
         // /slots reports the request's settings.
         tag: Some(params::settings_json(gp, app.args.predict).to_string().into()),
         t_max_predict: gp.t_max_predict,
+        progress,
     };
     match r.engine.submit(req) {
         Ok(id) => Ok(Job { app: app.clone(), engine: r.engine.clone(), id, rx, finished: false }),
@@ -1107,6 +1116,7 @@ async fn whole(app: Arc<App>, mut job: Job, out: Output, chat: Option<ParseSpec>
                 bytes.extend_from_slice(piece);
             }
             Some(Msg::Done(info)) => break info,
+            Some(Msg::Progress(_)) => {}
             None => return Err(ApiError::internal("the engine stopped before the request ended")),
         }
     };
@@ -1377,6 +1387,21 @@ impl Streaming {
                         }
                         return Some(Bytes::from(out));
                     }
+                }
+                Some(Msg::Progress(p)) => {
+                    // llama-server's progress chunk: a chat's role delta, or empty text, with
+                    // `prompt_progress`.
+                    let empty = match self.out.kind {
+                        Kind::Chat => json!({"role": "assistant", "content": null}),
+                        _ => json!(""),
+                    };
+                    let mut c = self.chunk(empty, None, Value::Null);
+                    c["prompt_progress"] = json!({"total": p.total, "cache": p.cache, "processed": p.processed, "time_ms": p.time_ms});
+                    if self.out.timings_per_token {
+                        c["timings"] = timings_of(p.cache, p.processed - p.cache, p.time_ms, 0, 0.0, p.time_ms);
+                    }
+                    sse(&mut out, &c);
+                    return Some(Bytes::from(out));
                 }
                 Some(Msg::Done(info)) => {
                     self.job.finished = true;

@@ -73,7 +73,7 @@ pub fn treat(name: &str) -> Option<Field> {
         // false: the request is computed without reusing cached prefixes (the engine's answer
         // is the same either way; only its timings differ).
         "cache_prompt" => Honoured,
-        "return_progress" => Unless(is_false, "prompt-progress events are not produced by this server yet"),
+        "return_progress" => Honoured,
         "n_indent" => Unless(is_zero, "minimum line indentation is not enforced by this server"),
         "n_cmpl" => Honoured,
         "n_cache_reuse" => Unless(is_zero, "KV-shifting chunk reuse is not done (prompt prefixes are reused whole)"),

@@ -49,6 +49,8 @@ pub struct GenParams {
     pub id_slot: Option<u32>,
     /// `n_cmpl` / `n`: choices to generate (≥ 1; the caller checks it against the slots).
     pub n_cmpl: u32,
+    /// `return_progress`: streamed prompt-progress chunks.
+    pub return_progress: bool,
     /// `t_max_predict_ms`: generation ends at the first newline after this long (None: off).
     pub t_max_predict: Option<std::time::Duration>,
 }
@@ -213,9 +215,10 @@ impl<'a> Fields<'a> {
         let timings_per_token = self.bool("timings_per_token")?.unwrap_or(false);
         let verbose = self.bool("verbose")?;
         let cache_prompt = self.bool("cache_prompt")?.unwrap_or(true);
+        let return_progress = self.bool("return_progress")?.unwrap_or(false);
         let id_slot = self.int("id_slot", -1, i32::MAX as i64)?.filter(|&v| v >= 0).map(|v| v as u32);
         let t_max_predict = self.f32("t_max_predict_ms", f32::MIN, f32::MAX)?.filter(|&ms| ms > 0.0).map(|ms| std::time::Duration::from_secs_f64(ms as f64 / 1000.0));
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict, n_cmpl: n_cmpl.min(u32::MAX as i64) as u32 })
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict, n_cmpl: n_cmpl.min(u32::MAX as i64) as u32, return_progress })
     }
 
     /// The sampler settings, as llama-server reads them (`server-schema.cpp`): the server's

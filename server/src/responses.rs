@@ -476,6 +476,15 @@ impl ResponsesStream {
             return ev;
         }
         self.start(&mut ev);
+        // A prompt-progress chunk (`return_progress`): upstream's response.in_progress with it.
+        if let Some(p) = chunk.get("prompt_progress") {
+            let mut data = json!({"response": self.in_progress(), "prompt_progress": p});
+            if let Some(t) = chunk.get("timings").filter(|t| t.is_object()) {
+                data["timings"] = t.clone();
+            }
+            self.emit(&mut ev, "response.in_progress", data);
+            return ev;
+        }
         let before = ev.len();
         if let Some(choice) = chunk.pointer("/choices/0") {
             if let Some(delta) = choice.get("delta") {

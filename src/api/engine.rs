@@ -410,7 +410,7 @@ unsafe fn request_from(r: &ds_engine_request, taken: Option<Member>, engine: &En
             unsafe { f(&e, user as *mut c_void) }
         }) as Callback
     });
-    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None })
+    Ok(Request { prompt, sampler, max_tokens: r.max_tokens, stop_tokens, stop_strings, ignore_eos: r.ignore_eos, callback, user_data: r.user_data as usize, n_probs: 0, grammar: None, reuse_prefix: true, slot: None, tag: None, t_max_predict: None, progress: None })
 }
 
 fn reason_of(k: FinishKind) -> ds_engine_finish_reason {

@@ -196,7 +196,26 @@ pub struct Request {
     /// has run this long, the request ends with `Length` at the next token whose piece holds a
     /// newline (that token included).
     pub t_max_predict: Option<Duration>,
+    /// Called on the decode thread as the prompt is computed (llama-server's
+    /// `return_progress`): once when the request takes its slot (`processed` = the cached
+    /// prefix) and after each step that computed some of its prompt; the last call has
+    /// `processed == total` and comes before the first token's event.
+    pub progress: Option<ProgressCallback>,
 }
+
+/// How far a request's prompt is (llama-server's `prompt_progress`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PromptProgress {
+    pub total: u32,
+    /// Prompt tokens whose cells were reused.
+    pub cache: u32,
+    /// Prompt tokens in the slot so far (reused and computed).
+    pub processed: u32,
+    /// Since the request took its slot.
+    pub time_ms: f64,
+}
+
+pub type ProgressCallback = Box<dyn FnMut(&PromptProgress) + Send>;
 
 /// The most top log-probabilities a token event carries (OpenAI's `top_logprobs` limit).
 pub const MAX_TOP_PROBS: usize = 20;
@@ -344,6 +363,7 @@ pub(crate) struct Submitted {
     pub(crate) slot: Option<u32>,
     pub(crate) tag: Option<StdArc<str>>,
     pub(crate) t_max_predict: Option<Duration>,
+    pub(crate) progress: Option<ProgressCallback>,
     pub(crate) t_submit: Instant,
 }
 
@@ -674,6 +694,7 @@ impl Engine {
             slot: r.slot,
             tag: r.tag,
             t_max_predict: r.t_max_predict,
+            progress: r.progress,
             t_submit: Instant::now(),
         });
         inner.wake.notify();

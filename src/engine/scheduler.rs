@@ -71,6 +71,7 @@ struct Active {
     /// Some generated piece held a newline (`slots`' `has_new_line`).
     has_new_line: bool,
     t_max_predict: Option<Duration>,
+    progress: Option<super::ProgressCallback>,
 }
 
 struct Slot {
@@ -494,7 +495,9 @@ impl Loop {
                 tag: sub.tag,
                 has_new_line: false,
                 t_max_predict: sub.t_max_predict,
+                progress: sub.progress,
             });
+            self.report_progress(slot);
         }
     }
 
@@ -779,6 +782,7 @@ impl Loop {
                     let a = slot.req.as_mut().expect("slot has a request");
                     slot.cache.extend_from_slice(&a.prompt[a.n_done..a.n_done + n]);
                     a.n_done += n;
+                    self.report_progress(s);
                     if last {
                         self.sample_and_emit(s, at + n - 1);
                     }
@@ -786,6 +790,16 @@ impl Loop {
             }
         }
         true
+    }
+
+    /// Tells slot `s`'s request how far its prompt is, when it asked.
+    fn report_progress(&mut self, s: usize) {
+        let Some(a) = self.slots[s].req.as_mut() else { return };
+        if let Some(cb) = a.progress.as_mut() {
+            // The time spent on the prompt: none before any of it was computed.
+            let time_ms = if a.n_done > a.n_cached { a.t_admit.elapsed().as_secs_f64() * 1e3 } else { 0.0 };
+            cb(&super::PromptProgress { total: a.prompt.len() as u32, cache: a.n_cached as u32, processed: a.n_done as u32, time_ms });
+        }
     }
 
     /// Samples slot `s`'s next token from batch row `at` and acts on it.
