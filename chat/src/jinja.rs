@@ -186,6 +186,7 @@ fn add_python_globals(env: &mut Environment<'static>) {
     env.add_filter("tojson", tojson);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
+    env.add_function(crate::concat::ADD_FN, crate::concat::add);
     // Python's `{{ x | string }}` of a list or dict is its repr; minijinja's is JSON-like.
     env.add_filter("items", |v: Value| -> Result<Value, JError> {
         let keys: Vec<Value> = v.try_iter()?.collect();
@@ -238,13 +239,15 @@ impl Template {
 
     pub fn with_limits(source: &str, limits: Limits) -> Result<Template, TemplateError> {
         let mut env = Environment::new();
-        env.set_syntax(minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false).build().expect("the default delimiters"));
+        let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false).build().expect("the default delimiters");
+        env.set_syntax(syntax.clone());
         env.set_fuel(Some(limits.fuel));
         env.set_recursion_limit(limits.recursion);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.set_formatter(python_formatter);
         add_python_globals(&mut env);
         let text = rewrite_generation_tags(source);
+        let text = crate::concat::rewrite(&text, syntax).unwrap_or(text);
         env.add_template_owned("chat_template", text).map_err(|e| from_jinja(e, true))?;
         Ok(Template { env: Arc::new(env), limits, source: Arc::from(source) })
     }

@@ -1,0 +1,174 @@
+//! `+` as llama.cpp's Jinja engine evaluates it. Upstream (b11312 `common/jinja/runtime.cpp`,
+//! binary `+`) joins a string with an undefined or null operand as if that operand were the empty
+//! string, and a string with any other value as text; minijinja (and Python's Jinja) refuse both.
+//! Templates rely on it: firefunction-v2 adds an undefined `functions` to its system prompt,
+//! Command R+ a parameter's missing `description`. So every binary `+` of a template is
+//! rewritten, in its source, into a call of `__pyadd__(left, right)`, a function with upstream's
+//! rules; the operands are located by minijinja's own parser, so precedence and parentheses are
+//! kept exactly.
+
+use minijinja::machinery::{parse, tokenize, Token};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::{Value, ValueKind};
+use minijinja::{Error as JError, ErrorKind};
+use serde_json::Value as Json;
+
+/// The function every `a + b` becomes.
+pub const ADD_FN: &str = "__pyadd__";
+
+/// Byte ranges of one `+`: the whole expression and its operator.
+struct AddNode {
+    start: usize,
+    end: usize,
+    op: usize,
+}
+
+/// Finds the `Add` operations in minijinja's serialized AST: a `Spanned` node serializes as
+/// `{"inner": [node, span]}`.
+fn collect(ast: &Json, plus: &[usize], out: &mut Vec<AddNode>) {
+    match ast {
+        Json::Array(items) => items.iter().for_each(|i| collect(i, plus, out)),
+        Json::Object(map) => {
+            if let Some(Json::Array(inner)) = map.get("inner") {
+                if let [node, span] = inner.as_slice() {
+                    if node.get("op").and_then(Json::as_str) == Some("Add") {
+                        let off = |v: &Json, k: &str| v.get(k).and_then(Json::as_u64).map(|n| n as usize);
+                        let left_end = node.get("left").and_then(expr_span).and_then(|s| off(s, "end_offset"));
+                        if let (Some(start), Some(end), Some(left_end)) = (off(span, "start_offset"), off(span, "end_offset"), left_end) {
+                            // The operator is the first `+` token after the left operand (only
+                            // closing parentheses can come between).
+                            if let Some(&op) = plus.iter().find(|&&p| p >= left_end && p < end) {
+                                out.push(AddNode { start, end, op });
+                            }
+                        }
+                    }
+                }
+            }
+            map.values().for_each(|v| collect(v, plus, out));
+        }
+        _ => {}
+    }
+}
+
+/// The span of a serialized expression (`{"expr": "Var", "inner": [node, span]}`).
+fn expr_span(e: &Json) -> Option<&Json> {
+    e.get("inner").and_then(Json::as_array).and_then(|a| a.get(1))
+}
+
+/// `source` with each binary `+` turned into `__pyadd__(a, b)`; `None` when it has none or
+/// cannot be parsed (the compile then reports the error on the original).
+pub fn rewrite(source: &str, syntax: SyntaxConfig) -> Option<String> {
+    let mut plus = Vec::new();
+    for t in tokenize(source, false, syntax.clone()) {
+        let (tok, span) = t.ok()?;
+        if matches!(tok, Token::Plus) {
+            plus.push(span.start_offset as usize);
+        }
+    }
+    if plus.is_empty() {
+        return None;
+    }
+    let ast = parse(source, "chat_template", syntax).ok()?;
+    let ast = serde_json::to_value(&ast).ok()?;
+    let mut nodes = Vec::new();
+    collect(&ast, &plus, &mut nodes);
+    if nodes.is_empty() {
+        return None;
+    }
+    // Edits by position; at one position closing parentheses come first (innermost first), then
+    // the operator, then openings (outermost first).
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Edit {
+        Close(usize),
+        Op,
+        Open(std::cmp::Reverse<usize>),
+    }
+    let mut edits: Vec<(usize, Edit)> = Vec::with_capacity(nodes.len() * 3);
+    for n in &nodes {
+        let len = n.end - n.start;
+        edits.push((n.start, Edit::Open(std::cmp::Reverse(len))));
+        edits.push((n.op, Edit::Op));
+        edits.push((n.end, Edit::Close(len)));
+    }
+    edits.sort();
+    let mut out = String::with_capacity(source.len() + nodes.len() * 16);
+    let mut at = 0;
+    for (pos, e) in edits {
+        out.push_str(source.get(at..pos)?);
+        at = pos;
+        match e {
+            Edit::Open(_) => {
+                out.push_str(ADD_FN);
+                out.push('(');
+            }
+            Edit::Op => {
+                out.push(',');
+                at = pos + 1;
+            }
+            Edit::Close(_) => out.push(')'),
+        }
+    }
+    out.push_str(source.get(at..)?);
+    Some(out)
+}
+
+/// Python's `str()` of a number or boolean as upstream prints it in a concatenation.
+fn as_text(v: &Value) -> String {
+    match v.kind() {
+        ValueKind::Bool => (if v.is_true() { "True" } else { "False" }).to_string(),
+        ValueKind::Number if !v.is_integer() => f64::try_from(v.clone()).map(crate::pyjson::float_repr).unwrap_or_else(|_| v.to_string()),
+        _ => v.to_string(),
+    }
+}
+
+/// `a + b` with upstream's rules.
+pub fn add(a: Value, b: Value) -> Result<Value, JError> {
+    let nullish = |v: &Value| v.is_undefined() || v.is_none();
+    let is_str = |v: &Value| v.kind() == ValueKind::String;
+    if nullish(&a) || nullish(&b) {
+        return match (is_str(&a), is_str(&b)) {
+            (true, _) => Ok(a),
+            (_, true) => Ok(b),
+            _ => Err(JError::new(ErrorKind::InvalidOperation, format!("tried to use + operator on unsupported types {} and {}", a.kind(), b.kind()))),
+        };
+    }
+    match (a.kind(), b.kind()) {
+        (ValueKind::Number, ValueKind::Number) => {
+            if let (Some(x), Some(y)) = (a.as_i64().filter(|_| a.is_integer()), b.as_i64().filter(|_| b.is_integer())) {
+                if let Some(s) = x.checked_add(y) {
+                    return Ok(Value::from(s));
+                }
+            }
+            let f = |v: &Value| f64::try_from(v.clone()).map_err(|_| JError::new(ErrorKind::InvalidOperation, "number out of range"));
+            Ok(Value::from(f(&a)? + f(&b)?))
+        }
+        (ValueKind::String, ValueKind::String) => Ok(Value::from(format!("{}{}", a.as_str().unwrap_or_default(), b.as_str().unwrap_or_default()))),
+        (ValueKind::String, _) | (_, ValueKind::String) => Ok(Value::from(format!("{}{}", as_text(&a), as_text(&b)))),
+        (ValueKind::Seq | ValueKind::Iterable, ValueKind::Seq | ValueKind::Iterable) => {
+            let mut items: Vec<Value> = a.try_iter()?.collect();
+            items.extend(b.try_iter()?);
+            Ok(Value::from(items))
+        }
+        _ => Err(JError::new(ErrorKind::InvalidOperation, format!("tried to use + operator on unsupported types {} and {}", a.kind(), b.kind()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rw(s: &str) -> String {
+        rewrite(s, SyntaxConfig::default()).unwrap_or_else(|| s.to_string())
+    }
+
+    #[test]
+    fn operands_are_the_parsers() {
+        assert_eq!(rw("{{ a + b }}"), "{{ __pyadd__(a , b) }}");
+        assert_eq!(rw("{{ a + b + c }}"), "{{ __pyadd__(__pyadd__(a , b) , c) }}");
+        assert_eq!(rw("{{ (a + b) * c + 'x' }}"), "{{ __pyadd__((__pyadd__(a , b)) * c , 'x') }}");
+        assert_eq!(rw("{{ a+b|trim }}"), "{{ __pyadd__(a,b|trim) }}");
+        assert_eq!(rw("{% set x = f(a + 1, '+') %}{{ '+' }}"), "{% set x = f(__pyadd__(a , 1), '+') %}{{ '+' }}");
+        assert_eq!(rw("{{ x - -y }}"), "{{ x - -y }}");
+        assert_eq!(rw("{{ a + (b + c) }}"), "{{ __pyadd__(a , (__pyadd__(b , c))) }}");
+    }
+}
