@@ -3,6 +3,7 @@
 //! of what the model writes, and its reasoning (`<think>`) split from its answer.
 
 mod concat;
+pub mod handlers;
 pub mod jinja;
 pub mod messages;
 pub mod reasoning;

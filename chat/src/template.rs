@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::jinja::{Limits, Template, TemplateError};
+use crate::handlers::Handler;
 use crate::messages::{concat_parts, tools_json, Message, Tool};
 
 /// What a template does with what it is given, found by rendering probe conversations.
@@ -109,6 +110,7 @@ pub struct ChatTemplate {
     /// `"<think>\n"`, `"\n</think>\n\n"`): what a continued turn's reasoning is wrapped in.
     reasoning_markers: Option<(String, String)>,
     tool_format: crate::tools::ToolFormat,
+    handler: Option<Handler>,
 }
 
 /// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
@@ -296,7 +298,8 @@ impl ChatTemplate {
             crate::tools::ToolFormat::Generic if !caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
             f => f,
         };
-        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format })
+        let handler = Handler::detect(&jinja.source);
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format, handler })
     }
 
     /// The reasoning section's tags, when the template writes one.
@@ -304,9 +307,18 @@ impl ChatTemplate {
         (self.source().contains("<think>") && self.source().contains("</think>")).then_some(("<think>", "</think>"))
     }
 
-    /// Whether the template has a reasoning section to turn on and off.
+    /// Whether the template has a reasoning section to turn on and off (llama-server's default
+    /// for `enable_thinking`): its specialized handler says so, else it has `<think>` tags.
     pub fn supports_thinking(&self) -> bool {
-        self.think_tags().is_some()
+        match self.handler {
+            Some(h) => h.supports_thinking(),
+            None => self.think_tags().is_some(),
+        }
+    }
+
+    /// Upstream's specialized handler for this template, if it has one.
+    pub fn handler(&self) -> Option<Handler> {
+        self.handler
     }
 
     /// The format this template's model writes tool calls in: the one its text renders, the
@@ -374,6 +386,9 @@ impl ChatTemplate {
         }
         if self.tool_format() == (crate::tools::ToolFormat::Dsml { v4: true }) {
             sort_tool_results(&mut out);
+        }
+        if let Some(h) = self.handler {
+            h.adapt(&mut out);
         }
         Ok(out)
     }
@@ -445,29 +460,23 @@ impl ChatTemplate {
         }
         let mut generation_prompt = with[common..].to_string();
         let mut prompt = if gen && continued.is_none() { with } else { without };
+        if matches!(self.handler, Some(Handler::Gemma4 { .. })) && continued.is_none() && inputs.add_generation_prompt && prompt.ends_with("<turn|>\n") {
+            // Upstream's Gemma 4 handler: a conversation ending in a finished model turn (content
+            // and calls) gets the model's next turn opened.
+            generation_prompt = "<|turn>model\n".to_string();
+            prompt.push_str(&generation_prompt);
+        }
         if let Some(m) = continued {
             // As upstream: the generation prompt up to the reasoning's opening, the reasoning
             // given, its end when content follows, then the content.
             let content_mode = !(m.content.is_empty() && m.parts.is_empty() && !m.reasoning_content.is_empty());
             let mut reasoning = String::new();
             let content = if m.parts.is_empty() { m.content.clone() } else { concat_parts(&m.parts) };
-            if let crate::tools::ToolFormat::Dsml { v4 } = self.tool_format() {
-                // Upstream's DeepSeek V3.2 / V4 handler: the assistant tag, then V4 without
-                // reasoning closes it bare; otherwise the reasoning given, closed when content
-                // follows.
-                let mut gp = String::from("<｜Assistant｜>");
-                if v4 && m.reasoning_content.is_empty() {
-                    gp.push_str("</think>");
-                } else {
-                    gp.push_str("<think>");
-                    gp.push_str(&m.reasoning_content);
+            if let Some(h) = self.handler {
+                let gp = h.continuation(&prompt, &generation_prompt, &m, content_mode);
+                let writes_reasoning = !matches!(h, Handler::FunctionaryV32 | Handler::GigaChatV3 | Handler::Qwen3Coder { reasoning: false });
+                if writes_reasoning {
                     reasoning = m.reasoning_content.clone();
-                    if content_mode {
-                        gp.push_str("</think>");
-                    }
-                }
-                if content_mode {
-                    gp.push_str(&content);
                 }
                 prompt.push_str(&gp);
                 info = Some(Continued { reasoning, content_mode, content: if content_mode { content } else { String::new() } });
