@@ -111,6 +111,8 @@ pub struct ChatTemplate {
     reasoning_markers: Option<(String, String)>,
     tool_format: crate::tools::ToolFormat,
     handler: Option<Handler>,
+    /// Upstream's analysis finds a reasoning section (for templates without a handler).
+    analyzed_thinking: bool,
 }
 
 /// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
@@ -173,6 +175,118 @@ fn sort_tool_results(messages: &mut [Value]) {
         }
         i = end.max(i + 1);
     }
+}
+
+/// Upstream's differential analysis (b11312 `common/chat-diff-analyzer.cpp`
+/// `analyze_reasoning`), as far as it decides whether a template without a specialized handler
+/// has a reasoning section: an assistant turn's reasoning is rendered and closed by a marker
+/// (`<…>` or `[…]`), or turning `enable_thinking` on or off changes the end of the generation
+/// prompt.
+fn analyzed_thinking(t: &Template) -> bool {
+    const USER_MSG: &str = "U_USER_MSG Hello END_U";
+    const ASSISTANT_MSG: &str = "A_ASST_MSG I can help END_A";
+    const THINKING: &str = "REASON_PART I am thinking END_R";
+    let render = |messages: Value, gen: bool, thinking: bool| -> Option<String> {
+        let mut ctx = json!({"messages": messages, "bos_token": "", "eos_token": "", "enable_thinking": thinking});
+        if gen {
+            ctx["add_generation_prompt"] = json!(true);
+        }
+        t.render(&ctx).ok()
+    };
+    let user = json!({"role": "user", "content": USER_MSG});
+    // An assistant turn's reasoning, followed by a marker.
+    let plain = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG}]), false, true);
+    let with = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), false, true);
+    if let (Some(a), Some(b)) = (&plain, &with) {
+        let (_, right) = diff_split(a, b);
+        if right.contains(THINKING) {
+            if let Some(at) = b.find(THINKING) {
+                let after = b[at + THINKING.len()..].trim_start();
+                if starts_with_marker(after) {
+                    return true;
+                }
+            }
+        }
+    }
+    // enable_thinking changes the generation prompt.
+    let (Some(off), Some(on)) = (render(json!([user]), true, false), render(json!([user]), true, true)) else { return false };
+    let (left, right) = diff_split(&off, &on);
+    let (lt, rt) = (left.trim(), right.trim());
+    if lt.is_empty() && !right.is_empty() {
+        return !rt.is_empty() && on.ends_with(rt);
+    }
+    if rt.is_empty() && !left.is_empty() {
+        return !lt.is_empty() && off.ends_with(lt);
+    }
+    if !lt.is_empty() && !rt.is_empty() {
+        // One output's tail is in the other, followed by exactly two markers.
+        for (base, extended) in [(&on, &off), (&off, &on)] {
+            let mut cut = base.len().saturating_sub(64);
+            while !base.is_char_boundary(cut) {
+                cut += 1;
+            }
+            let anchor = &base[cut..];
+            let Some(pos) = extended.rfind(anchor) else { continue };
+            if pos + anchor.len() >= extended.len() {
+                continue;
+            }
+            let extra = extended[pos + anchor.len()..].trim();
+            let segs: Vec<(bool, &str)> = segments(extra).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
+            if segs.len() == 2 && segs.iter().all(|(marker, _)| *marker) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether `s` starts with a marker: `<` up to the next `>`, or `[` up to the next `]`.
+fn starts_with_marker(s: &str) -> bool {
+    (s.starts_with('<') && s[1..].contains('>')) || (s.starts_with('[') && s[1..].contains(']'))
+}
+
+/// `text` cut into markers (`<…>`, `[…]`; true) and the text between them (false), as
+/// upstream's `segmentize_markers`.
+fn segments(text: &str) -> Vec<(bool, &str)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut border, mut opener) = (0, None::<u8>);
+    for (i, &c) in b.iter().enumerate() {
+        match opener {
+            None if c == b'<' || c == b'[' => {
+                if border < i {
+                    out.push((false, &text[border..i]));
+                }
+                border = i;
+                opener = Some(c);
+            }
+            Some(o) if (o == b'<' && c == b'>') || (o == b'[' && c == b']') => {
+                out.push((true, &text[border..=i]));
+                border = i + 1;
+                opener = None;
+            }
+            _ => {}
+        }
+    }
+    if border < text.len() {
+        out.push((false, &text[border..]));
+    }
+    out
+}
+
+/// What differs between `a` and `b` once their common start and end are taken off (at
+/// character boundaries): `a`'s part and `b`'s part.
+fn diff_split<'a, 'b>(a: &'a str, b: &'b str) -> (&'a str, &'b str) {
+    let mut pre = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(pre) || !b.is_char_boundary(pre) {
+        pre -= 1;
+    }
+    let (ra, rb) = (&a[pre..], &b[pre..]);
+    let mut suf = ra.bytes().rev().zip(rb.bytes().rev()).take_while(|(x, y)| x == y).count();
+    while !ra.is_char_boundary(ra.len() - suf) || !rb.is_char_boundary(rb.len() - suf) {
+        suf -= 1;
+    }
+    (&ra[..ra.len() - suf], &rb[..rb.len() - suf])
 }
 
 const STRING_MARKER: &str = "STRING_MARKER";
@@ -299,7 +413,8 @@ impl ChatTemplate {
             f => f,
         };
         let handler = Handler::detect(&jinja.source);
-        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format, handler })
+        let analyzed_thinking = handler.is_none() && analyzed_thinking(&jinja);
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format, handler, analyzed_thinking })
     }
 
     /// The reasoning section's tags, when the template writes one.
@@ -312,7 +427,7 @@ impl ChatTemplate {
     pub fn supports_thinking(&self) -> bool {
         match self.handler {
             Some(h) => h.supports_thinking(),
-            None => self.think_tags().is_some(),
+            None => self.think_tags().is_some() || self.analyzed_thinking,
         }
     }
 
