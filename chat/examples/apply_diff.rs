@@ -13,6 +13,19 @@ fn main() {
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
     let s = |k: &str| meta[k].as_str().unwrap_or("").to_string();
     let b = |k: &str| meta[k].as_bool().unwrap_or(false);
+    if want_t == "--caps" {
+        for (name, v) in meta["templates"].as_object().unwrap() {
+            let src = std::fs::read_to_string(data.join("upstream-templates").join(name)).unwrap();
+            let t = ChatTemplate::new(&src, &s("bos_token"), &s("eos_token"), b("add_bos"), b("add_eos")).unwrap();
+            let ours = t.caps.to_json();
+            let up = &v["chat_template_caps"];
+            if &ours != up {
+                let d: Vec<String> = up.as_object().unwrap().iter().filter(|(k, x)| ours[k.as_str()] != **x).map(|(k, x)| format!("{k}: upstream {x}")).collect();
+                println!("{name}: {}", d.join(", "));
+            }
+        }
+        return;
+    }
     let convs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(dir.join("conversations.json")).unwrap()).unwrap();
     for line in std::fs::read_to_string(dir.join("upstream.jsonl")).unwrap().lines() {
         let rec: Value = serde_json::from_str(line).unwrap();
@@ -33,3 +46,6 @@ fn main() {
         }
     }
 }
+
+#[allow(dead_code)]
+fn caps_report() {}

@@ -157,6 +157,52 @@ fn tojson(state: &State, v: Value, kwargs: Kwargs) -> Result<Value, JError> {
     Ok(Value::from_safe_string(out))
 }
 
+/// `indent(width=4, first=false, blank=false)` as llama.cpp's engine does it (b11312
+/// `common/jinja/value.cpp`): a trailing newline is kept, as in Python's Jinja (minijinja drops
+/// it); `width` is a count of spaces or the indentation itself.
+fn indent(v: Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kwargs: Kwargs) -> Result<Value, JError> {
+    let width = match width {
+        Some(w) => Some(w),
+        None => kwargs.get::<Option<Value>>("width")?,
+    };
+    let first = match first {
+        Some(f) => f,
+        None => kwargs.get::<Option<bool>>("first")?.unwrap_or(false),
+    };
+    let blank = match blank {
+        Some(b) => b,
+        None => kwargs.get::<Option<bool>>("blank")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    let Some(input) = v.as_str() else { return Err(JError::new(ErrorKind::InvalidOperation, "indent() first argument must be a string")) };
+    let pad = match width {
+        Some(w) if w.is_integer() => " ".repeat(w.as_i64().unwrap_or(0).clamp(0, 1 << 16) as usize),
+        Some(w) if w.as_str().is_some() => w.as_str().unwrap_or_default().to_string(),
+        _ => "    ".to_string(),
+    };
+    let mut out = String::with_capacity(input.len() + pad.len() * 4);
+    let body = input.strip_suffix('\n').unwrap_or(input);
+    if !input.is_empty() {
+        for line in body.split('\n') {
+            // Upstream's order: the separator only once something was written.
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            if if out.is_empty() { first } else { !line.is_empty() || blank } {
+                out.push_str(&pad);
+            }
+            out.push_str(line);
+        }
+    }
+    if input.ends_with('\n') {
+        out.push('\n');
+        if blank {
+            out.push_str(&pad);
+        }
+    }
+    Ok(Value::from(out))
+}
+
 fn raise_exception(msg: Option<String>) -> Result<Value, JError> {
     Err(JError::new(ErrorKind::InvalidOperation, format!("{RAISED}{}", msg.unwrap_or_default())))
 }
@@ -184,6 +230,7 @@ fn python_formatter(out: &mut minijinja::Output, state: &mut State, v: &Value) -
 /// templates use on values (`items()` pairs, `namespace`).
 fn add_python_globals(env: &mut Environment<'static>) {
     env.add_filter("tojson", tojson);
+    env.add_filter("indent", indent);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
     env.add_function(crate::concat::ADD_FN, crate::concat::add);
@@ -281,6 +328,9 @@ mod tests {
         assert_eq!(render("{% for m in messages %}{{ m.role.upper() }}:{{ m.content.strip() }}\n{% endfor %}", ctx.clone()).unwrap(), "USER:hi\n");
         assert_eq!(render("{{ x | tojson }}", ctx.clone()).unwrap(), r#"{"a": [1, 2.0, true, null]}"#);
         assert_eq!(render("{{ x.a[2] }} {{ x.a[3] }} {{ x.a[1] }}", ctx.clone()).unwrap(), "True None 2.0");
+        // indent keeps a trailing newline (Python's Jinja and upstream do).
+        assert_eq!(render("[{{ '{\\n'|indent(4, first=true) }}]", ctx.clone()).unwrap(), "[    {\n]");
+        assert_eq!(render("[{{ 'a\\n\\nb'|indent(2) }}|{{ 'a\\nb'|indent('> ', true) }}]", ctx.clone()).unwrap(), "[a\n\n  b|> a\n> b]");
         assert_eq!(render("{% for k, v in x.items() %}{{ k }}={{ v | length }}{% endfor %}", ctx.clone()).unwrap(), "a=4");
         // trim_blocks + lstrip_blocks
         assert_eq!(render("a\n  {% if true %}\nb\n  {% endif %}\nc", ctx.clone()).unwrap(), "a\nb\nc");
