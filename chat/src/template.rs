@@ -115,29 +115,6 @@ pub struct ChatTemplate {
     analyzed_thinking: bool,
 }
 
-/// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
-/// reasoning to it, and from the reasoning to the content.
-fn reasoning_markers(t: &Template) -> Option<(String, String)> {
-    if !(t.source.contains("<think>") && t.source.contains("</think>")) {
-        return None;
-    }
-    let (r, c) = ("REASONING_MARKER_7f3a", "CONTENT_MARKER_7f3a");
-    let msgs = json!([{"role": "user", "content": "U"}, {"role": "assistant", "reasoning_content": r, "content": c}]);
-    let out = probe(t, msgs, None, &[("enable_thinking", json!(true)), ("add_generation_prompt", json!(false)), ("preserve_thinking", json!(true)), ("clear_thinking", json!(false)), ("truncate_history_thinking", json!(false)), ("drop_thinking", json!(false))]);
-    let fallback = Some(("<think>".to_string(), "</think>".to_string()));
-    let Some(out) = out else { return fallback };
-    let (Some(ri), Some(ci)) = (out.find(r), out.find(c)) else { return fallback };
-    let Some(open) = out[..ri].rfind("<think>") else { return fallback };
-    if ci < ri + r.len() {
-        return fallback;
-    }
-    let end = &out[ri + r.len()..ci];
-    if !end.contains("</think>") {
-        return fallback;
-    }
-    Some((out[open..ri].to_string(), end.to_string()))
-}
-
 /// DeepSeek V4's reference renders a run of tool results in the order of the calls they
 /// answer (matched by id), not in the order given, as upstream's V4 handler reorders them.
 fn sort_tool_results(messages: &mut [Value]) {
@@ -289,6 +266,155 @@ fn diff_split<'a, 'b>(a: &'a str, b: &'b str) -> (&'a str, &'b str) {
     (&ra[..ra.len() - suf], &rb[..rb.len() - suf])
 }
 
+/// The end of a marker starting at `s[0]` (`<…>` or `[…]`, up to the first closer), if `s`
+/// starts with one.
+fn marker_len(s: &str) -> Option<usize> {
+    let close = match s.as_bytes().first() {
+        Some(b'<') => '>',
+        Some(b'[') => ']',
+        _ => return None,
+    };
+    s[1..].find(close).map(|i| i + 2)
+}
+
+/// The reasoning's markers in `out` as upstream's tagged parsers find them around `r`: `pre`, a
+/// marker and the whitespace after it right before `r`; `post`, what follows `r` up to and with
+/// a marker and the whitespace after it (`lead_ws`: with the whitespace before that marker).
+fn markers_around(out: &str, r: &str, lead_ws: bool) -> Option<(String, String)> {
+    let at = out.find(r)?;
+    let before = out[..at].trim_end_matches(char::is_whitespace);
+    let mut pre = String::new();
+    if before.ends_with('>') || before.ends_with(']') {
+        let (open, close) = if before.ends_with('>') { ('<', '>') } else { ('[', ']') };
+        let inner = &before[..before.len() - 1];
+        // The earliest opener whose first closer is this one.
+        let last_close = inner.rfind(close).map_or(0, |i| i + 1);
+        if let Some(j) = inner[last_close..].find(open) {
+            pre = out[last_close + j..at].to_string();
+        }
+    }
+    let after = &out[at + r.len()..];
+    let ws = after.len() - after.trim_start_matches(char::is_whitespace).len();
+    let post = marker_len(&after[ws..]).map(|n| {
+        let end = ws + n;
+        let trail = after[end..].len() - after[end..].trim_start_matches(char::is_whitespace).len();
+        after[if lead_ws { 0 } else { ws }..end + trail].to_string()
+    });
+    Some((pre, post.unwrap_or_default()))
+}
+
+/// The reasoning section's opening and end as upstream's differential analysis finds them
+/// (b11312 `common/chat-diff-analyzer.cpp`: `compare_reasoning_presence`,
+/// `compare_thinking_enabled`, `compare_reasoning_scope`, then its per-template workarounds):
+/// what a continued assistant message's reasoning is written between. Empty when not found.
+fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
+    const USER_MSG: &str = "U_USER_MSG Hello END_U";
+    const ASSISTANT_MSG: &str = "A_ASST_MSG I can help END_A";
+    const THINKING: &str = "REASON_PART I am thinking END_R";
+    let render = |messages: Value, tools: Option<Value>, gen: bool, thinking: bool| -> Option<String> {
+        let mut ctx = json!({"messages": messages, "bos_token": "", "eos_token": "", "enable_thinking": thinking});
+        if let Some(tools) = tools {
+            ctx["tools"] = tools;
+        }
+        if gen {
+            ctx["add_generation_prompt"] = json!(true);
+        }
+        t.render(&ctx).ok()
+    };
+    let user = json!({"role": "user", "content": USER_MSG});
+    let (mut start, mut end) = (String::new(), String::new());
+    // Presence: the history's reasoning and the markers around it.
+    let plain = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG}]), None, false, true);
+    let with = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), None, false, true);
+    if let (Some(a), Some(b)) = (&plain, &with) {
+        if diff_split(a, b).1.contains(THINKING) {
+            if let Some((pre, post)) = markers_around(b, THINKING, true) {
+                if !pre.is_empty() && !post.is_empty() {
+                    (start, end) = (pre, post);
+                } else if let Some((_, post)) = markers_around(b, THINKING, false).filter(|(_, p)| !p.is_empty()) {
+                    end = post;
+                }
+            }
+        }
+    }
+    // enable_thinking's change to the generation prompt.
+    if let (Some(off), Some(on)) = (render(json!([user]), None, true, false), render(json!([user]), None, true, true)) {
+        let (left, right) = diff_split(&off, &on);
+        let (lt, rt) = (left.trim(), right.trim());
+        if lt.is_empty() && !right.is_empty() {
+            if !rt.is_empty() && on.ends_with(rt) && start.is_empty() {
+                start = right.to_string();
+            }
+        } else if rt.is_empty() && !left.is_empty() {
+            if !lt.is_empty() && off.ends_with(lt) && end.is_empty() {
+                let segs: Vec<(bool, &str)> = segments(&off).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
+                if segs.len() >= 2 && segs[segs.len() - 1].1 == lt && segs[segs.len() - 2].0 {
+                    start = segs[segs.len() - 2].1.to_string();
+                }
+                end = left.to_string();
+            }
+        } else if !lt.is_empty() && !rt.is_empty() {
+            // One output's tail is in the other, followed by exactly two markers.
+            for (base, extended) in [(&on, &off), (&off, &on)] {
+                let mut cut = base.len().saturating_sub(64);
+                while !base.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                let anchor = &base[cut..];
+                let Some(pos) = extended.rfind(anchor) else { continue };
+                if pos + anchor.len() >= extended.len() {
+                    continue;
+                }
+                let extra = extended[pos + anchor.len()..].trim();
+                let segs: Vec<(bool, &str)> = segments(extra).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
+                if segs.len() == 2 && segs.iter().all(|(marker, _)| *marker) {
+                    if start.is_empty() {
+                        start = segs[0].1.to_string();
+                    }
+                    if end.is_empty() {
+                        end = segs[1].1.to_string();
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    // Reasoning written only beside tool calls.
+    if caps.supports_tool_calls {
+        let tools = json!([{"type": "function", "function": {"name": "FFF_FIRST_FUN_F", "description": "Tool description", "parameters": {"type": "object", "properties": {"AA_ARG_FST_AA": {"type": "string"}, "BB_ARG_SND_BB": {"type": "string"}}, "required": ["AA_ARG_FST_AA"]}}}]);
+        let call = json!({"id": "call00001", "type": "function", "function": {"name": "FFF_FIRST_FUN_F", "arguments": {"AA_ARG_FST_AA": "VVVV", "BB_ARG_SND_BB": "XXXX"}}});
+        let a = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), Some(tools.clone()), false, true);
+        let b = render(json!([user, {"role": "assistant", "content": null, "reasoning_content": THINKING, "tool_calls": [call]}]), Some(tools), false, true);
+        if let (Some(a), Some(b)) = (a, b) {
+            if !a.contains(THINKING) && b.contains(THINKING) {
+                if let Some((pre, post)) = markers_around(&b, THINKING, false) {
+                    if !pre.is_empty() && !post.is_empty() {
+                        (start, end) = (pre, post);
+                    } else if !post.is_empty() {
+                        end = post;
+                    }
+                }
+            }
+        }
+    }
+    // Upstream's workarounds.
+    let src = &t.source;
+    let think = || ("<think>".to_string(), "</think>".to_string());
+    if src.contains("content.split('</think>')") && !src.contains("reasoning_content") && !src.contains("<SPECIAL_12>") && start.is_empty() && end.is_empty() {
+        (start, end) = think();
+    }
+    if src.contains("Write your thoughts between <think></think> and write your response between <response></response>") {
+        (start, end) = think();
+    }
+    if src.contains("<SPECIAL_10>") && src.contains("<SPECIAL_11>") && src.contains("<SPECIAL_12>") && src.contains("<TOOL_RESPONSE>") {
+        (start, end) = ("<think>\n".into(), "</think>".into());
+    }
+    if src.contains("laguna_glm_thinking") {
+        (start, end) = (start.trim().to_string(), end.trim().to_string());
+    }
+    (start, end)
+}
+
 const STRING_MARKER: &str = "STRING_MARKER";
 const REASONING_MARKER: &str = "<REASONING_CONTENT_PLACEHOLDER>";
 
@@ -407,7 +533,10 @@ impl ChatTemplate {
     pub fn with_limits(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool, limits: Limits) -> Result<ChatTemplate, TemplateError> {
         let jinja = Template::with_limits(source, limits)?;
         let caps = Caps::probe(&jinja);
-        let reasoning_markers = reasoning_markers(&jinja);
+        let reasoning_markers = match analyzed_markers(&jinja, &caps) {
+            (start, _) if start.is_empty() => None,
+            (start, end) => Some((start, end)),
+        };
         let tool_format = match crate::tools::ToolFormat::detect(&jinja.source) {
             crate::tools::ToolFormat::Generic if !caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
             f => f,
@@ -599,7 +728,7 @@ impl ChatTemplate {
             }
             if let Some((open, close)) = &self.reasoning_markers {
                 reasoning = m.reasoning_content.clone();
-                if let Some(at) = generation_prompt.find(open.trim()) {
+                if let Some(at) = generation_prompt.find(open.as_str()) {
                     generation_prompt.truncate(at);
                 }
                 generation_prompt.push_str(open);
