@@ -154,74 +154,6 @@ fn sort_tool_results(messages: &mut [Value]) {
     }
 }
 
-/// Upstream's differential analysis (b11312 `common/chat-diff-analyzer.cpp`
-/// `analyze_reasoning`), as far as it decides whether a template without a specialized handler
-/// has a reasoning section: an assistant turn's reasoning is rendered and closed by a marker
-/// (`<…>` or `[…]`), or turning `enable_thinking` on or off changes the end of the generation
-/// prompt.
-fn analyzed_thinking(t: &Template) -> bool {
-    const USER_MSG: &str = "U_USER_MSG Hello END_U";
-    const ASSISTANT_MSG: &str = "A_ASST_MSG I can help END_A";
-    const THINKING: &str = "REASON_PART I am thinking END_R";
-    let render = |messages: Value, gen: bool, thinking: bool| -> Option<String> {
-        let mut ctx = json!({"messages": messages, "bos_token": "", "eos_token": "", "enable_thinking": thinking});
-        if gen {
-            ctx["add_generation_prompt"] = json!(true);
-        }
-        t.render(&ctx).ok()
-    };
-    let user = json!({"role": "user", "content": USER_MSG});
-    // An assistant turn's reasoning, followed by a marker.
-    let plain = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG}]), false, true);
-    let with = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), false, true);
-    if let (Some(a), Some(b)) = (&plain, &with) {
-        let (_, right) = diff_split(a, b);
-        if right.contains(THINKING) {
-            if let Some(at) = b.find(THINKING) {
-                let after = b[at + THINKING.len()..].trim_start();
-                if starts_with_marker(after) {
-                    return true;
-                }
-            }
-        }
-    }
-    // enable_thinking changes the generation prompt.
-    let (Some(off), Some(on)) = (render(json!([user]), true, false), render(json!([user]), true, true)) else { return false };
-    let (left, right) = diff_split(&off, &on);
-    let (lt, rt) = (left.trim(), right.trim());
-    if lt.is_empty() && !right.is_empty() {
-        return !rt.is_empty() && on.ends_with(rt);
-    }
-    if rt.is_empty() && !left.is_empty() {
-        return !lt.is_empty() && off.ends_with(lt);
-    }
-    if !lt.is_empty() && !rt.is_empty() {
-        // One output's tail is in the other, followed by exactly two markers.
-        for (base, extended) in [(&on, &off), (&off, &on)] {
-            let mut cut = base.len().saturating_sub(64);
-            while !base.is_char_boundary(cut) {
-                cut += 1;
-            }
-            let anchor = &base[cut..];
-            let Some(pos) = extended.rfind(anchor) else { continue };
-            if pos + anchor.len() >= extended.len() {
-                continue;
-            }
-            let extra = extended[pos + anchor.len()..].trim();
-            let segs: Vec<(bool, &str)> = segments(extra).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
-            if segs.len() == 2 && segs.iter().all(|(marker, _)| *marker) {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// Whether `s` starts with a marker: `<` up to the next `>`, or `[` up to the next `]`.
-fn starts_with_marker(s: &str) -> bool {
-    (s.starts_with('<') && s[1..].contains('>')) || (s.starts_with('[') && s[1..].contains(']'))
-}
-
 /// `text` cut into markers (`<…>`, `[…]`; true) and the text between them (false), as
 /// upstream's `segmentize_markers`.
 fn segments(text: &str) -> Vec<(bool, &str)> {
@@ -306,8 +238,10 @@ fn markers_around(out: &str, r: &str, lead_ws: bool) -> Option<(String, String)>
 /// The reasoning section's opening and end as upstream's differential analysis finds them
 /// (b11312 `common/chat-diff-analyzer.cpp`: `compare_reasoning_presence`,
 /// `compare_thinking_enabled`, `compare_reasoning_scope`, then its per-template workarounds):
-/// what a continued assistant message's reasoning is written between. Empty when not found.
-fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
+/// whether the template has a reasoning section (llama-server's default for `enable_thinking`)
+/// and what a continued assistant message's reasoning is written between (empty when not
+/// found).
+fn analyzed_markers(t: &Template, caps: &Caps) -> (bool, String, String) {
     const USER_MSG: &str = "U_USER_MSG Hello END_U";
     const ASSISTANT_MSG: &str = "A_ASST_MSG I can help END_A";
     const THINKING: &str = "REASON_PART I am thinking END_R";
@@ -323,6 +257,8 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
     };
     let user = json!({"role": "user", "content": USER_MSG});
     let (mut start, mut end) = (String::new(), String::new());
+    // Upstream's `reasoning_mode` is other than NONE.
+    let mut found = false;
     // Presence: the history's reasoning and the markers around it.
     let plain = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG}]), None, false, true);
     let with = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), None, false, true);
@@ -330,9 +266,9 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
         if diff_split(a, b).1.contains(THINKING) {
             if let Some((pre, post)) = markers_around(b, THINKING, true) {
                 if !pre.is_empty() && !post.is_empty() {
-                    (start, end) = (pre, post);
+                    (start, end, found) = (pre, post, true);
                 } else if let Some((_, post)) = markers_around(b, THINKING, false).filter(|(_, p)| !p.is_empty()) {
-                    end = post;
+                    (end, found) = (post, true);
                 }
             }
         }
@@ -343,7 +279,7 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
         let (lt, rt) = (left.trim(), right.trim());
         if lt.is_empty() && !right.is_empty() {
             if !rt.is_empty() && on.ends_with(rt) && start.is_empty() {
-                start = right.to_string();
+                (start, found) = (right.to_string(), true);
             }
         } else if rt.is_empty() && !left.is_empty() {
             if !lt.is_empty() && off.ends_with(lt) && end.is_empty() {
@@ -351,7 +287,7 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
                 if segs.len() >= 2 && segs[segs.len() - 1].1 == lt && segs[segs.len() - 2].0 {
                     start = segs[segs.len() - 2].1.to_string();
                 }
-                end = left.to_string();
+                (end, found) = (left.to_string(), true);
             }
         } else if !lt.is_empty() && !rt.is_empty() {
             // One output's tail is in the other, followed by exactly two markers.
@@ -374,6 +310,7 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
                     if end.is_empty() {
                         end = segs[1].1.to_string();
                     }
+                    found = true;
                     break;
                 }
             }
@@ -387,12 +324,13 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
         let b = render(json!([user, {"role": "assistant", "content": null, "reasoning_content": THINKING, "tool_calls": [call]}]), Some(tools), false, true);
         if let (Some(a), Some(b)) = (a, b) {
             if !a.contains(THINKING) && b.contains(THINKING) {
-                if let Some((pre, post)) = markers_around(&b, THINKING, false) {
-                    if !pre.is_empty() && !post.is_empty() {
-                        (start, end) = (pre, post);
-                    } else if !post.is_empty() {
-                        end = post;
-                    }
+                // Reasoning only beside calls; without a marker after it, none is known.
+                let (pre, post) = markers_around(&b, THINKING, false).unwrap_or_default();
+                found = true;
+                if !pre.is_empty() && !post.is_empty() {
+                    (start, end) = (pre, post);
+                } else if !post.is_empty() {
+                    end = post;
                 }
             }
         }
@@ -400,19 +338,19 @@ fn analyzed_markers(t: &Template, caps: &Caps) -> (String, String) {
     // Upstream's workarounds.
     let src = &t.source;
     let think = || ("<think>".to_string(), "</think>".to_string());
-    if src.contains("content.split('</think>')") && !src.contains("reasoning_content") && !src.contains("<SPECIAL_12>") && start.is_empty() && end.is_empty() {
-        (start, end) = think();
+    if src.contains("content.split('</think>')") && !src.contains("reasoning_content") && !src.contains("<SPECIAL_12>") && !found {
+        (start, end, found) = (think().0, think().1, true);
     }
     if src.contains("Write your thoughts between <think></think> and write your response between <response></response>") {
-        (start, end) = think();
+        (start, end, found) = (think().0, think().1, true);
     }
     if src.contains("<SPECIAL_10>") && src.contains("<SPECIAL_11>") && src.contains("<SPECIAL_12>") && src.contains("<TOOL_RESPONSE>") {
-        (start, end) = ("<think>\n".into(), "</think>".into());
+        (start, end, found) = ("<think>\n".into(), "</think>".into(), true);
     }
     if src.contains("laguna_glm_thinking") {
         (start, end) = (start.trim().to_string(), end.trim().to_string());
     }
-    (start, end)
+    (found, start, end)
 }
 
 const STRING_MARKER: &str = "STRING_MARKER";
@@ -533,16 +471,13 @@ impl ChatTemplate {
     pub fn with_limits(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool, limits: Limits) -> Result<ChatTemplate, TemplateError> {
         let jinja = Template::with_limits(source, limits)?;
         let caps = Caps::probe(&jinja);
-        let reasoning_markers = match analyzed_markers(&jinja, &caps) {
-            (start, _) if start.is_empty() => None,
-            (start, end) => Some((start, end)),
-        };
+        let (analyzed_thinking, start, end) = analyzed_markers(&jinja, &caps);
+        let reasoning_markers = (!start.is_empty()).then_some((start, end));
         let tool_format = match crate::tools::ToolFormat::detect(&jinja.source) {
             crate::tools::ToolFormat::Generic if !caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
             f => f,
         };
         let handler = Handler::detect(&jinja.source);
-        let analyzed_thinking = handler.is_none() && analyzed_thinking(&jinja);
         Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format, handler, analyzed_thinking })
     }
 
@@ -552,11 +487,12 @@ impl ChatTemplate {
     }
 
     /// Whether the template has a reasoning section to turn on and off (llama-server's default
-    /// for `enable_thinking`): its specialized handler says so, else it has `<think>` tags.
+    /// for `enable_thinking`): its specialized handler says so, else upstream's differential
+    /// analysis finds one.
     pub fn supports_thinking(&self) -> bool {
         match self.handler {
             Some(h) => h.supports_thinking(),
-            None => self.think_tags().is_some() || self.analyzed_thinking,
+            None => self.analyzed_thinking,
         }
     }
 
