@@ -9,18 +9,25 @@
 
 use minijinja::machinery::{parse, tokenize, Token};
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Value, ValueKind};
-use minijinja::{Error as JError, ErrorKind};
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, Value, ValueKind};
+use minijinja::{Error as JError, ErrorKind, State};
 use serde_json::Value as Json;
 
 /// The function every `a + b` becomes.
 pub const ADD_FN: &str = "__pyadd__";
 
-/// Byte ranges of one `+`: the whole expression and its operator.
+/// The function every list literal `[…]` becomes: Python's lists are mutable (Kimi K2's
+/// templates `append` to one and `pop` from it), minijinja's are not.
+pub const LIST_FN: &str = "__pylist__";
+
+/// Byte ranges of one `+` (the whole expression and its operator) or of one list literal.
 struct AddNode {
     start: usize,
     end: usize,
-    op: usize,
+    /// The `+`; `None` for a list literal.
+    op: Option<usize>,
 }
 
 /// Finds the `Add` operations in minijinja's serialized AST: a `Spanned` node serializes as
@@ -29,6 +36,12 @@ fn collect(ast: &Json, plus: &[usize], out: &mut Vec<AddNode>) {
     match ast {
         Json::Array(items) => items.iter().for_each(|i| collect(i, plus, out)),
         Json::Object(map) => {
+            if map.get("expr").and_then(Json::as_str) == Some("List") {
+                let off = |k: &str| map.get("inner").and_then(Json::as_array).and_then(|a| a.get(1)).and_then(|s| s.get(k)).and_then(Json::as_u64).map(|n| n as usize);
+                if let (Some(start), Some(end)) = (off("start_offset"), off("end_offset")) {
+                    out.push(AddNode { start, end, op: None });
+                }
+            }
             if let Some(Json::Array(inner)) = map.get("inner") {
                 if let [node, span] = inner.as_slice() {
                     if node.get("op").and_then(Json::as_str) == Some("Add") {
@@ -38,13 +51,14 @@ fn collect(ast: &Json, plus: &[usize], out: &mut Vec<AddNode>) {
                             // The operator is the first `+` token after the left operand (only
                             // closing parentheses can come between).
                             if let Some(&op) = plus.iter().find(|&&p| p >= left_end && p < end) {
-                                out.push(AddNode { start, end, op });
+                                out.push(AddNode { start, end, op: Some(op) });
                             }
                         }
                     }
                 }
             }
-            map.values().for_each(|v| collect(v, plus, out));
+            // Assignment targets (`for a, b in …`, `set a, b = …`) are lists of names, not values.
+            map.iter().filter(|(k, _)| k.as_str() != "target").for_each(|(_, v)| collect(v, plus, out));
         }
         _ => {}
     }
@@ -55,17 +69,21 @@ fn expr_span(e: &Json) -> Option<&Json> {
     e.get("inner").and_then(Json::as_array).and_then(|a| a.get(1))
 }
 
-/// `source` with each binary `+` turned into `__pyadd__(a, b)`; `None` when it has none or
-/// cannot be parsed (the compile then reports the error on the original).
+/// `source` with each binary `+` turned into `__pyadd__(a, b)` and each list literal into
+/// `__pylist__([…])`; `None` when it has neither or cannot be parsed (the compile then reports
+/// the error on the original).
 pub fn rewrite(source: &str, syntax: SyntaxConfig) -> Option<String> {
     let mut plus = Vec::new();
+    let mut brackets = false;
     for t in tokenize(source, false, syntax.clone()) {
         let (tok, span) = t.ok()?;
-        if matches!(tok, Token::Plus) {
-            plus.push(span.start_offset as usize);
+        match tok {
+            Token::Plus => plus.push(span.start_offset as usize),
+            Token::BracketOpen => brackets = true,
+            _ => {}
         }
     }
-    if plus.is_empty() {
+    if plus.is_empty() && !brackets {
         return None;
     }
     let ast = parse(source, "chat_template", syntax).ok()?;
@@ -81,13 +99,15 @@ pub fn rewrite(source: &str, syntax: SyntaxConfig) -> Option<String> {
     enum Edit {
         Close(usize),
         Op,
-        Open(std::cmp::Reverse<usize>),
+        Open(std::cmp::Reverse<usize>, &'static str),
     }
     let mut edits: Vec<(usize, Edit)> = Vec::with_capacity(nodes.len() * 3);
     for n in &nodes {
         let len = n.end - n.start;
-        edits.push((n.start, Edit::Open(std::cmp::Reverse(len))));
-        edits.push((n.op, Edit::Op));
+        edits.push((n.start, Edit::Open(std::cmp::Reverse(len), if n.op.is_some() { ADD_FN } else { LIST_FN })));
+        if let Some(op) = n.op {
+            edits.push((op, Edit::Op));
+        }
         edits.push((n.end, Edit::Close(len)));
     }
     edits.sort();
@@ -97,8 +117,8 @@ pub fn rewrite(source: &str, syntax: SyntaxConfig) -> Option<String> {
         out.push_str(source.get(at..pos)?);
         at = pos;
         match e {
-            Edit::Open(_) => {
-                out.push_str(ADD_FN);
+            Edit::Open(_, f) => {
+                out.push_str(f);
                 out.push('(');
             }
             Edit::Op => {
@@ -110,6 +130,80 @@ pub fn rewrite(source: &str, syntax: SyntaxConfig) -> Option<String> {
     }
     out.push_str(source.get(at..)?);
     Some(out)
+}
+
+/// A Python list: a sequence that `append`, `pop`, `extend`, `insert` and `remove` change in
+/// place. The lock is never contended: a render runs on one thread (minijinja's own
+/// `namespace` holds its fields the same way).
+#[derive(Debug, Default)]
+pub struct PyList(std::sync::Mutex<Vec<Value>>);
+
+impl PyList {
+    fn items(&self) -> std::sync::MutexGuard<'_, Vec<Value>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Object for PyList {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Seq
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let items = self.items();
+        let i = key.as_i64()?;
+        let i = if i < 0 { items.len() as i64 + i } else { i };
+        usize::try_from(i).ok().and_then(|i| items.get(i).cloned())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Values(self.items().clone())
+    }
+
+    fn call_method(self: &Arc<Self>, state: &mut State<'_, '_>, method: &str, args: &[Value]) -> Result<Value, JError> {
+        let mut items = self.items();
+        let bad = |m: &str| JError::new(ErrorKind::InvalidOperation, m.to_string());
+        match (method, args) {
+            ("append", [v]) => items.push(v.clone()),
+            ("extend", [v]) => {
+                let more: Vec<Value> = v.try_iter()?.collect();
+                items.extend(more);
+            }
+            ("insert", [i, v]) => {
+                let n = items.len() as i64;
+                let i = i.as_i64().ok_or_else(|| bad("list.insert: the index must be an integer"))?;
+                let i = if i < 0 { (n + i).max(0) } else { i.min(n) };
+                items.insert(i as usize, v.clone());
+            }
+            ("pop", []) | ("pop", [_]) => {
+                let n = items.len() as i64;
+                let i = match args.first() {
+                    Some(i) => i.as_i64().ok_or_else(|| bad("list.pop: the index must be an integer"))?,
+                    None => -1,
+                };
+                let i = if i < 0 { n + i } else { i };
+                if i < 0 || i >= n {
+                    return Err(bad("pop index out of range"));
+                }
+                return Ok(items.remove(i as usize));
+            }
+            ("remove", [v]) => {
+                let at = items.iter().position(|x| x == v).ok_or_else(|| bad("list.remove(x): x not in list"))?;
+                items.remove(at);
+            }
+            _ => {
+                let _ = state;
+                return Err(JError::from(ErrorKind::UnknownMethod));
+            }
+        }
+        state.consume_fuel(1)?;
+        Ok(Value::from(()))
+    }
+}
+
+/// `[…]` as a Python list.
+pub fn list(items: Value) -> Result<Value, JError> {
+    Ok(Value::from_object(PyList(std::sync::Mutex::new(items.try_iter()?.collect()))))
 }
 
 /// Python's `str()` of a number or boolean as upstream prints it in a concatenation.
@@ -170,5 +264,8 @@ mod tests {
         assert_eq!(rw("{% set x = f(a + 1, '+') %}{{ '+' }}"), "{% set x = f(__pyadd__(a , 1), '+') %}{{ '+' }}");
         assert_eq!(rw("{{ x - -y }}"), "{{ x - -y }}");
         assert_eq!(rw("{{ a + (b + c) }}"), "{{ __pyadd__(a , (__pyadd__(b , c))) }}");
+        assert_eq!(rw("{% set ns = namespace(ids=[]) %}{{ x + [1, [2]] }}"), "{% set ns = namespace(ids=__pylist__([])) %}{{ __pyadd__(x , __pylist__([1, __pylist__([2])])) }}");
+        assert_eq!(rw("{{ x[0] }}"), "{{ x[0] }}");
+        assert_eq!(rw("{% for k, v in [(1, 2)] %}{% set a, b = [k, v] %}{% endfor %}"), "{% for k, v in __pylist__([(1, 2)]) %}{% set a, b = __pylist__([k, v]) %}{% endfor %}");
     }
 }

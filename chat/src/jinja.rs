@@ -234,6 +234,7 @@ fn add_python_globals(env: &mut Environment<'static>) {
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
     env.add_function(crate::concat::ADD_FN, crate::concat::add);
+    env.add_function(crate::concat::LIST_FN, crate::concat::list);
     // Python's `{{ x | string }}` of a list or dict is its repr; minijinja's is JSON-like.
     env.add_filter("items", |v: Value| -> Result<Value, JError> {
         let keys: Vec<Value> = v.try_iter()?.collect();
@@ -328,6 +329,8 @@ mod tests {
         assert_eq!(render("{% for m in messages %}{{ m.role.upper() }}:{{ m.content.strip() }}\n{% endfor %}", ctx.clone()).unwrap(), "USER:hi\n");
         assert_eq!(render("{{ x | tojson }}", ctx.clone()).unwrap(), r#"{"a": [1, 2.0, true, null]}"#);
         assert_eq!(render("{{ x.a[2] }} {{ x.a[3] }} {{ x.a[1] }}", ctx.clone()).unwrap(), "True None 2.0");
+        // Lists are Python's: changed in place.
+        assert_eq!(render("{% set ns = namespace(q=[]) %}{% set _ = ns.q.append(1) %}{% set _ = ns.q.append(2) %}{{ ns.q.pop(0) }}{{ ns.q | tojson }}{{ ns.q | length }}", ctx.clone()).unwrap(), "1[2]1");
         // indent keeps a trailing newline (Python's Jinja and upstream do).
         assert_eq!(render("[{{ '{\\n'|indent(4, first=true) }}]", ctx.clone()).unwrap(), "[    {\n]");
         assert_eq!(render("[{{ 'a\\n\\nb'|indent(2) }}|{{ 'a\\nb'|indent('> ', true) }}]", ctx.clone()).unwrap(), "[a\n\n  b|> a\n> b]");
