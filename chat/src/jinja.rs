@@ -226,6 +226,43 @@ fn python_formatter(out: &mut minijinja::Output, state: &mut State, v: &Value) -
     }
 }
 
+/// An empty list of content parts that records whether the template used it as a list
+/// (iterated it or took an item by index), as upstream's capability probe records a value's
+/// `array_access` (b11312 `common/jinja/caps.cpp`); its length and truth do not count.
+#[derive(Debug, Default)]
+pub struct UsageProbe(std::sync::atomic::AtomicBool);
+
+impl UsageProbe {
+    pub fn used(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl minijinja::value::Object for UsageProbe {
+    fn repr(self: &Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Seq
+    }
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        if key.is_integer() {
+            self.mark();
+        }
+        None
+    }
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        self.mark();
+        minijinja::value::Enumerator::Seq(0)
+    }
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(0)
+    }
+    fn is_true(self: &Arc<Self>) -> bool {
+        false
+    }
+}
+
 /// `x is string` and its friends exist in minijinja; these are the Python spellings some
 /// templates use on values (`items()` pairs, `namespace`).
 fn add_python_globals(env: &mut Environment<'static>) {
@@ -302,9 +339,15 @@ impl Template {
 
     /// Renders with `ctx` (a JSON object: messages, tools, add_generation_prompt, bos_token, …).
     pub fn render(&self, ctx: &serde_json::Value) -> Result<String, TemplateError> {
+        self.render_value(Value::from(minijinja::value::Serde(ctx)))
+    }
+
+    /// Renders with a context built from minijinja values (the capability probes give a
+    /// template objects that record how they are used).
+    pub fn render_value(&self, ctx: Value) -> Result<String, TemplateError> {
         let t = self.env.get_template("chat_template").map_err(|e| from_jinja(e, true))?;
         let mut out = CappedIo(Capped { buf: String::new(), max: self.limits.max_output, overflowed: false });
-        match t.render_captured_to(Value::from(minijinja::value::Serde(ctx)), &mut out) {
+        match t.render_captured_to(ctx, &mut out) {
             Ok(_) => Ok(out.0.buf),
             Err(_) if out.0.overflowed => {
                 Err(TemplateError { syntax: false, raised: false, message: format!("the rendered prompt is larger than {} bytes", self.limits.max_output) })

@@ -364,6 +364,24 @@ fn probe(t: &Template, messages: Value, tools: Option<Value>, extra: &[(&str, Va
     t.render(&ctx).ok()
 }
 
+/// Renders a user message whose content is an empty list of parts: whether that succeeds and
+/// the template iterated or indexed the list.
+fn list_content_used(t: &Template) -> bool {
+    use minijinja::value::Value as J;
+    let content = std::sync::Arc::new(crate::jinja::UsageProbe::default());
+    let message: std::collections::BTreeMap<&str, J> = [("role", J::from("user")), ("content", J::from_dyn_object(content.clone()))].into_iter().collect();
+    let ctx: std::collections::BTreeMap<&str, J> = [
+        ("messages", J::from(vec![J::from_object(message)])),
+        ("bos_token", J::from("")),
+        ("eos_token", J::from("")),
+        ("add_generation_prompt", J::from(true)),
+        ("tools", J::from(Vec::<J>::new())),
+    ]
+    .into_iter()
+    .collect();
+    t.render_value(J::from_object(ctx)).is_ok() && content.used()
+}
+
 fn probe_tools() -> Value {
     json!([{"name": "tool", "type": "function", "function": {"name": "tool1", "description": "Tool description", "parameters": {"type": "object", "properties": {"arg": {"type": "string", "description": "Arg description"}}, "required": ["arg"]}}}])
 }
@@ -394,7 +412,9 @@ impl Caps {
         if typed_read && s.as_deref().is_some_and(|o| !o.contains(STRING_MARKER)) {
             c.supports_string_content = false;
             c.supports_typed_content = true;
-        } else if typed_read && t.source.contains("is string") {
+        } else if typed_read && t.source.contains("is string") && list_content_used(t) {
+            // Upstream: a template that tests for a string reads parts when it renders a
+            // message whose content is a list and uses that list as one.
             c.supports_typed_content = true;
         }
         if s.is_none() {
@@ -425,8 +445,11 @@ impl Caps {
                 c.supports_tools = o.contains("Tool description") || o.contains("Arg description");
                 let calls_rendered = o.matches("tool1").count() > usize::from(c.supports_tools);
                 c.supports_tool_calls = calls_rendered;
-            } else if obj.is_none() {
-                // Neither form renders: nothing is known.
+            } else {
+                // As upstream: a template that cannot render a call with string arguments
+                // (when object ones were not read) supports neither tools nor calls.
+                c.supports_tools = false;
+                c.supports_tool_calls = false;
             }
         }
         let args = if c.supports_object_arguments { json!({"arg": "value"}) } else { json!("{\"arg\": \"value\"}") };
