@@ -1,5 +1,7 @@
-//! Prints upstream's and our /apply-template answer for recorded pairs:
-//! `apply_diff [TEMPLATE_SUBSTRING] [CONVERSATION]` (tests/data/chat/apply).
+//! For each recorded pair, whether our /apply-template answer is upstream's, and both where not
+//! (tests/data/chat/apply; dates are compared as rendered, unlike the test):
+//! `apply_diff [TEMPLATE_SUBSTRING] [CONVERSATION]`; `apply_diff --caps` prints the templates
+//! whose capabilities differ from upstream's.
 use deepseek_chat::request::{inputs, ServerDefaults};
 use deepseek_chat::template::ChatTemplate;
 use serde_json::Value;
@@ -46,6 +48,3 @@ fn main() {
         }
     }
 }
-
-#[allow(dead_code)]
-fn caps_report() {}

@@ -1,16 +1,20 @@
-//! `+` as llama.cpp's Jinja engine evaluates it. Upstream (b11312 `common/jinja/runtime.cpp`,
-//! binary `+`) joins a string with an undefined or null operand as if that operand were the empty
-//! string, and a string with any other value as text; minijinja (and Python's Jinja) refuse both.
-//! Templates rely on it: firefunction-v2 adds an undefined `functions` to its system prompt,
-//! Command R+ a parameter's missing `description`. So every binary `+` of a template is
-//! rewritten, in its source, into a call of `__pyadd__(left, right)`, a function with upstream's
-//! rules; the operands are located by minijinja's own parser, so precedence and parentheses are
-//! kept exactly.
+//! What templates rely on that minijinja does differently, made upstream's by rewriting the
+//! template's source before it is compiled:
+//! - `+` as llama.cpp's Jinja engine evaluates it (b11312 `common/jinja/runtime.cpp`, binary
+//!   `+`): a string joined with an undefined or null operand as if that were the empty string,
+//!   with any other value as its text; minijinja (and Python's Jinja) refuse both.
+//!   firefunction-v2 adds an undefined `functions` to its system prompt, Command R+ a
+//!   parameter's missing `description`. Every binary `+` becomes `__pyadd__(left, right)`.
+//! - List literals as Python lists, changed in place by `append`, `pop`, …; minijinja's lists
+//!   are immutable (Kimi K2 queues call ids in a list). Every `[…]` becomes `__pylist__([…])`.
+//!
+//! Operands and literals are located by minijinja's own parser (its `unstable_machinery`
+//! AST, serialized), so precedence and parentheses are kept exactly.
+
+use std::sync::Arc;
 
 use minijinja::machinery::{parse, tokenize, Token};
 use minijinja::syntax::SyntaxConfig;
-use std::sync::Arc;
-
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value, ValueKind};
 use minijinja::{Error as JError, ErrorKind, State};
 use serde_json::Value as Json;
