@@ -157,6 +157,52 @@ fn tojson(state: &State, v: Value, kwargs: Kwargs) -> Result<Value, JError> {
     Ok(Value::from_safe_string(out))
 }
 
+/// `indent(width=4, first=false, blank=false)` as llama.cpp's engine does it (b11312
+/// `common/jinja/value.cpp`): a trailing newline is kept, as in Python's Jinja (minijinja drops
+/// it); `width` is a count of spaces or the indentation itself.
+fn indent(v: Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kwargs: Kwargs) -> Result<Value, JError> {
+    let width = match width {
+        Some(w) => Some(w),
+        None => kwargs.get::<Option<Value>>("width")?,
+    };
+    let first = match first {
+        Some(f) => f,
+        None => kwargs.get::<Option<bool>>("first")?.unwrap_or(false),
+    };
+    let blank = match blank {
+        Some(b) => b,
+        None => kwargs.get::<Option<bool>>("blank")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    let Some(input) = v.as_str() else { return Err(JError::new(ErrorKind::InvalidOperation, "indent() first argument must be a string")) };
+    let pad = match width {
+        Some(w) if w.is_integer() => " ".repeat(w.as_i64().unwrap_or(0).clamp(0, 1 << 16) as usize),
+        Some(w) if w.as_str().is_some() => w.as_str().unwrap_or_default().to_string(),
+        _ => "    ".to_string(),
+    };
+    let mut out = String::with_capacity(input.len() + pad.len() * 4);
+    let body = input.strip_suffix('\n').unwrap_or(input);
+    if !input.is_empty() {
+        for line in body.split('\n') {
+            // Upstream's order: the separator only once something was written.
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            if if out.is_empty() { first } else { !line.is_empty() || blank } {
+                out.push_str(&pad);
+            }
+            out.push_str(line);
+        }
+    }
+    if input.ends_with('\n') {
+        out.push('\n');
+        if blank {
+            out.push_str(&pad);
+        }
+    }
+    Ok(Value::from(out))
+}
+
 fn raise_exception(msg: Option<String>) -> Result<Value, JError> {
     Err(JError::new(ErrorKind::InvalidOperation, format!("{RAISED}{}", msg.unwrap_or_default())))
 }
@@ -180,12 +226,52 @@ fn python_formatter(out: &mut minijinja::Output, state: &mut State, v: &Value) -
     }
 }
 
+/// An empty list of content parts that records whether the template used it as a list
+/// (iterated it or took an item by index), as upstream's capability probe records a value's
+/// `array_access` (b11312 `common/jinja/caps.cpp`); its length and truth do not count.
+#[derive(Debug, Default)]
+pub struct UsageProbe(std::sync::atomic::AtomicBool);
+
+impl UsageProbe {
+    pub fn used(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl minijinja::value::Object for UsageProbe {
+    fn repr(self: &Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Seq
+    }
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        if key.is_integer() {
+            self.mark();
+        }
+        None
+    }
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        self.mark();
+        minijinja::value::Enumerator::Seq(0)
+    }
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(0)
+    }
+    fn is_true(self: &Arc<Self>) -> bool {
+        false
+    }
+}
+
 /// `x is string` and its friends exist in minijinja; these are the Python spellings some
 /// templates use on values (`items()` pairs, `namespace`).
 fn add_python_globals(env: &mut Environment<'static>) {
     env.add_filter("tojson", tojson);
+    env.add_filter("indent", indent);
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime_now);
+    env.add_function(crate::concat::ADD_FN, crate::concat::add);
+    env.add_function(crate::concat::LIST_FN, crate::concat::list);
     // Python's `{{ x | string }}` of a list or dict is its repr; minijinja's is JSON-like.
     env.add_filter("items", |v: Value| -> Result<Value, JError> {
         let keys: Vec<Value> = v.try_iter()?.collect();
@@ -238,22 +324,30 @@ impl Template {
 
     pub fn with_limits(source: &str, limits: Limits) -> Result<Template, TemplateError> {
         let mut env = Environment::new();
-        env.set_syntax(minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false).build().expect("the default delimiters"));
+        let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(false).build().expect("the default delimiters");
+        env.set_syntax(syntax.clone());
         env.set_fuel(Some(limits.fuel));
         env.set_recursion_limit(limits.recursion);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.set_formatter(python_formatter);
         add_python_globals(&mut env);
         let text = rewrite_generation_tags(source);
+        let text = crate::concat::rewrite(&text, syntax).unwrap_or(text);
         env.add_template_owned("chat_template", text).map_err(|e| from_jinja(e, true))?;
         Ok(Template { env: Arc::new(env), limits, source: Arc::from(source) })
     }
 
     /// Renders with `ctx` (a JSON object: messages, tools, add_generation_prompt, bos_token, …).
     pub fn render(&self, ctx: &serde_json::Value) -> Result<String, TemplateError> {
+        self.render_value(Value::from(minijinja::value::Serde(ctx)))
+    }
+
+    /// Renders with a context built from minijinja values (the capability probes give a
+    /// template objects that record how they are used).
+    pub fn render_value(&self, ctx: Value) -> Result<String, TemplateError> {
         let t = self.env.get_template("chat_template").map_err(|e| from_jinja(e, true))?;
         let mut out = CappedIo(Capped { buf: String::new(), max: self.limits.max_output, overflowed: false });
-        match t.render_captured_to(Value::from(minijinja::value::Serde(ctx)), &mut out) {
+        match t.render_captured_to(ctx, &mut out) {
             Ok(_) => Ok(out.0.buf),
             Err(_) if out.0.overflowed => {
                 Err(TemplateError { syntax: false, raised: false, message: format!("the rendered prompt is larger than {} bytes", self.limits.max_output) })
@@ -278,6 +372,11 @@ mod tests {
         assert_eq!(render("{% for m in messages %}{{ m.role.upper() }}:{{ m.content.strip() }}\n{% endfor %}", ctx.clone()).unwrap(), "USER:hi\n");
         assert_eq!(render("{{ x | tojson }}", ctx.clone()).unwrap(), r#"{"a": [1, 2.0, true, null]}"#);
         assert_eq!(render("{{ x.a[2] }} {{ x.a[3] }} {{ x.a[1] }}", ctx.clone()).unwrap(), "True None 2.0");
+        // Lists are Python's: changed in place.
+        assert_eq!(render("{% set ns = namespace(q=[]) %}{% set _ = ns.q.append(1) %}{% set _ = ns.q.append(2) %}{{ ns.q.pop(0) }}{{ ns.q | tojson }}{{ ns.q | length }}", ctx.clone()).unwrap(), "1[2]1");
+        // indent keeps a trailing newline (Python's Jinja and upstream do).
+        assert_eq!(render("[{{ '{\\n'|indent(4, first=true) }}]", ctx.clone()).unwrap(), "[    {\n]");
+        assert_eq!(render("[{{ 'a\\n\\nb'|indent(2) }}|{{ 'a\\nb'|indent('> ', true) }}]", ctx.clone()).unwrap(), "[a\n\n  b|> a\n> b]");
         assert_eq!(render("{% for k, v in x.items() %}{{ k }}={{ v | length }}{% endfor %}", ctx.clone()).unwrap(), "a=4");
         // trim_blocks + lstrip_blocks
         assert_eq!(render("a\n  {% if true %}\nb\n  {% endif %}\nc", ctx.clone()).unwrap(), "a\nb\nc");

@@ -2,6 +2,8 @@
 //! chat template as Hugging Face and llama-server render it, the tool-call formats parsed out
 //! of what the model writes, and its reasoning (`<think>`) split from its answer.
 
+mod concat;
+pub mod handlers;
 pub mod jinja;
 pub mod messages;
 pub mod reasoning;

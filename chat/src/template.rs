@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::jinja::{Limits, Template, TemplateError};
+use crate::handlers::Handler;
 use crate::messages::{concat_parts, tools_json, Message, Tool};
 
 /// What a template does with what it is given, found by rendering probe conversations.
@@ -109,29 +110,9 @@ pub struct ChatTemplate {
     /// `"<think>\n"`, `"\n</think>\n\n"`): what a continued turn's reasoning is wrapped in.
     reasoning_markers: Option<(String, String)>,
     tool_format: crate::tools::ToolFormat,
-}
-
-/// Finds how `t` wraps a history turn's reasoning: the text from the last `<think>` before the
-/// reasoning to it, and from the reasoning to the content.
-fn reasoning_markers(t: &Template) -> Option<(String, String)> {
-    if !(t.source.contains("<think>") && t.source.contains("</think>")) {
-        return None;
-    }
-    let (r, c) = ("REASONING_MARKER_7f3a", "CONTENT_MARKER_7f3a");
-    let msgs = json!([{"role": "user", "content": "U"}, {"role": "assistant", "reasoning_content": r, "content": c}]);
-    let out = probe(t, msgs, None, &[("enable_thinking", json!(true)), ("add_generation_prompt", json!(false)), ("preserve_thinking", json!(true)), ("clear_thinking", json!(false)), ("truncate_history_thinking", json!(false)), ("drop_thinking", json!(false))]);
-    let fallback = Some(("<think>".to_string(), "</think>".to_string()));
-    let Some(out) = out else { return fallback };
-    let (Some(ri), Some(ci)) = (out.find(r), out.find(c)) else { return fallback };
-    let Some(open) = out[..ri].rfind("<think>") else { return fallback };
-    if ci < ri + r.len() {
-        return fallback;
-    }
-    let end = &out[ri + r.len()..ci];
-    if !end.contains("</think>") {
-        return fallback;
-    }
-    Some((out[open..ri].to_string(), end.to_string()))
+    handler: Option<Handler>,
+    /// Upstream's analysis finds a reasoning section (for templates without a handler).
+    analyzed_thinking: bool,
 }
 
 /// DeepSeek V4's reference renders a run of tool results in the order of the calls they
@@ -173,6 +154,205 @@ fn sort_tool_results(messages: &mut [Value]) {
     }
 }
 
+/// `text` cut into markers (`<…>`, `[…]`; true) and the text between them (false), as
+/// upstream's `segmentize_markers`.
+fn segments(text: &str) -> Vec<(bool, &str)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut border, mut opener) = (0, None::<u8>);
+    for (i, &c) in b.iter().enumerate() {
+        match opener {
+            None if c == b'<' || c == b'[' => {
+                if border < i {
+                    out.push((false, &text[border..i]));
+                }
+                border = i;
+                opener = Some(c);
+            }
+            Some(o) if (o == b'<' && c == b'>') || (o == b'[' && c == b']') => {
+                out.push((true, &text[border..=i]));
+                border = i + 1;
+                opener = None;
+            }
+            _ => {}
+        }
+    }
+    if border < text.len() {
+        out.push((false, &text[border..]));
+    }
+    out
+}
+
+/// What differs between `a` and `b` once their common start and end are taken off (at
+/// character boundaries): `a`'s part and `b`'s part.
+fn diff_split<'a, 'b>(a: &'a str, b: &'b str) -> (&'a str, &'b str) {
+    let mut pre = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(pre) || !b.is_char_boundary(pre) {
+        pre -= 1;
+    }
+    let (ra, rb) = (&a[pre..], &b[pre..]);
+    let mut suf = ra.bytes().rev().zip(rb.bytes().rev()).take_while(|(x, y)| x == y).count();
+    while !ra.is_char_boundary(ra.len() - suf) || !rb.is_char_boundary(rb.len() - suf) {
+        suf -= 1;
+    }
+    (&ra[..ra.len() - suf], &rb[..rb.len() - suf])
+}
+
+/// The end of a marker starting at `s[0]` (`<…>` or `[…]`, up to the first closer), if `s`
+/// starts with one.
+fn marker_len(s: &str) -> Option<usize> {
+    let close = match s.as_bytes().first() {
+        Some(b'<') => '>',
+        Some(b'[') => ']',
+        _ => return None,
+    };
+    s[1..].find(close).map(|i| i + 2)
+}
+
+/// The reasoning's markers in `out` as upstream's tagged parsers find them around `r`: `pre`, a
+/// marker and the whitespace after it right before `r`; `post`, what follows `r` up to and with
+/// a marker and the whitespace after it (`lead_ws`: with the whitespace before that marker).
+fn markers_around(out: &str, r: &str, lead_ws: bool) -> Option<(String, String)> {
+    let at = out.find(r)?;
+    let before = out[..at].trim_end_matches(char::is_whitespace);
+    let mut pre = String::new();
+    if before.ends_with('>') || before.ends_with(']') {
+        let (open, close) = if before.ends_with('>') { ('<', '>') } else { ('[', ']') };
+        let inner = &before[..before.len() - 1];
+        // The earliest opener whose first closer is this one.
+        let last_close = inner.rfind(close).map_or(0, |i| i + 1);
+        if let Some(j) = inner[last_close..].find(open) {
+            pre = out[last_close + j..at].to_string();
+        }
+    }
+    let after = &out[at + r.len()..];
+    let ws = after.len() - after.trim_start_matches(char::is_whitespace).len();
+    let post = marker_len(&after[ws..]).map(|n| {
+        let end = ws + n;
+        let trail = after[end..].len() - after[end..].trim_start_matches(char::is_whitespace).len();
+        after[if lead_ws { 0 } else { ws }..end + trail].to_string()
+    });
+    Some((pre, post.unwrap_or_default()))
+}
+
+/// The reasoning section's opening and end as upstream's differential analysis finds them
+/// (b11312 `common/chat-diff-analyzer.cpp`: `compare_reasoning_presence`,
+/// `compare_thinking_enabled`, `compare_reasoning_scope`, then its per-template workarounds):
+/// whether the template has a reasoning section (llama-server's default for `enable_thinking`)
+/// and what a continued assistant message's reasoning is written between (empty when not
+/// found).
+fn analyzed_markers(t: &Template, caps: &Caps) -> (bool, String, String) {
+    const USER_MSG: &str = "U_USER_MSG Hello END_U";
+    const ASSISTANT_MSG: &str = "A_ASST_MSG I can help END_A";
+    const THINKING: &str = "REASON_PART I am thinking END_R";
+    let render = |messages: Value, tools: Option<Value>, gen: bool, thinking: bool| -> Option<String> {
+        let mut ctx = json!({"messages": messages, "bos_token": "", "eos_token": "", "enable_thinking": thinking});
+        if let Some(tools) = tools {
+            ctx["tools"] = tools;
+        }
+        if gen {
+            ctx["add_generation_prompt"] = json!(true);
+        }
+        t.render(&ctx).ok()
+    };
+    let user = json!({"role": "user", "content": USER_MSG});
+    let (mut start, mut end) = (String::new(), String::new());
+    // Upstream's `reasoning_mode` is other than NONE.
+    let mut found = false;
+    // Presence: the history's reasoning and the markers around it.
+    let plain = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG}]), None, false, true);
+    let with = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), None, false, true);
+    if let (Some(a), Some(b)) = (&plain, &with) {
+        if diff_split(a, b).1.contains(THINKING) {
+            if let Some((pre, post)) = markers_around(b, THINKING, true) {
+                if !pre.is_empty() && !post.is_empty() {
+                    (start, end, found) = (pre, post, true);
+                } else if let Some((_, post)) = markers_around(b, THINKING, false).filter(|(_, p)| !p.is_empty()) {
+                    (end, found) = (post, true);
+                }
+            }
+        }
+    }
+    // enable_thinking's change to the generation prompt.
+    if let (Some(off), Some(on)) = (render(json!([user]), None, true, false), render(json!([user]), None, true, true)) {
+        let (left, right) = diff_split(&off, &on);
+        let (lt, rt) = (left.trim(), right.trim());
+        if lt.is_empty() && !right.is_empty() {
+            if !rt.is_empty() && on.ends_with(rt) && start.is_empty() {
+                (start, found) = (right.to_string(), true);
+            }
+        } else if rt.is_empty() && !left.is_empty() {
+            if !lt.is_empty() && off.ends_with(lt) && end.is_empty() {
+                let segs: Vec<(bool, &str)> = segments(&off).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
+                if segs.len() >= 2 && segs[segs.len() - 1].1 == lt && segs[segs.len() - 2].0 {
+                    start = segs[segs.len() - 2].1.to_string();
+                }
+                (end, found) = (left.to_string(), true);
+            }
+        } else if !lt.is_empty() && !rt.is_empty() {
+            // One output's tail is in the other, followed by exactly two markers.
+            for (base, extended) in [(&on, &off), (&off, &on)] {
+                let mut cut = base.len().saturating_sub(64);
+                while !base.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                let anchor = &base[cut..];
+                let Some(pos) = extended.rfind(anchor) else { continue };
+                if pos + anchor.len() >= extended.len() {
+                    continue;
+                }
+                let extra = extended[pos + anchor.len()..].trim();
+                let segs: Vec<(bool, &str)> = segments(extra).into_iter().filter(|(_, s)| !s.trim().is_empty()).collect();
+                if segs.len() == 2 && segs.iter().all(|(marker, _)| *marker) {
+                    if start.is_empty() {
+                        start = segs[0].1.to_string();
+                    }
+                    if end.is_empty() {
+                        end = segs[1].1.to_string();
+                    }
+                    found = true;
+                    break;
+                }
+            }
+        }
+    }
+    // Reasoning written only beside tool calls.
+    if caps.supports_tool_calls {
+        let tools = json!([{"type": "function", "function": {"name": "FFF_FIRST_FUN_F", "description": "Tool description", "parameters": {"type": "object", "properties": {"AA_ARG_FST_AA": {"type": "string"}, "BB_ARG_SND_BB": {"type": "string"}}, "required": ["AA_ARG_FST_AA"]}}}]);
+        let call = json!({"id": "call00001", "type": "function", "function": {"name": "FFF_FIRST_FUN_F", "arguments": {"AA_ARG_FST_AA": "VVVV", "BB_ARG_SND_BB": "XXXX"}}});
+        let a = render(json!([user, {"role": "assistant", "content": ASSISTANT_MSG, "reasoning_content": THINKING}]), Some(tools.clone()), false, true);
+        let b = render(json!([user, {"role": "assistant", "content": null, "reasoning_content": THINKING, "tool_calls": [call]}]), Some(tools), false, true);
+        if let (Some(a), Some(b)) = (a, b) {
+            if !a.contains(THINKING) && b.contains(THINKING) {
+                // Reasoning only beside calls; without a marker after it, none is known.
+                let (pre, post) = markers_around(&b, THINKING, false).unwrap_or_default();
+                found = true;
+                if !pre.is_empty() && !post.is_empty() {
+                    (start, end) = (pre, post);
+                } else if !post.is_empty() {
+                    end = post;
+                }
+            }
+        }
+    }
+    // Upstream's workarounds.
+    let src = &t.source;
+    let think = || ("<think>".to_string(), "</think>".to_string());
+    if src.contains("content.split('</think>')") && !src.contains("reasoning_content") && !src.contains("<SPECIAL_12>") && !found {
+        (start, end, found) = (think().0, think().1, true);
+    }
+    if src.contains("Write your thoughts between <think></think> and write your response between <response></response>") {
+        (start, end, found) = (think().0, think().1, true);
+    }
+    if src.contains("<SPECIAL_10>") && src.contains("<SPECIAL_11>") && src.contains("<SPECIAL_12>") && src.contains("<TOOL_RESPONSE>") {
+        (start, end, found) = ("<think>\n".into(), "</think>".into(), true);
+    }
+    if src.contains("laguna_glm_thinking") {
+        (start, end) = (start.trim().to_string(), end.trim().to_string());
+    }
+    (found, start, end)
+}
+
 const STRING_MARKER: &str = "STRING_MARKER";
 const REASONING_MARKER: &str = "<REASONING_CONTENT_PLACEHOLDER>";
 
@@ -182,6 +362,24 @@ fn probe(t: &Template, messages: Value, tools: Option<Value>, extra: &[(&str, Va
         ctx[*k] = v.clone();
     }
     t.render(&ctx).ok()
+}
+
+/// Renders a user message whose content is an empty list of parts: whether that succeeds and
+/// the template iterated or indexed the list.
+fn list_content_used(t: &Template) -> bool {
+    use minijinja::value::Value as J;
+    let content = std::sync::Arc::new(crate::jinja::UsageProbe::default());
+    let message: std::collections::BTreeMap<&str, J> = [("role", J::from("user")), ("content", J::from_dyn_object(content.clone()))].into_iter().collect();
+    let ctx: std::collections::BTreeMap<&str, J> = [
+        ("messages", J::from(vec![J::from_object(message)])),
+        ("bos_token", J::from("")),
+        ("eos_token", J::from("")),
+        ("add_generation_prompt", J::from(true)),
+        ("tools", J::from(Vec::<J>::new())),
+    ]
+    .into_iter()
+    .collect();
+    t.render_value(J::from_object(ctx)).is_ok() && content.used()
 }
 
 fn probe_tools() -> Value {
@@ -214,7 +412,9 @@ impl Caps {
         if typed_read && s.as_deref().is_some_and(|o| !o.contains(STRING_MARKER)) {
             c.supports_string_content = false;
             c.supports_typed_content = true;
-        } else if typed_read && t.source.contains("is string") {
+        } else if typed_read && t.source.contains("is string") && list_content_used(t) {
+            // Upstream: a template that tests for a string reads parts when it renders a
+            // message whose content is a list and uses that list as one.
             c.supports_typed_content = true;
         }
         if s.is_none() {
@@ -245,8 +445,11 @@ impl Caps {
                 c.supports_tools = o.contains("Tool description") || o.contains("Arg description");
                 let calls_rendered = o.matches("tool1").count() > usize::from(c.supports_tools);
                 c.supports_tool_calls = calls_rendered;
-            } else if obj.is_none() {
-                // Neither form renders: nothing is known.
+            } else {
+                // As upstream: a template that cannot render a call with string arguments
+                // (when object ones were not read) supports neither tools nor calls.
+                c.supports_tools = false;
+                c.supports_tool_calls = false;
             }
         }
         let args = if c.supports_object_arguments { json!({"arg": "value"}) } else { json!("{\"arg\": \"value\"}") };
@@ -291,12 +494,14 @@ impl ChatTemplate {
     pub fn with_limits(source: &str, bos_token: &str, eos_token: &str, add_bos: bool, add_eos: bool, limits: Limits) -> Result<ChatTemplate, TemplateError> {
         let jinja = Template::with_limits(source, limits)?;
         let caps = Caps::probe(&jinja);
-        let reasoning_markers = reasoning_markers(&jinja);
+        let (analyzed_thinking, start, end) = analyzed_markers(&jinja, &caps);
+        let reasoning_markers = (!start.is_empty()).then_some((start, end));
         let tool_format = match crate::tools::ToolFormat::detect(&jinja.source) {
             crate::tools::ToolFormat::Generic if !caps.supports_tools => crate::tools::ToolFormat::ContentOnly,
             f => f,
         };
-        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format })
+        let handler = Handler::detect(&jinja.source);
+        Ok(ChatTemplate { jinja, bos_token: bos_token.into(), eos_token: eos_token.into(), add_bos, add_eos, caps, reasoning_markers, tool_format, handler, analyzed_thinking })
     }
 
     /// The reasoning section's tags, when the template writes one.
@@ -304,9 +509,19 @@ impl ChatTemplate {
         (self.source().contains("<think>") && self.source().contains("</think>")).then_some(("<think>", "</think>"))
     }
 
-    /// Whether the template has a reasoning section to turn on and off.
+    /// Whether the template has a reasoning section to turn on and off (llama-server's default
+    /// for `enable_thinking`): its specialized handler says so, else upstream's differential
+    /// analysis finds one.
     pub fn supports_thinking(&self) -> bool {
-        self.think_tags().is_some()
+        match self.handler {
+            Some(h) => h.supports_thinking(),
+            None => self.analyzed_thinking,
+        }
+    }
+
+    /// Upstream's specialized handler for this template, if it has one.
+    pub fn handler(&self) -> Option<Handler> {
+        self.handler
     }
 
     /// The format this template's model writes tool calls in: the one its text renders, the
@@ -374,6 +589,9 @@ impl ChatTemplate {
         }
         if self.tool_format() == (crate::tools::ToolFormat::Dsml { v4: true }) {
             sort_tool_results(&mut out);
+        }
+        if let Some(h) = self.handler {
+            h.adapt(&mut out);
         }
         Ok(out)
     }
@@ -445,29 +663,23 @@ impl ChatTemplate {
         }
         let mut generation_prompt = with[common..].to_string();
         let mut prompt = if gen && continued.is_none() { with } else { without };
+        if matches!(self.handler, Some(Handler::Gemma4 { .. })) && continued.is_none() && inputs.add_generation_prompt && prompt.ends_with("<turn|>\n") {
+            // Upstream's Gemma 4 handler: a conversation ending in a finished model turn (content
+            // and calls) gets the model's next turn opened.
+            generation_prompt = "<|turn>model\n".to_string();
+            prompt.push_str(&generation_prompt);
+        }
         if let Some(m) = continued {
             // As upstream: the generation prompt up to the reasoning's opening, the reasoning
             // given, its end when content follows, then the content.
             let content_mode = !(m.content.is_empty() && m.parts.is_empty() && !m.reasoning_content.is_empty());
             let mut reasoning = String::new();
             let content = if m.parts.is_empty() { m.content.clone() } else { concat_parts(&m.parts) };
-            if let crate::tools::ToolFormat::Dsml { v4 } = self.tool_format() {
-                // Upstream's DeepSeek V3.2 / V4 handler: the assistant tag, then V4 without
-                // reasoning closes it bare; otherwise the reasoning given, closed when content
-                // follows.
-                let mut gp = String::from("<｜Assistant｜>");
-                if v4 && m.reasoning_content.is_empty() {
-                    gp.push_str("</think>");
-                } else {
-                    gp.push_str("<think>");
-                    gp.push_str(&m.reasoning_content);
+            if let Some(h) = self.handler {
+                let gp = h.continuation(&prompt, &generation_prompt, &m, content_mode);
+                let writes_reasoning = !matches!(h, Handler::FunctionaryV32 | Handler::GigaChatV3 | Handler::Qwen3Coder { reasoning: false });
+                if writes_reasoning {
                     reasoning = m.reasoning_content.clone();
-                    if content_mode {
-                        gp.push_str("</think>");
-                    }
-                }
-                if content_mode {
-                    gp.push_str(&content);
                 }
                 prompt.push_str(&gp);
                 info = Some(Continued { reasoning, content_mode, content: if content_mode { content } else { String::new() } });
@@ -475,7 +687,7 @@ impl ChatTemplate {
             }
             if let Some((open, close)) = &self.reasoning_markers {
                 reasoning = m.reasoning_content.clone();
-                if let Some(at) = generation_prompt.find(open.trim()) {
+                if let Some(at) = generation_prompt.find(open.as_str()) {
                     generation_prompt.truncate(at);
                 }
                 generation_prompt.push_str(open);

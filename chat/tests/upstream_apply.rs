@@ -92,6 +92,16 @@ fn apply_template_equals_upstream_llama_server() {
             }
         }
     }
+    // The capabilities upstream's server reported for each template (its /props
+    // `chat_template_caps`), which decide how a conversation is adapted before rendering.
+    let mut caps_differ = Vec::new();
+    for (name, t) in &templates {
+        let (Ok(t), Some(up)) = (t, meta["templates"][name.as_str()].get("chat_template_caps")) else { continue };
+        if &t.caps.to_json() != up {
+            caps_differ.push(format!("{name}: ours {} upstream {up}", t.caps.to_json()));
+        }
+    }
+    assert!(caps_differ.is_empty(), "template capabilities differ from upstream's:\n{}", caps_differ.join("\n"));
     eprintln!("apply-template vs upstream: {same} agree, {differ} known to differ, {} newly agree, {} newly differ", fixed.len(), broken.len());
     assert!(same > 0, "no recorded pair was compared");
     assert!(fixed.is_empty(), "these pairs agree now: take them out of known-differences.txt:\n{}", fixed.join("\n"));
