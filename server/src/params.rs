@@ -51,6 +51,9 @@ pub struct GenParams {
     pub n_cmpl: u32,
     /// `return_progress`: streamed prompt-progress chunks.
     pub return_progress: bool,
+    /// With `ignore_eos`: the end-of-generation tokens the sampler biases to -inf (reported in
+    /// `generation_settings.logit_bias`, as upstream).
+    pub eog_ids: Vec<i32>,
     /// `t_max_predict_ms`: generation ends at the first newline after this long (None: off).
     pub t_max_predict: Option<std::time::Duration>,
 }
@@ -198,6 +201,10 @@ impl<'a> Fields<'a> {
             }
         };
         let ignore_eos = sampling.ignore_eos;
+        let eog_ids = match vocab {
+            Some(v) if ignore_eos => v.eog_ids().collect(),
+            _ => Vec::new(),
+        };
         let reasoning = match self.str("reasoning_format")? {
             None => None,
             Some(o) => Some(ReasoningFormat::parse(o).ok_or_else(|| ApiError::param("reasoning_format", format!("Unknown reasoning format: {o}")))?),
@@ -218,7 +225,7 @@ impl<'a> Fields<'a> {
         let return_progress = self.bool("return_progress")?.unwrap_or(false);
         let id_slot = self.int("id_slot", -1, i32::MAX as i64)?.filter(|&v| v >= 0).map(|v| v as u32);
         let t_max_predict = self.f32("t_max_predict_ms", f32::MIN, f32::MAX)?.filter(|&ms| ms > 0.0).map(|ms| std::time::Duration::from_secs_f64(ms as f64 / 1000.0));
-        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict, n_cmpl: n_cmpl.min(u32::MAX as i64) as u32, return_progress })
+        Ok(GenParams { max_tokens, sampling, stop, stream, include_usage, logprobs, top_logprobs, ignore_eos, reasoning, grammar, json_schema, tool_choice, parallel_tool_calls, reasoning_budget, sse_ping_interval, timings_per_token, verbose, cache_prompt, id_slot, t_max_predict, n_cmpl: n_cmpl.min(u32::MAX as i64) as u32, return_progress, eog_ids })
     }
 
     /// The sampler settings, as llama-server reads them (`server-schema.cpp`): the server's
@@ -366,7 +373,10 @@ impl<'a> Fields<'a> {
 /// settings this server has; the samplers it does not run are reported at their off values.
 pub fn settings_json(gp: &GenParams, n_predict: i32) -> Value {
     let s = &gp.sampling;
-    let bias: Vec<Value> = s.logit_bias.iter().map(|&(t, b)| serde_json::json!({"bias": if b.is_finite() { serde_json::json!(b) } else { serde_json::json!(false) }, "token": t})).collect();
+    // -inf is null, as upstream's JSON writes a non-finite float; the EOG biases of ignore_eos
+    // follow the request's.
+    let eog = gp.eog_ids.iter().map(|&t| (t, f32::NEG_INFINITY));
+    let bias: Vec<Value> = s.logit_bias.iter().copied().chain(eog).map(|(t, b)| serde_json::json!({"bias": if b.is_finite() { serde_json::json!(b) } else { Value::Null }, "token": t})).collect();
     serde_json::json!({
         "seed": s.seed,
         "temperature": s.temperature,
