@@ -355,8 +355,11 @@ fn tls_acceptor(args: &Args) -> Result<Option<tokio_rustls::TlsAcceptor>, String
     };
     let key_pem = std::fs::read(key_path).map_err(|e| format!("--ssl-key-file {}: {e}", key_path.display()))?;
     let cert_pem = std::fs::read(cert_path).map_err(|e| format!("--ssl-cert-file {}: {e}", cert_path.display()))?;
+    const ENCRYPTED: &[u8] = b"-----BEGIN ENCRYPTED PRIVATE KEY-----";
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
-        rustls_pki_types::pem::Error::NoItemsFound => format!("--ssl-key-file {}: no PEM private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY; an encrypted key is not supported)", key_path.display()),
+        // No password can be given (llama-server passes OpenSSL none either).
+        _ if key_pem.windows(ENCRYPTED.len()).any(|w| w == ENCRYPTED) => format!("--ssl-key-file {}: an encrypted private key is not supported (decrypt it: openssl pkey -in KEY -out KEY.plain)", key_path.display()),
+        rustls_pki_types::pem::Error::NoItemsFound => format!("--ssl-key-file {}: no PEM private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)", key_path.display()),
         e => format!("--ssl-key-file {}: {e}", key_path.display()),
     })?;
     let certs = CertificateDer::pem_slice_iter(&cert_pem).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--ssl-cert-file {}: {e}", cert_path.display()))?;
@@ -376,6 +379,7 @@ fn tls_acceptor(args: &Args) -> Result<Option<tokio_rustls::TlsAcceptor>, String
         .with_single_cert(certs, key)
         .map_err(|e| match e {
             rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => format!("--ssl-key-file {} with --ssl-cert-file {}: the key is not the certificate's (the first certificate in the file is the server's)", key_path.display(), cert_path.display()),
+            rustls::Error::InvalidCertificate(e) => format!("--ssl-cert-file {}: the server's certificate (the first in the file) is not a valid X.509 certificate: {e:?}", cert_path.display()),
             e => format!("--ssl-key-file {} with --ssl-cert-file {}: {e}", key_path.display(), cert_path.display()),
         })?;
     // HTTP/1.1 only, as the connections are served (a client offering only h2 is refused in

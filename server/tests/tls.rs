@@ -16,7 +16,8 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// A fresh folder with key.pem + cert.pem (RSA, self-signed for localhost and 127.0.0.1),
-/// other-key.pem and other-rsa.pem (an EC and an RSA key that are not cert.pem's), and files that are not keys or certs.
+/// other-key.pem and other-rsa.pem (an EC and an RSA key that are not cert.pem's),
+/// encrypted-key.pem (key.pem under a password), and files that are not keys or certs.
 fn material(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
@@ -24,6 +25,7 @@ fn material(name: &str) -> PathBuf {
     openssl(&dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.pem", "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]);
     openssl(&dir, &["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "other-key.pem"]);
     openssl(&dir, &["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "other-rsa.pem"]);
+    openssl(&dir, &["pkcs8", "-topk8", "-in", "key.pem", "-out", "encrypted-key.pem", "-passout", "pass:secret"]);
     std::fs::write(dir.join("not-pem.txt"), "this is not a PEM file\n").unwrap();
     std::fs::write(dir.join("bad-der.pem"), "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n").unwrap();
     std::fs::write(dir.join("bad-base64.pem"), "-----BEGIN CERTIFICATE-----\n!!!! not base64 !!!!\n-----END CERTIFICATE-----\n").unwrap();
@@ -69,7 +71,7 @@ fn bad_tls_setups_stop_the_start_with_a_message_naming_the_file_or_flag() {
     let d = material("tls-bad");
     let p = |f: &str| d.join(f).to_str().unwrap().to_string();
     let (key, cert, other, other_rsa, not_pem, bad64, missing) = (p("key.pem"), p("cert.pem"), p("other-key.pem"), p("other-rsa.pem"), p("not-pem.txt"), p("bad-base64.pem"), p("missing.pem"));
-    let bad_der = p("bad-der.pem");
+    let (bad_der, encrypted) = (p("bad-der.pem"), p("encrypted-key.pem"));
     let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, Vec<String>)> = vec![
         // one of the two flags
         (vec!["--ssl-key-file", &key], vec![], vec![format!("--ssl-key-file {key} needs --ssl-cert-file")]),
@@ -83,7 +85,8 @@ fn bad_tls_setups_stop_the_start_with_a_message_naming_the_file_or_flag() {
         (vec!["--ssl-key-file", &key, "--ssl-cert-file", &key], vec![], vec![format!("--ssl-cert-file {key}: no PEM certificate")]),
         (vec!["--ssl-key-file", &key, "--ssl-cert-file", &not_pem], vec![], vec![format!("--ssl-cert-file {not_pem}: no PEM certificate")]),
         (vec!["--ssl-key-file", &key, "--ssl-cert-file", &bad64], vec![], vec![format!("--ssl-cert-file {bad64}: ")]),
-        (vec!["--ssl-key-file", &key, "--ssl-cert-file", &bad_der], vec![], vec![format!("--ssl-key-file {key} with --ssl-cert-file {bad_der}: ")]),
+        (vec!["--ssl-key-file", &key, "--ssl-cert-file", &bad_der], vec![], vec![format!("--ssl-cert-file {bad_der}: the server's certificate (the first in the file) is not a valid X.509 certificate")]),
+        (vec!["--ssl-key-file", &encrypted, "--ssl-cert-file", &cert], vec![], vec![format!("--ssl-key-file {encrypted}: an encrypted private key is not supported")]),
         // a key that is not the certificate's, from the flags and from the environment
         (vec!["--ssl-key-file", &other, "--ssl-cert-file", &cert], vec![], vec![format!("--ssl-key-file {other} with --ssl-cert-file {cert}: the key is not the certificate's")]),
         (vec!["--ssl-key-file", &other_rsa, "--ssl-cert-file", &cert], vec![], vec![format!("--ssl-key-file {other_rsa} with --ssl-cert-file {cert}: the key is not the certificate's")]),

@@ -5,6 +5,7 @@ Run by server/tests/tls.rs as: python test_tls.py SERVER MODEL KEY CERT; prints
 
 import http.client
 import json
+import os
 import signal
 import socket
 import ssl
@@ -136,8 +137,18 @@ def check_stalled_handshakes_are_closed(stalled, opened):
         s.close()
 
 
+def check_unix_socket_is_plain(srv):
+    path = srv.uds
+    assert f"listening on unix://{path} (plain HTTP: TLS is for TCP addresses only)" in srv.logs(), srv.logs()
+    with httpx.Client(transport=httpx.HTTPTransport(uds=path)) as c:
+        r = c.get("http://localhost/health")
+        assert r.status_code == 200 and r.json() == {"status": "ok"}, r.text
+
+
 def check_graceful_shutdown(srv):
-    # A stream in flight when SIGTERM arrives runs to its end over TLS; then the server exits 0.
+    # A stream in flight when SIGTERM arrives runs to its end over TLS; then the server exits 0,
+    # a connection still in its handshake (sending nothing) notwithstanding.
+    quiet = socket.create_connection(("127.0.0.1", srv.port))
     with httpx.stream("POST", srv.base + "/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 48, "ignore_eos": True, "stream": True}, timeout=60, verify=CERT) as s:
         lines = s.iter_lines()
         first = next(l for l in lines if l)
@@ -147,15 +158,18 @@ def check_graceful_shutdown(srv):
     assert rest[-1] == "data: [DONE]", rest[-3:]
     assert json.loads(rest[-2][6:])["choices"][0]["finish_reason"] == "length", rest[-2]
     assert srv.proc.wait(30) == 0, srv.logs()
+    quiet.close()
 
 
 def main():
-    srv = start("-np", "2", "-c", "2048")
+    sock = f"/tmp/deepseek-tls-test-{os.getpid()}.sock"
+    srv = start("-np", "2", "-c", "2048", "--host", f"127.0.0.1,{sock}")
+    srv.uds = sock
     try:
         opened = time.time()
         stalled = stalled_clients(srv.port)
         # Everything below runs while the stalled connections are open.
-        for check in [check_health_and_certificate, check_alpn, check_chat, check_keep_alive, check_plain_http_fails_cleanly]:
+        for check in [check_health_and_certificate, check_alpn, check_chat, check_keep_alive, check_plain_http_fails_cleanly, check_unix_socket_is_plain]:
             t0 = time.time()
             check(srv)
             print(f"ok {check.__name__} ({time.time() - t0:.1f} s)", flush=True)
