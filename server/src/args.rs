@@ -117,6 +117,14 @@ pub struct Args {
     /// A file of API keys, one per line (lines starting with '#' are comments).
     #[arg(long = "api-key-file", value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
+    /// A PEM private key (PKCS#8, PKCS#1 or SEC1, unencrypted) to serve HTTPS with; needs
+    /// --ssl-cert-file. Unix sockets stay plain HTTP.
+    #[arg(long = "ssl-key-file", value_name = "FNAME")]
+    pub ssl_key_file: Option<PathBuf>,
+    /// The PEM certificate chain (the server's certificate first) that goes with
+    /// --ssl-key-file.
+    #[arg(long = "ssl-cert-file", value_name = "FNAME")]
+    pub ssl_cert_file: Option<PathBuf>,
     /// Origins allowed to call from a browser (CORS): '*', 'localhost', or one origin.
     #[arg(long = "cors-origins", value_name = "ORIGINS", default_value = "*")]
     pub cors_origins: String,

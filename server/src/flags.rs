@@ -138,8 +138,7 @@ pub fn treat(canonical: &str) -> Option<Treat> {
         "--mmproj" | "--mmproj-url" => Refused(NO_MEDIA),
         "--mmproj-auto" | "--mmproj-offload" | "--mmproj-device" | "--image-min-tokens" | "--image-max-tokens" | "--mtmd-batch-max-tokens" | "--video-fps" | "--video-timestamp-interval" | "--video-ffmpeg-dir" | "--media-path" => NoEffect(NO_MEDIA),
         // HTTP
-        "--host" | "--port" | "--reuse-port" | "--cors-origins" | "--cors-methods" | "--cors-headers" | "--cors-credentials" | "--api-prefix" | "--api-key" | "--api-key-file" | "--timeout" | "--sse-ping-interval" | "--metrics" | "--props" | "--slots" | "--slot-save-path" | "--ui" | "--path" | "--ui-config" | "--ui-config-file" => Ours,
-        "--ssl-key-file" | "--ssl-cert-file" => Refused("TLS is not in this build yet; put a TLS proxy in front"),
+        "--host" | "--port" | "--reuse-port" | "--cors-origins" | "--cors-methods" | "--cors-headers" | "--cors-credentials" | "--api-prefix" | "--api-key" | "--api-key-file" | "--timeout" | "--sse-ping-interval" | "--metrics" | "--props" | "--slots" | "--slot-save-path" | "--ui" | "--path" | "--ui-config" | "--ui-config-file" | "--ssl-key-file" | "--ssl-cert-file" => Ours,
         "--ui-mcp-proxy" | "--tools" | "--tools-runtime" | "--mcp-servers-config" | "--mcp-servers-json" | "--agent" => Refused(NO_TOOLS),
         "--models-dir" | "--models-preset" | "--models-max" | "--models-autoload" => Refused("router mode (several models) is not in this build yet"),
         "--sleep-idle-seconds" => Refused("sleep mode is not in this build yet"),

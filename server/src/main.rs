@@ -296,6 +296,14 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // The key and certificate are read before the model, so that a bad file fails fast.
+    let tls = match tls_acceptor(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("deepseek-server: {e}");
+            std::process::exit(1);
+        }
+    };
     let kwargs = args.template_kwargs();
     if let Err(e) = args.sampling.base() {
         eprintln!("deepseek-server: {e}");
@@ -321,11 +329,63 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = rt.block_on(serve(app.clone(), path));
+    let code = rt.block_on(serve(app.clone(), path, tls));
     // The engine (its decode thread, context and the model's mapping) is freed here.
     drop(app);
     drop(rt);
     std::process::exit(code);
+}
+
+/// How long a TLS client may take over its handshake: a connection that opens and sends
+/// nothing (or stalls mid-handshake) is closed then rather than holding a task.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS acceptor of --ssl-key-file and --ssl-cert-file (None: plain HTTP). Both are needed
+/// (llama-server, given one, serves plain HTTP without a word; here it is an error); a file
+/// that cannot be read, holds no PEM key or certificate, or a key that is not the
+/// certificate's, is an error that names the file.
+fn tls_acceptor(args: &Args) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let (key_path, cert_path) = match (&args.ssl_key_file, &args.ssl_cert_file) {
+        (None, None) => return Ok(None),
+        (Some(k), Some(c)) => (k, c),
+        (Some(k), None) => return Err(format!("--ssl-key-file {} needs --ssl-cert-file (the certificate that goes with the key) to serve HTTPS", k.display())),
+        (None, Some(c)) => return Err(format!("--ssl-cert-file {} needs --ssl-key-file (the certificate's private key) to serve HTTPS", c.display())),
+    };
+    let key_pem = std::fs::read(key_path).map_err(|e| format!("--ssl-key-file {}: {e}", key_path.display()))?;
+    let cert_pem = std::fs::read(cert_path).map_err(|e| format!("--ssl-cert-file {}: {e}", cert_path.display()))?;
+    const ENCRYPTED: &[u8] = b"-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        // No password can be given (llama-server passes OpenSSL none either).
+        _ if key_pem.windows(ENCRYPTED.len()).any(|w| w == ENCRYPTED) => format!("--ssl-key-file {}: an encrypted private key is not supported (decrypt it: openssl pkey -in KEY -out KEY.plain)", key_path.display()),
+        rustls_pki_types::pem::Error::NoItemsFound => format!("--ssl-key-file {}: no PEM private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)", key_path.display()),
+        e => format!("--ssl-key-file {}: {e}", key_path.display()),
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem).collect::<Result<Vec<_>, _>>().map_err(|e| format!("--ssl-cert-file {}: {e}", cert_path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("--ssl-cert-file {}: no PEM certificate (BEGIN CERTIFICATE)", cert_path.display()));
+    }
+    // ring's provider: it builds with a C compiler alone (aws-lc-rs, whose key exchange adds
+    // post-quantum X25519MLKEM768 and for lacking which rustls marks this one deprecated,
+    // needs a heavier native build); key exchange is X25519 / P-256 / P-384.
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        // Checks that the key is the certificate's (its public key is the certificate's).
+        .with_single_cert(certs, key)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => format!("--ssl-key-file {} with --ssl-cert-file {}: the key is not the certificate's (the first certificate in the file is the server's)", key_path.display(), cert_path.display()),
+            rustls::Error::InvalidCertificate(e) => format!("--ssl-cert-file {}: the server's certificate (the first in the file) is not a valid X.509 certificate: {e:?}", cert_path.display()),
+            e => format!("--ssl-key-file {} with --ssl-cert-file {}: {e}", key_path.display(), cert_path.display()),
+        })?;
+    // HTTP/1.1 only, as the connections are served (a client offering only h2 is refused in
+    // the handshake, as ALPN says).
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
 }
 
 /// A listening socket: TCP, or a Unix socket for a host ending in `.sock` (as llama-server).
@@ -362,13 +422,16 @@ fn bind(host: &str, port: u16, reuse_port: bool) -> Result<Listener, String> {
 /// in-flight requests) to end. hyper's HTTP/1 connection builder directly, rather than
 /// `axum::serve`, for its options: header names go out in Title-Case as llama-server's
 /// (cpp-httplib) do, which clients that compare names case-sensitively rely on.
-async fn accept_loop(l: Listener, router: axum::Router, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<(), String> {
+/// With `tls`, each TCP connection is served over TLS once its handshake is done (within
+/// TLS_HANDSHAKE_TIMEOUT, in the connection's own task, so a slow one delays no other).
+async fn accept_loop(l: Listener, router: axum::Router, tls: Option<tokio_rustls::TlsAcceptor>, verbose: bool, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<(), String> {
     use hyper_util::rt::TokioIo;
     use hyper_util::service::TowerToHyperService;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.title_case_headers(true);
     let unix_path = if let Listener::Unix(_, p) = &l { Some(p.clone()) } else { None };
+    let handshake_stop = stop.clone();
     let mut stopped = std::pin::pin!(async move {
         let _ = stop.wait_for(|s| *s).await;
     });
@@ -380,19 +443,49 @@ async fn accept_loop(l: Listener, router: axum::Router, mut stop: tokio::sync::w
                 match &l {
                     // TCP_NODELAY: a stream's chunks are small writes; with Nagle's algorithm
                     // each would wait for the client's (delayed) ACK of the previous one.
-                    Listener::Tcp(t) => t.accept().await.map(|(s, _)| {
+                    Listener::Tcp(t) => t.accept().await.map(|(s, peer)| {
                         let _ = s.set_nodelay(true);
-                        Conn::Tcp(s)
+                        Conn::Tcp(s, peer)
                     }),
                     Listener::Unix(u, _) => u.accept().await.map(|(s, _)| Conn::Unix(s)),
                 }
             } => match c {
-                Ok(Conn::Tcp(s)) => {
-                    let conn = graceful.watch(http.serve_connection(TokioIo::new(s), svc));
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    });
-                }
+                Ok(Conn::Tcp(s, peer)) => match &tls {
+                    None => {
+                        let conn = graceful.watch(http.serve_connection(TokioIo::new(s), svc));
+                        tokio::spawn(async move {
+                            let _ = conn.await;
+                        });
+                    }
+                    Some(acceptor) => {
+                        // Watched from the accept on, so that shutdown waits for a connection
+                        // whose handshake is under way; that handshake ends at shutdown.
+                        let watcher = graceful.watcher();
+                        let (handshake, http) = (acceptor.accept(s), http.clone());
+                        let mut stop = handshake_stop.clone();
+                        tokio::spawn(async move {
+                            let s = tokio::select! {
+                                r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake) => match r {
+                                    Ok(Ok(s)) => s,
+                                    Ok(Err(e)) => {
+                                        if verbose {
+                                            eprintln!("deepseek-server: TLS handshake with {peer}: {e}");
+                                        }
+                                        return;
+                                    }
+                                    Err(_) => {
+                                        if verbose {
+                                            eprintln!("deepseek-server: TLS handshake with {peer}: none within {} s; closed", TLS_HANDSHAKE_TIMEOUT.as_secs());
+                                        }
+                                        return;
+                                    }
+                                },
+                                _ = stop.wait_for(|s| *s) => return,
+                            };
+                            let _ = watcher.watch(http.serve_connection(TokioIo::new(s), svc)).await;
+                        });
+                    }
+                },
                 Ok(Conn::Unix(s)) => {
                     let conn = graceful.watch(http.serve_connection(TokioIo::new(s), svc));
                     tokio::spawn(async move {
@@ -416,11 +509,11 @@ async fn accept_loop(l: Listener, router: axum::Router, mut stop: tokio::sync::w
 }
 
 enum Conn {
-    Tcp(tokio::net::TcpStream),
+    Tcp(tokio::net::TcpStream, SocketAddr),
     Unix(tokio::net::UnixStream),
 }
 
-async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
+async fn serve(app: Arc<App>, path: PathBuf, tls: Option<tokio_rustls::TlsAcceptor>) -> i32 {
     let hosts: Vec<&str> = app.args.host.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
     if hosts.is_empty() {
         eprintln!("deepseek-server: --host names no address");
@@ -435,7 +528,8 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
         match bind(h, app.args.port, app.args.reuse_port) {
             Ok(l) => {
                 match &l {
-                    Listener::Tcp(t) => eprintln!("deepseek-server: listening on http://{}", t.local_addr().map_or_else(|_| h.to_string(), |a| a.to_string())),
+                    Listener::Tcp(t) => eprintln!("deepseek-server: listening on {}://{}", if tls.is_some() { "https" } else { "http" }, t.local_addr().map_or_else(|_| h.to_string(), |a| a.to_string())),
+                    Listener::Unix(_, p) if tls.is_some() => eprintln!("deepseek-server: listening on unix://{} (plain HTTP: TLS is for TCP addresses only)", p.display()),
                     Listener::Unix(_, p) => eprintln!("deepseek-server: listening on unix://{}", p.display()),
                 }
                 listeners.push(l);
@@ -486,7 +580,7 @@ async fn serve(app: Arc<App>, path: PathBuf) -> i32 {
     for l in listeners {
         let rx = stop_rx.clone();
         let router = router.clone();
-        servers.push(tokio::spawn(accept_loop(l, router, rx)));
+        servers.push(tokio::spawn(accept_loop(l, router, tls.clone(), app.args.verbose, rx)));
     }
     let mut code = 0;
     for s in servers {
