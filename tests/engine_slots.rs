@@ -36,6 +36,11 @@ fn tokens(model: &Model, text: &str) -> Vec<i32> {
 
 /// Runs one greedy request to its end; (tokens, totals).
 fn run(e: &Engine, prompt: &[i32], max_tokens: i32, slot: Option<u32>) -> (Vec<i32>, FinishInfo) {
+    run_with(e, prompt, max_tokens, slot, None, true)
+}
+
+/// `run` with a generation time limit, and with or without reusing cached prefixes.
+fn run_with(e: &Engine, prompt: &[i32], max_tokens: i32, slot: Option<u32>, t_max_predict: Option<Duration>, reuse_prefix: bool) -> (Vec<i32>, FinishInfo) {
     let (tx, rx) = mpsc::channel();
     let cb = Box::new(move |v: &EventView<'_>| {
         match v.event {
@@ -44,7 +49,7 @@ fn run(e: &Engine, prompt: &[i32], max_tokens: i32, slot: Option<u32>) -> (Vec<i
         }
         true
     });
-    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: true, slot, tag: Some("{\"tag\":1}".into()), t_max_predict: None, progress: None }).unwrap();
+    e.submit(Request { prompt: Prompt::Tokens(prompt.to_vec()), sampler: greedy(), max_tokens, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix, slot, tag: Some("{\"tag\":1}".into()), t_max_predict, progress: None }).unwrap();
     let mut out = Vec::new();
     loop {
         match rx.recv_timeout(Duration::from_secs(120)).expect("the request ends") {
@@ -222,22 +227,7 @@ fn the_generation_time_limit_ends_at_a_newline() {
     let prompt = tokens(&model, "Shopping list:\n1. apples\n2. pears\n3.");
     let (free, _) = run(&e, &prompt, 40, None);
     let first_nl = free.iter().position(|&t| e.piece(t).contains(&b'\n')).expect("the unlimited output has a newline");
-    let (tx, rx) = mpsc::channel();
-    let cb = Box::new(move |v: &EventView<'_>| {
-        match v.event {
-            Event::Token { token, .. } => tx.send(Err(token)).unwrap(),
-            Event::Finish(_) => tx.send(Ok(v.finish.unwrap())).unwrap(),
-        }
-        true
-    });
-    e.submit(Request { prompt: Prompt::Tokens(prompt), sampler: greedy(), max_tokens: 40, stop_tokens: vec![], stop_strings: vec![], ignore_eos: true, callback: Some(cb), user_data: 0, n_probs: 0, grammar: None, reuse_prefix: false, slot: None, tag: None, t_max_predict: Some(Duration::from_nanos(1)), progress: None }).unwrap();
-    let mut out = Vec::new();
-    let info = loop {
-        match rx.recv_timeout(Duration::from_secs(60)).unwrap() {
-            Err(t) => out.push(t),
-            Ok(i) => break i,
-        }
-    };
+    let (out, info) = run_with(&e, &prompt, 40, None, Some(Duration::from_nanos(1)), false);
     assert_eq!(out, free[..=first_nl].to_vec());
     assert_eq!(info.reason, Some(deepseek::engine::FinishKind::Length));
 }

@@ -5,21 +5,19 @@
 //! lives in a virtualenv that scripts/server-venv.sh makes (PyPI on first use; .ci/run makes
 //! it before the tests). Needs `cargo build --release` first (deepseek-cli, the model fetched).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn openai_client_against_the_server() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = common::root();
     let server = PathBuf::from(env!("CARGO_BIN_EXE_deepseek-server"));
     let cli = server.parent().unwrap().join("deepseek-cli");
     assert!(cli.is_file(), "{} is missing: run cargo build --release first", cli.display());
-    let models = std::env::var_os("DEEPSEEK_MODELS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/deepseek/models"));
-    let model = models.join("smollm2-135m-instruct-q4_1.gguf");
-    assert!(model.is_file(), "{} is missing: scripts/fetch-models.sh smollm2", model.display());
-    let venv = Command::new(root.join("scripts/server-venv.sh")).output().expect("scripts/server-venv.sh");
-    assert!(venv.status.success(), "cannot make the client's virtualenv: {}", String::from_utf8_lossy(&venv.stderr));
-    let python = String::from_utf8(venv.stdout).unwrap().trim().to_string();
+    let model = common::model("smollm2-135m-instruct-q4_1.gguf", "smollm2");
+    let python = common::python();
     let out = Command::new(&python).arg(root.join("server/tests/python/test_server.py")).arg(&server).arg(&model).arg(&cli).output().expect("python");
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}");

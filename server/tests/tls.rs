@@ -6,6 +6,8 @@
 //! beside other clients, graceful shutdown. Here: every bad key / certificate / flag
 //! combination stops the start with a non-zero exit and a message naming the file or flag.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,9 +35,7 @@ fn material(name: &str) -> PathBuf {
 }
 
 fn model() -> PathBuf {
-    let models = std::env::var_os("DEEPSEEK_MODELS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/deepseek/models"));
-    let model = models.join("smollm2-135m-instruct-q4_1.gguf");
-    assert!(model.is_file(), "{} is missing: scripts/fetch-models.sh smollm2", model.display());
+    let model = common::model("smollm2-135m-instruct-q4_1.gguf", "smollm2");
     model
 }
 
@@ -107,11 +107,9 @@ fn bad_tls_setups_stop_the_start_with_a_message_naming_the_file_or_flag() {
 
 #[test]
 fn https_with_real_clients() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = common::root();
     let d = material("tls-good");
-    let venv = Command::new(root.join("scripts/server-venv.sh")).output().expect("scripts/server-venv.sh");
-    assert!(venv.status.success(), "cannot make the client's virtualenv: {}", String::from_utf8_lossy(&venv.stderr));
-    let python = String::from_utf8(venv.stdout).unwrap().trim().to_string();
+    let python = common::python();
     let out = Command::new(&python)
         .arg(root.join("server/tests/python/test_tls.py"))
         .arg(env!("CARGO_BIN_EXE_deepseek-server"))

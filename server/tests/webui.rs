@@ -6,19 +6,17 @@
 //! --path, --api-prefix, --ui-config(-file). A missing chromium fails the test (.ci/run
 //! installs it). Screenshots go to target/webui-test/.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn web_ui_in_chromium() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = common::root();
     let server = PathBuf::from(env!("CARGO_BIN_EXE_deepseek-server"));
-    let models = std::env::var_os("DEEPSEEK_MODELS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/deepseek/models"));
-    let model = models.join("smollm2-135m-instruct-q4_1.gguf");
-    assert!(model.is_file(), "{} is missing: scripts/fetch-models.sh smollm2", model.display());
-    let venv = Command::new(root.join("scripts/server-venv.sh")).output().expect("scripts/server-venv.sh");
-    assert!(venv.status.success(), "cannot make the client's virtualenv: {}", String::from_utf8_lossy(&venv.stderr));
-    let python = String::from_utf8(venv.stdout).unwrap().trim().to_string();
+    let model = common::model("smollm2-135m-instruct-q4_1.gguf", "smollm2");
+    let python = common::python();
     let shots = root.join("target/webui-test");
     let out = Command::new(&python).arg(root.join("server/tests/python/test_webui.py")).arg(&server).arg(&model).arg(&shots).output().expect("python");
     let stdout = String::from_utf8_lossy(&out.stdout);
