@@ -259,8 +259,8 @@ fn read_outputs(c: &mut Cursor<'_>, ctx: &Context) -> Result<Outputs, String> {
 
 /// llama.cpp's sequence state file (`llama_state_seq_save_file`): its magic ("ggsq") and
 /// version, which llama-server's slot files carry too.
-pub const SEQ_FILE_MAGIC: u32 = 0x6767_7371;
-pub const SEQ_FILE_VERSION: u32 = 3;
+pub(crate) const SEQ_FILE_MAGIC: u32 = 0x6767_7371;
+pub(crate) const SEQ_FILE_VERSION: u32 = 3;
 
 /// Writes a state file — magic, version, token count, tokens, then the state bytes — so that
 /// a crash leaves either the old file or the new one whole: the bytes go to a temporary file

@@ -297,7 +297,7 @@ impl std::fmt::Display for SubmitError {
 
 pub const MAX_STOP_STRINGS: usize = 16;
 /// Slot operations queued and not yet answered beyond which `slots` / `slot_action` refuse.
-pub const MAX_PENDING_CONTROLS: usize = 1024;
+pub(crate) const MAX_PENDING_CONTROLS: usize = 1024;
 pub const MAX_STOP_STRING_BYTES: usize = 256;
 pub const MAX_STOP_TOKENS: usize = 64;
 
