@@ -4,7 +4,8 @@
 //! another sequence's prompt; its last token beside other sequences' decode steps; after a
 //! prefix copied with `llama_memory_seq_cp`; `n_ubatch` 16; 1, 2 and 3 threads over a ≥ 600-token
 //! context — and 24 greedy tokens the same alone, after a split prefill and beside five
-//! generating sequences. Every DeepSeek-family fixture of tests/data (with the IQ, K-quant and
+//! generating sequences (the multi-sequence ways also in one unified KV stream). Every
+//! DeepSeek-family fixture of tests/data (with the IQ, K-quant and
 //! FP4 mixes), dense fixtures of the types whose upstream order depends on the batch, and the
 //! real SmolLM2 / Qwen2.5-Coder-0.5B files (scripts/fetch-models.sh), at this process's kernel
 //! level; `every_kernel_level` runs this binary again at each lower level the machine has.
@@ -58,10 +59,16 @@ impl Model {
     }
 
     fn context(&self, n_ctx: u32, n_seq: u32, threads: i32, n_ubatch: Option<u32>) -> Ctx {
+        self.context_kv(n_ctx, n_seq, threads, n_ubatch, false)
+    }
+
+    /// With `unified`, one KV stream for every sequence (`kv_unified`, the server's pool).
+    fn context_kv(&self, n_ctx: u32, n_seq: u32, threads: i32, n_ubatch: Option<u32>, unified: bool) -> Ctx {
         let c = new_context_with(self.m, n_ctx, n_seq, threads, &|p| {
             if let Some(u) = n_ubatch {
                 p.n_ubatch = u;
             }
+            p.kv_unified = unified;
         });
         Ctx { c, n_vocab: self.n_vocab, b: Batch::new(n_ctx as i32, n_seq as i32) }
     }
@@ -144,16 +151,16 @@ fn chunks_of_7(m: &Model) {
     same(m, "chunks of 7", &row);
 }
 
-fn interleaved(m: &Model) {
-    let mut c = m.context(SHORT_CTX, OTHERS as u32 + 1, 2, None);
+fn interleaved(m: &Model, unified: bool) {
+    let mut c = m.context_kv(SHORT_CTX, OTHERS as u32 + 1, 2, None, unified);
     let (p0, p1) = (m.prompt(0), m.prompt(1));
     let items: Vec<_> = (0..N).flat_map(|i| [(p0[i], i, 0, i == N - 1), (p1[i], i, 1, i == N - 1)]).collect();
     let rows = c.decode(&items);
     same(m, "interleaved with another prompt", &rows[0]);
 }
 
-fn beside_decode_steps(m: &Model) {
-    let mut c = m.context(SHORT_CTX, OTHERS as u32 + 1, 2, None);
+fn beside_decode_steps(m: &Model, unified: bool) {
+    let mut c = m.context_kv(SHORT_CTX, OTHERS as u32 + 1, 2, None, unified);
     for s in 1..=OTHERS {
         c.prefill(s, 0, m.prompt(s), N);
     }
@@ -195,8 +202,8 @@ fn threads_long(m: &Model) {
 /// GREEDY tokens of sequence 0 after its prompt went in `chunk`-token batches, with `others`
 /// sequences generating beside it (their prompts in the same first batches, then one step of
 /// every sequence per batch).
-fn greedy(m: &Model, chunk: usize, others: usize) -> Vec<i32> {
-    let mut c = m.context(SHORT_CTX, OTHERS as u32 + 1, 2, None);
+fn greedy(m: &Model, chunk: usize, others: usize, unified: bool) -> Vec<i32> {
+    let mut c = m.context_kv(SHORT_CTX, OTHERS as u32 + 1, 2, None, unified);
     let mut next = vec![0i32; others + 1];
     if others == 0 {
         next[0] = argmax(&c.prefill(0, 0, m.prompt(0), chunk)) as i32;
@@ -218,9 +225,10 @@ fn greedy(m: &Model, chunk: usize, others: usize) -> Vec<i32> {
 }
 
 fn greedy_ways(m: &Model) {
-    let alone = greedy(m, N, 0);
-    assert_eq!(greedy(m, 7, 0), alone, "24 greedy tokens after a prefill in chunks of 7");
-    assert_eq!(greedy(m, N, OTHERS), alone, "24 greedy tokens beside five generating sequences");
+    let alone = greedy(m, N, 0, false);
+    assert_eq!(greedy(m, 7, 0, false), alone, "24 greedy tokens after a prefill in chunks of 7");
+    assert_eq!(greedy(m, N, OTHERS, false), alone, "24 greedy tokens beside five generating sequences");
+    assert_eq!(greedy(m, N, OTHERS, true), alone, "24 greedy tokens beside five generating sequences in one unified KV stream");
 }
 
 macro_rules! ways {
@@ -232,8 +240,10 @@ macro_rules! ways {
             }
             #[test] fn split_last() { super::split_last(&m()) }
             #[test] fn chunks_of_7() { super::chunks_of_7(&m()) }
-            #[test] fn interleaved() { super::interleaved(&m()) }
-            #[test] fn beside_decode_steps() { super::beside_decode_steps(&m()) }
+            #[test] fn interleaved() { super::interleaved(&m(), false) }
+            #[test] fn interleaved_unified_kv() { super::interleaved(&m(), true) }
+            #[test] fn beside_decode_steps() { super::beside_decode_steps(&m(), false) }
+            #[test] fn beside_decode_steps_unified_kv() { super::beside_decode_steps(&m(), true) }
             #[test] fn after_seq_cp() { super::after_seq_cp(&m()) }
             #[test] fn n_ubatch_16() { super::n_ubatch_16(&m()) }
             #[test] fn threads_long() { super::threads_long(&m()) }
