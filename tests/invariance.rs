@@ -306,9 +306,11 @@ fn every_kernel_level() {
     if std::env::var_os("DEEPSEEK_INVARIANCE_CHILD").is_some() {
         return;
     }
-    let levels: &[(Level, &str)] = &[(Level::Avx2, "avx2"), (Level::Scalar, "scalar")];
-    for &(lv, name) in levels.iter().filter(|(lv, _)| *lv < level()) {
-        let out = std::process::Command::new(std::env::current_exe().unwrap()).args(["--skip", "every_kernel_level"]).env("DEEPSEEK_KERNELS", name).env("DEEPSEEK_INVARIANCE_CHILD", "1").output().unwrap();
+    // (the scalar level's real-model runs take most of an hour on two shared cores: the tiny
+    // fixtures there; `DEEPSEEK_KERNELS=scalar DEEPSEEK_INVARIANCE_CHILD=1` runs them all)
+    let levels: &[(Level, &str, &[&str])] = &[(Level::Avx2, "avx2", &[]), (Level::Scalar, "scalar", &["--skip", "smollm2", "--skip", "qwen05"])];
+    for &(lv, name, skip) in levels.iter().filter(|(lv, _, _)| *lv < level()) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap()).args(["--skip", "every_kernel_level"]).args(skip).env("DEEPSEEK_KERNELS", name).env("DEEPSEEK_INVARIANCE_CHILD", "1").output().unwrap();
         assert!(out.status.success(), "at {lv:?}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     }
 }
