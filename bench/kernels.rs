@@ -3,8 +3,7 @@
 //! from DRAM), so kernel cost and memory bandwidth can be told apart.
 //!
 //! Usage: cargo bench --bench kernels -- [-t THREADS] [-n ACT_ROWS] [-c COLS (2048)] [--fast] [--experts] [TYPE ...]
-//!        (--fast: the dense recipes' prefill order; --invariant: the invariant numerics' order
-//!        (docs/NUMERICS.md), the default; default here the reference's (DEEPSEEK_NUMERICS=reference);
+//!        (--fast: the dense recipes' prefill order; default the reference's, as the MoE recipes;
 //!        --experts: the matrix multiplied as an expert stack, `quant::Repacked::of(.., true)`;
 //!        --interleaved: a Q4_K matrix in the model's interleaved layout, as `use_extra_bufts`
 //!        loads it, `quant::interleave`)
@@ -34,7 +33,6 @@ fn main() {
             "-n" => n_act = it.next().unwrap().parse().unwrap(),
             "-c" => cols = it.next().unwrap().parse().unwrap(),
             "--fast" => order = deepseek::kernels::simd::SumOrder::Fast,
-            "--invariant" => order = deepseek::kernels::simd::SumOrder::Invariant,
             "--experts" => experts = true,
             "--interleaved" => interleaved = true,
             "--bench" => {}

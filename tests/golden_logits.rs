@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::golden::{check_files, check_moe_files, check_moe_files_in, run_scenarios, run_scenarios_on, Tolerance};
-use deepseek::kernels::Numerics;
+use common::golden::{check_files, check_moe_files, run_scenarios, run_scenarios_on, Tolerance};
 use common::json::Json;
 use common::*;
 
@@ -17,37 +16,15 @@ fn check(model: &str) {
 }
 
 /// An MoE model of `dir`: F32 strictly; quantized with the dense models' tolerance, a row
-/// excused only by a near-tie of llama.cpp's own router (its trace beside the golden). In both
-/// numerics modes, or in `only` one.
-fn check_moe_model_in(dir: &str, model: &str, only: Option<Numerics>) {
+/// excused only by a near-tie of llama.cpp's own router (its trace beside the golden).
+fn check_moe_model(dir: &str, model: &str) {
     let dir = data(dir);
     let g = |ext: &str| dir.join(format!("golden/{model}.{ext}"));
     if model.ends_with("f32") {
         check_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), Tolerance::Float);
-    } else if let Some(mode) = only {
-        check_moe_files_in(mode, model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"));
     } else {
         check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"));
     }
-}
-
-fn check_moe_model(dir: &str, model: &str) {
-    check_moe_model_in(dir, model, None)
-}
-
-/// Why the invariant numerics of some quantized MoE fixtures are not held to the strict MoE
-/// band yet (docs/NUMERICS.md): their rows are summed in one order for every row count where
-/// upstream's golden took its tiled / repacked GEMM for the prompt rows and its GEMV for the
-/// decode rows, and on these random-weight fixtures that last-bit difference, through the
-/// activations' quantization and the F16 cache, moves router scores by up to ~1.6e-2 and flips
-/// expert choices whose margins are past the band's 2e-3. The reference numerics pass it: those
-/// fixtures' tests assert it, and their invariant tests are ignored until they pass.
-macro_rules! moe_reference_only {
-    ($($name:ident, $invariant:ident => $dir:expr, $file:expr);* $(;)?) => { $(
-        #[test] fn $name() { check_moe_model_in($dir, $file, Some(Numerics::Reference)); }
-        #[test] #[ignore = "issue 55: invariant numerics flip expert choices past the strict MoE band on this fixture"]
-        fn $invariant() { check_moe_model_in($dir, $file, Some(Numerics::Invariant)); }
-    )* };
 }
 
 /// deepseek2 (V2-Lite and V3 shapes).
@@ -94,14 +71,11 @@ macro_rules! golden_deepseek2 {
 golden_deepseek2! {
     deepseek2_lite_f32 => "tiny-deepseek2-lite-f32",
     deepseek2_lite_q8_0 => "tiny-deepseek2-lite-q8_0",
+    deepseek2_lite_q4_k_m => "tiny-deepseek2-lite-q4_k_m",
     deepseek3_f32 => "tiny-deepseek3-f32",
     deepseek3_q8_0 => "tiny-deepseek3-q8_0",
-}
-
-moe_reference_only! {
-    deepseek2_lite_q4_k_m, deepseek2_lite_q4_k_m_invariant => "deepseek2", "tiny-deepseek2-lite-q4_k_m";
-    deepseek3_q4_k_m, deepseek3_q4_k_m_invariant => "deepseek2", "tiny-deepseek3-q4_k_m";
-    deepseek3_q6_k, deepseek3_q6_k_invariant => "deepseek2", "tiny-deepseek3-q6_k";
+    deepseek3_q4_k_m => "tiny-deepseek3-q4_k_m",
+    deepseek3_q6_k => "tiny-deepseek3-q6_k",
 }
 
 macro_rules! golden_family {
@@ -151,21 +125,11 @@ fn split_qwen2_q2_k_metadata_only_first_shard() {
     check_split("tiny-qwen2-q2_k-meta1", 3, Tolerance::Quantized);
 }
 
-fn check_split_deepseek3(mode: Numerics) {
-    let dir = data("splits");
-    let g = |ext: &str| dir.join(format!("golden/tiny-deepseek3-q4_k_m.{ext}"));
-    check_moe_files_in(mode, "tiny-deepseek3-q4_k_m", &dir.join("tiny-deepseek3-q4_k_m-00001-of-00004.gguf"), &g("json"), &g("f32"), &g("router"));
-}
-
 #[test]
 fn split_deepseek3_q4_k_m() {
-    check_split_deepseek3(Numerics::Reference);
-}
-
-#[test]
-#[ignore = "issue 55: invariant numerics flip expert choices past the strict MoE band on this fixture"]
-fn split_deepseek3_q4_k_m_invariant() {
-    check_split_deepseek3(Numerics::Invariant);
+    let dir = data("splits");
+    let g = |ext: &str| dir.join(format!("golden/tiny-deepseek3-q4_k_m.{ext}"));
+    check_moe_files("tiny-deepseek3-q4_k_m", &dir.join("tiny-deepseek3-q4_k_m-00001-of-00004.gguf"), &g("json"), &g("f32"), &g("router"));
 }
 
 /// A split model gives the unsplit file's logits bit for bit (upstream's do too), loaded from the first shard or
@@ -238,11 +202,6 @@ fn repacked_weights_equal_the_files_layout() {
 /// cache refuses a partial `seq_rm`), and the long scenario L (250 prompt tokens in 90-token
 /// micro-batches, then greedy steps: HCA blocks complete inside a micro-batch and a decode step).
 fn check_deepseek4(model: &str, long: bool) {
-    check_deepseek4_in(model, long, None)
-}
-
-/// [`check_deepseek4`] in both numerics, or in `only` one.
-fn check_deepseek4_in(model: &str, long: bool, only: Option<Numerics>) {
     let dir = data("deepseek-family");
     let stem = if long { format!("{model}.long") } else { model.to_string() };
     let g = |ext: &str| dir.join(format!("golden/{stem}.{ext}"));
@@ -254,10 +213,7 @@ fn check_deepseek4_in(model: &str, long: bool, only: Option<Numerics>) {
         // L's 90-row micro-batches take upstream's tiled flash attention and its decode steps
         // (one token over a raw + compressed view of 512 cells or more) its split-KV kernel,
         // both reproduced.
-        match only {
-            Some(mode) => check_moe_files_in(mode, &stem, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router")),
-            None => check_moe_files(&stem, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router")),
-        }
+        check_moe_files(&stem, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"));
     }
 }
 
@@ -278,13 +234,7 @@ fn deepseek4_q8_0() {
 
 #[test]
 fn deepseek4_q8_0_long() {
-    check_deepseek4_in("tiny-deepseek4-q8_0", true, Some(Numerics::Reference));
-}
-
-#[test]
-#[ignore = "issue 55: invariant numerics flip expert choices past the strict MoE band on this fixture"]
-fn deepseek4_q8_0_long_invariant() {
-    check_deepseek4_in("tiny-deepseek4-q8_0", true, Some(Numerics::Invariant));
+    check_deepseek4("tiny-deepseek4-q8_0", true);
 }
 
 #[test]
@@ -294,11 +244,5 @@ fn deepseek4_q4_k_m() {
 
 #[test]
 fn deepseek4_q4_k_m_long() {
-    check_deepseek4_in("tiny-deepseek4-q4_k_m", true, Some(Numerics::Reference));
-}
-
-#[test]
-#[ignore = "issue 55: invariant numerics flip expert choices past the strict MoE band on this fixture"]
-fn deepseek4_q4_k_m_long_invariant() {
-    check_deepseek4_in("tiny-deepseek4-q4_k_m", true, Some(Numerics::Invariant));
+    check_deepseek4("tiny-deepseek4-q4_k_m", true);
 }

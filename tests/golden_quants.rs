@@ -7,8 +7,7 @@
 
 mod common;
 
-use common::golden::{check_files, check_moe_files, check_moe_files_in, Tolerance};
-use deepseek::kernels::Numerics;
+use common::golden::{check_files, check_moe_files, Tolerance};
 use common::*;
 
 fn check(model: &str) {
@@ -25,37 +24,25 @@ fn check_moe(model: &str) {
     check_moe_files(model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"));
 }
 
-/// [`check_moe`] in one numerics mode.
-fn check_moe_in(mode: Numerics, model: &str) {
-    let dir = data("quants");
-    let g = |ext: &str| dir.join(format!("golden/{model}.{ext}"));
-    check_moe_files_in(mode, model, &dir.join(format!("{model}.gguf")), &g("json"), &g("f32"), &g("router"));
+#[test]
+fn deepseek3_ud_iq1_s() {
+    check_moe("tiny-deepseek3-ud-iq1_s");
 }
 
-/// The fixtures whose invariant numerics flip expert choices past the strict MoE band (see
-/// tests/golden_logits.rs, `moe_reference_only`): the reference numerics asserted, the invariant
-/// ones ignored until they pass.
-macro_rules! moe_reference_only {
-    ($($name:ident, $invariant:ident => $file:expr);* $(;)?) => { $(
-        #[test] fn $name() { check_moe_in(Numerics::Reference, $file); }
-        #[test] #[ignore = "issue 55: invariant numerics flip expert choices past the strict MoE band on this fixture"]
-        fn $invariant() { check_moe_in(Numerics::Invariant, $file); }
-    )* };
+#[test]
+fn deepseek3_iq2_xxs() {
+    check_moe("tiny-deepseek3-iq2_xxs");
 }
-
-moe_reference_only! {
-    deepseek3_ud_iq1_s, deepseek3_ud_iq1_s_invariant => "tiny-deepseek3-ud-iq1_s";
-    deepseek3_iq2_xxs, deepseek3_iq2_xxs_invariant => "tiny-deepseek3-iq2_xxs";
-    deepseek3_iq4_xs, deepseek3_iq4_xs_invariant => "tiny-deepseek3-iq4_xs";
-}
-
-
 
 #[test]
 fn deepseek3_iq3_xxs() {
     check_moe("tiny-deepseek3-iq3_xxs");
 }
 
+#[test]
+fn deepseek3_iq4_xs() {
+    check_moe("tiny-deepseek3-iq4_xs");
+}
 
 #[test]
 fn deepseek3_mxfp4_moe() {

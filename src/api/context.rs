@@ -132,8 +132,6 @@ fn engine_params(p: &llama_context_params) -> Result<ContextParams, String> {
         causal_attn,
         type_k,
         type_v,
-        // (llama.h has no field for it: DEEPSEEK_NUMERICS, else invariant)
-        numerics: None,
     })
 }
 

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use crate::batch::{Batch, BatchInput};
 use crate::kernels::rope::RopeParams;
-use crate::kernels::Numerics;
 use crate::kv::{CacheType, KvCache, KvShape};
 use crate::model::{Scratch, UBatch};
 use crate::model::hparams::{Pooling, RopeScaling};
@@ -45,9 +44,6 @@ pub struct ContextParams {
     /// The KV cache's key and value types (`type_k`, `type_v`; F16 by default).
     pub type_k: CacheType,
     pub type_v: CacheType,
-    /// How the forward pass sums (docs/NUMERICS.md); None: as `DEEPSEEK_NUMERICS` says,
-    /// invariant when it is unset.
-    pub numerics: Option<Numerics>,
 }
 
 impl Default for ContextParams {
@@ -74,7 +70,6 @@ impl Default for ContextParams {
             causal_attn: None,
             type_k: CacheType::F16,
             type_v: CacheType::F16,
-            numerics: None,
         }
     }
 }
@@ -107,8 +102,6 @@ pub struct Context {
     /// Causal attention (false: every token of a sequence sees all of its cells; only where
     /// [`Model::supports_non_causal`]).
     causal_attn: bool,
-    /// How the forward pass sums ([`Context::set_numerics`]).
-    numerics: Numerics,
     /// llama_set_warmup: the next decodes are warm-up runs (see [`Context::decode`]).
     pub warmup: bool,
     pub kv: KvCache,
@@ -219,10 +212,6 @@ impl Context {
         if pooling == Pooling::Rank && hp.n_cls_out > hp.n_embd {
             return Err(format!("pooling_type RANK: the model declares {} classifier labels, more than its {} hidden values (it has no classification head)", hp.n_cls_out, hp.n_embd));
         }
-        let numerics = match p.numerics {
-            Some(n) => n,
-            None => Numerics::from_env()?.unwrap_or_default(),
-        };
         let causal_attn = p.causal_attn.unwrap_or(hp.causal_attn);
         if !causal_attn && !model.supports_non_causal() && !model.vocab_only {
             return Err(format!("non-causal attention is not supported for {} (only the multi-head attention architectures have it)", hp.arch.name()));
@@ -321,7 +310,6 @@ impl Context {
             embeddings: p.embeddings,
             pooling,
             causal_attn,
-            numerics,
             warmup: false,
             kv,
             rope,
@@ -435,17 +423,6 @@ impl Context {
 
     pub fn causal_attn(&self) -> bool {
         self.causal_attn
-    }
-
-    /// How this context's forward pass sums (docs/NUMERICS.md).
-    pub fn numerics(&self) -> Numerics {
-        self.numerics
-    }
-
-    /// Chooses the numerics of the next decodes. The cache's rows already computed stay as they
-    /// were: a sequence is comparable across modes only when recomputed from its first token.
-    pub fn set_numerics(&mut self, numerics: Numerics) {
-        self.numerics = numerics;
     }
 
     /// llama_set_causal_attn: takes effect from the next decode.
@@ -621,7 +598,6 @@ impl Context {
                 cells: &self.ub_cells,
                 seq: &self.batch.seq[start..end],
                 out_rows: &self.ub_out,
-                numerics: self.numerics,
             };
             let logits = &mut self.logits[out_row * v..(out_row + n_out) * v];
             let embd = if self.embeddings { Some(&mut self.embd[out_row * e..(out_row + n_out) * e]) } else { None };

@@ -212,17 +212,6 @@ pub fn matmul_all<'a>(pool: &ThreadPool, n_rows: usize, products: impl IntoItera
     matmul_batch(pool, products.into_iter().map(|p| (n_rows, p)));
 }
 
-/// How a matrix upstream multiplies as `rp` is multiplied in the invariant order
-/// (`simd::SumOrder::Invariant`): every activation row as upstream's one-row product — a
-/// repacked matrix in its GEMV's order (that of an expert stack, `MulMatId`), any other in
-/// `vec_dot`'s — whatever the number of rows.
-fn one_order(rp: quant::Repacked) -> quant::Repacked {
-    match rp {
-        quant::Repacked::MulMat | quant::Repacked::MulMatId => quant::Repacked::MulMatId,
-        quant::Repacked::No | quant::Repacked::Sgemm | quant::Repacked::Tiled => quant::Repacked::No,
-    }
-}
-
 /// Runs every `(n_rows, product)`, up to 32 products per pool job: a layer's Q, K and V, or an
 /// MoE layer's experts (each with its own tokens), cost one hand-off to the workers instead of
 /// one per matrix. The chunks of weight rows of all products of a job are numbered in one range
@@ -291,12 +280,6 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
     // first chunk index of each product, and the total
     let mut first = [0usize; MAX_PRODUCTS + 1];
     let (mut prep_total, mut aux_total) = (0, 0);
-    for p in batch.iter_mut() {
-        let w = &mut p.as_mut().expect("filled").1.w;
-        if w.order == simd::SumOrder::Invariant {
-            w.repacked = one_order(w.repacked);
-        }
-    }
     let decode_bytes: usize = batch.iter().map(|p| p.as_ref().expect("filled")).filter(|(n_rows, _)| *n_rows == 1).map(|(_, p)| p.w.rows * p.w.row_bytes()).sum();
     for j in 0..n {
         let (n_rows, p) = batch[j].as_ref().expect("filled");
@@ -334,7 +317,7 @@ fn run_batch(pool: &ThreadPool, batch: &mut [Option<(usize, Product<'_>)>]) {
             let panel_rows = if repacked { gemm_rows } else { n_rows };
             // (an expert stack upstream multiplies with its GEMV only: no panel sums so; nor
             // in tinyBLAS's order)
-            let gemv_only = rp == quant::Repacked::MulMatId && w.order != simd::SumOrder::Fast;
+            let gemv_only = rp == quant::Repacked::MulMatId && w.order == simd::SumOrder::Reference;
             // (a tinyBLAS product takes panels only where they sum in tinyBLAS's order)
             let sgemm = rp == quant::Repacked::Sgemm && w.order == simd::SumOrder::Reference && !simd::panel_is_sgemm_exact(simd::level(), w.ty);
             panels = if rp == quant::Repacked::Tiled && gemm_rows > 0 {
@@ -742,7 +725,7 @@ mod tests {
                 }
                 let mut il = vec![0u8; data.len()];
                 quant::interleave::interleave_q4_k(&data, rows, cols, &mut il);
-                for order in [simd::SumOrder::Reference, simd::SumOrder::Fast, simd::SumOrder::Invariant] {
+                for order in [simd::SumOrder::Reference, simd::SumOrder::Fast] {
                     let w = WeightMatrix { ty, rows, cols, data: &data, order, repacked: quant::Repacked::of(ty, rows, experts), layout: Layout::Rows };
                     assert!(w.repacked.is_repacked());
                     let wi = WeightMatrix { data: &il, layout: Layout::Interleaved4, ..w };
@@ -761,80 +744,6 @@ mod tests {
                         matmul_all(&pool, n, [Product { w, act: &act, out: &mut other }, Product { w: wi, act: &act, out: &mut got2 }]);
                         assert_eq!(bits(&got2), bits(&want), "in a batch: {threads} threads, {cols} x {rows}, {n} rows");
                         assert_eq!(bits(&other), bits(&want));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The invariant order (docs/NUMERICS.md): each activation row of a product of n rows gets,
-    /// bit for bit, what it gets alone — the scalar reference of upstream's one-row product
-    /// (`vec_dot`, or a repacked matrix's GEMV order) — whatever n, the way upstream multiplies
-    /// the matrix (repacked 2-D or expert stack, tinyBLAS, tiled), the layout (Q4_K interleaved
-    /// as loaded) and the threads, alone and beside another product in one job.
-    #[test]
-    fn invariant_rows_are_one_row_products() {
-        let mut seed = 11u64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        use GgmlType as T;
-        let types = [
-            (T::Q4_0, 96), (T::Q4_1, 64), (T::Q5_0, 96), (T::Q5_1, 64), (T::Q8_0, 64), (T::Q2K, 256), (T::Q3K, 256), (T::Q4K, 512), (T::Q5K, 256), (T::Q6K, 256),
-            (T::IQ4_NL, 96), (T::IQ4_XS, 256), (T::IQ2_XXS, 256), (T::IQ3_XXS, 256), (T::IQ1_S, 256), (T::MXFP4, 64), (T::F16, 40), (T::BF16, 40), (T::F32, 9),
-        ];
-        for threads in [1, 2, 3] {
-            let pool = ThreadPool::new(threads).unwrap();
-            reserve_panels(&pool, types.iter().map(|&(ty, cols)| panel_bytes(ty, cols)).max().unwrap());
-            for &(ty, cols) in &types {
-                for (rows, experts) in [(40, false), (40, true), (37, false), (296, false)] {
-                    let rb = ty.row_bytes(cols).unwrap();
-                    let mut data = vec![0u8; rb * rows];
-                    if ty.has_quantize_ref() {
-                        for r in 0..rows {
-                            let x: Vec<f32> = (0..cols).map(|_| rnd()).collect();
-                            quant::quantize_row_ref(ty, &x, &mut data[r * rb..(r + 1) * rb]);
-                        }
-                    } else {
-                        quant::random_blocks(ty, rows as u64 * 31 + cols as u64, &mut data);
-                    }
-                    let w = WeightMatrix { ty, rows, cols, data: &data, order: simd::SumOrder::Invariant, repacked: quant::Repacked::of(ty, rows, experts), layout: Layout::Rows };
-                    let mut il = vec![0u8; data.len()];
-                    let interleaved = w.repacked.is_repacked() && simd::gemv_fns_interleaved(ty).is_some();
-                    if interleaved {
-                        quant::interleave::interleave_q4_k(&data, rows, cols, &mut il);
-                    }
-                    let wi = WeightMatrix { data: &il, layout: Layout::Interleaved4, ..w };
-                    let arb = ty.vec_dot_type().row_bytes(cols).unwrap();
-                    for n in [1, 2, 3, 4, 5, 8, 9, 16, 17, 33] {
-                        let x: Vec<f32> = (0..cols * n).map(|_| rnd()).collect();
-                        let mut act = vec![0u8; activation_bytes(ty, cols, n)];
-                        quantize_activations(&pool, ty, &x, cols, n, &mut act);
-                        let mut got = vec![f32::NAN; rows * n];
-                        matmul(&pool, &w, &act, n, &mut got);
-                        let (mut got_il, mut other) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
-                        if interleaved {
-                            matmul_all(&pool, n, [Product { w, act: &act, out: &mut other }, Product { w: wi, act: &act, out: &mut got_il }]);
-                        }
-                        let ref_w = WeightMatrix { repacked: one_order(w.repacked), ..w };
-                        for t in 0..n {
-                            let a = &act[t * arb..(t + 1) * arb];
-                            let mut alone = vec![f32::NAN; rows];
-                            matmul(&pool, &w, a, 1, &mut alone);
-                            for r in 0..rows {
-                                let want = ref_w.dot_ref(w.row(r), a, 0, 1);
-                                let at = format!("{} {:?} rows {rows} experts {experts} n {n} threads {threads} ({t}, {r})", ty.name(), w.repacked);
-                                assert_eq!(alone[r].to_bits(), want.to_bits(), "alone: {at}");
-                                assert_eq!(got[t * rows + r].to_bits(), want.to_bits(), "{at}");
-                                if interleaved {
-                                    assert_eq!(got_il[t * rows + r].to_bits(), want.to_bits(), "interleaved: {at}");
-                                    assert_eq!(other[t * rows + r].to_bits(), want.to_bits(), "beside the interleaved: {at}");
-                                }
-                            }
-                        }
                     }
                 }
             }

@@ -10,49 +10,6 @@ pub mod norm;
 pub mod rope;
 pub mod simd;
 
-/// How a context's forward pass sums (docs/NUMERICS.md). `Invariant`, the default: a
-/// sequence's logits are a function of its own tokens — each matrix product sums a row's blocks
-/// in one order whatever the number of activation rows, attention never takes a kernel chosen
-/// by the micro-batch's size or the thread count — so that batching, micro-batch splits,
-/// prefix reuse and threads do not move them. `Reference`: llama.cpp b11312's order bit for
-/// bit (its tiled, repacked and tinyBLAS GEMMs from some row count on, its split-KV decode by
-/// thread count), for the goldens.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Numerics {
-    #[default]
-    Invariant,
-    Reference,
-}
-
-impl Numerics {
-    /// `DEEPSEEK_NUMERICS` (`invariant` or `reference`), None when unset; any other value is an
-    /// error.
-    pub fn from_env() -> Result<Option<Numerics>, String> {
-        match std::env::var("DEEPSEEK_NUMERICS") {
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Ok(v) => Numerics::parse(&v).map(Some),
-            Err(e) => Err(format!("DEEPSEEK_NUMERICS: {e}")),
-        }
-    }
-
-    /// `invariant` or `reference` (any case).
-    pub fn parse(v: &str) -> Result<Numerics, String> {
-        match v.to_ascii_lowercase().as_str() {
-            "invariant" => Ok(Numerics::Invariant),
-            "reference" => Ok(Numerics::Reference),
-            _ => Err(format!("DEEPSEEK_NUMERICS={v:?}: not a numerics mode (invariant, reference)")),
-        }
-    }
-
-    /// The order of this mode's matrix products.
-    pub fn sum_order(self) -> simd::SumOrder {
-        match self {
-            Numerics::Invariant => simd::SumOrder::Invariant,
-            Numerics::Reference => simd::SumOrder::Reference,
-        }
-    }
-}
-
 /// ggml's vectorized `expf` of its AVX-512 build (`ggml_v_expf`, vec.h, b11312), one lane:
 /// x = n·ln2 + b (ln2 in two parts), e^b by its degree-5 polynomial in fused multiply-adds,
 /// scaled by 2^n with one rounding (`_mm512_scalef_ps`); |n| > 192 gives 0 or +inf.

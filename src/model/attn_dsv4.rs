@@ -267,7 +267,7 @@ fn compress_row(kv: &KvCache, il: usize, part: Part, stream: usize, ratio: usize
 fn compress_token(model: &Model, c: &Compressor, kv: &mut KvCache, il: usize, part: Part, stream: usize, pos: usize, ratio: usize, width: usize, vals: &[f32], scores: &[f32], ape: &mut [f32], row: &mut [f32], table: &mut [f32], rp: &RopeParams) {
     let hp = &model.hp;
     let w = vals.len();
-    let apem = model.mat(&c.ape, crate::kernels::Numerics::default());
+    let apem = model.mat(&c.ape);
     quant::dequantize_row(apem.ty, apem.row(pos % ratio), &mut ape[..w]);
     {
         let (v, s) = kv.dsv4.as_mut().expect("deepseek4 cache").slot_mut(il, part, stream, pos);
@@ -309,12 +309,11 @@ pub fn forward(model: &Model, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: 
 
     // projections of the block input
     match (&layer.comp, &layer.lid) {
-        (None, _) => project_all(model, pool, cs.numerics, &mut cs.act, &cs.xn, n, [(&layer.q_a, &mut s.qr), (&layer.kv, &mut s.kv)]),
-        (Some(c), None) => project_all(model, pool, cs.numerics, &mut cs.act, &cs.xn, n, [(&layer.q_a, &mut s.qr), (&layer.kv, &mut s.kv), (&c.kv, &mut s.ckv), (&c.gate, &mut s.cgate)]),
+        (None, _) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(&layer.q_a, &mut s.qr), (&layer.kv, &mut s.kv)]),
+        (Some(c), None) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(&layer.q_a, &mut s.qr), (&layer.kv, &mut s.kv), (&c.kv, &mut s.ckv), (&c.gate, &mut s.cgate)]),
         (Some(c), Some(l)) => project_all(
             model,
             pool,
-            cs.numerics,
             &mut cs.act,
             &cs.xn,
             n,
@@ -325,8 +324,8 @@ pub fn forward(model: &Model, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: 
         rms_norm(&s.qr[t * ql..(t + 1) * ql], &layer.q_a_norm, hp.rms_eps, &mut s.qr_n[t * ql..(t + 1) * ql]);
     }
     match &layer.lid {
-        None => project(model, pool, cs.numerics, &mut cs.act, &layer.q_b, &s.qr_n, n, &mut s.q),
-        Some(l) => project_all(model, pool, cs.numerics, &mut cs.act, &s.qr_n, n, [(&layer.q_b, &mut s.q), (&l.q_b, &mut s.iq)]),
+        None => project(model, pool, &mut cs.act, &layer.q_b, &s.qr_n, n, &mut s.q),
+        Some(l) => project_all(model, pool, &mut cs.act, &s.qr_n, n, [(&layer.q_b, &mut s.q), (&l.q_b, &mut s.iq)]),
     }
     let (ih, id) = hp.indexer.as_ref().map_or((0, 0), |x| (x.n_head, x.head_size));
     // per token: queries, the raw key, the compressors (in order, so a block completes after
@@ -380,12 +379,12 @@ pub fn forward(model: &Model, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: 
             s.og[t * gw..(t + 1) * gw].copy_from_slice(&s.o[t * h * d + gi * gw..t * h * d + (gi + 1) * gw]);
         }
         let wa = layer.out_a.get(gi);
-        project(model, pool, cs.numerics, &mut cs.act, &wa, &s.og, n, &mut s.otmp);
+        project(model, pool, &mut cs.act, &wa, &s.og, n, &mut s.otmp);
         for t in 0..n {
             s.oa[t * g * ol + gi * ol..t * g * ol + (gi + 1) * ol].copy_from_slice(&s.otmp[t * ol..(t + 1) * ol]);
         }
     }
-    project(model, pool, cs.numerics, &mut cs.act, &layer.out_b, &s.oa, n, &mut cs.proj);
+    project(model, pool, &mut cs.act, &layer.out_b, &s.oa, n, &mut cs.proj);
 }
 
 /// Per token that sees more than `top_k` compressed rows of this CSA block: their indexer
@@ -450,11 +449,9 @@ fn attend(hp: &HParams, d4: &Dsv4Params, layer: &Dsv4Attn, il: usize, ub: &UBatc
     // the compressed view (`dsv4_build_comp_plan`): the most rows a token sees, padded to 256,
     // at least 256
     let comp_view = if ratio == 0 { 0 } else { (0..n).map(|t| (ub.pos[t] as usize + 1) / ratio).max().unwrap_or(0).next_multiple_of(256).max(256) };
-    // (the reference's kernels chosen by the micro-batch's size and the thread count; the
-    // invariant numerics take the one-chunk kernel always)
-    let tiled = ub.numerics == crate::kernels::Numerics::Reference && kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+    let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
     // one token: upstream's split-KV kernel over raw + compressed views of 512 cells or more
-    let split = (n == 1 && ub.numerics == crate::kernels::Numerics::Reference).then(|| (raw_view + comp_view, pool.n_threads()));
+    let split = (n == 1).then(|| (raw_view + comp_view, pool.n_threads()));
     pool.run(&|ith, _| {
         // SAFETY: each thread uses only its own tile.
         let tile = unsafe { &mut tiles.slice(ith..ith + 1)[0] };

@@ -105,7 +105,7 @@ pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &m
     let hp = &model.hp;
     let n = ub.tokens.len();
     let hd_k = hp.head_dim_k;
-    project_all(model, pool, c.numerics, &mut c.act, &c.xn, n, [(&w.wq, &mut s.q), (&w.wk, &mut s.k), (&w.wv, &mut s.v)]);
+    project_all(model, pool, &mut c.act, &c.xn, n, [(&w.wq, &mut s.q), (&w.wk, &mut s.k), (&w.wv, &mut s.v)]);
     add_bias(&mut s.q[..n * hp.q_dim()], &w.bq);
     add_bias(&mut s.k[..n * hp.kv_dim_k()], &w.bk);
     add_bias(&mut s.v[..n * hp.kv_dim_v()], &w.bv);
@@ -121,7 +121,7 @@ pub fn forward(model: &Model, w: &MhaWeights, il: usize, ub: &UBatch<'_>, kv: &m
         }
     }
     store_and_attend(hp, kv, il, ub, s, pool, n, 1.0 / (hd_k as f32).sqrt());
-    project(model, pool, c.numerics, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
+    project(model, pool, &mut c.act, &w.wo, &s.att, n, &mut c.proj);
 }
 
 /// The cache's part of multi-head attention over the roped queries, keys and values in `s`
@@ -158,11 +158,9 @@ fn attention(hp: &HParams, kv: &KvCache, il: usize, ub: &UBatch<'_>, q: &[f32], 
     let (kb, vb) = (kv.shape.k_type.row_bytes(hd_k), kv.shape.v_type.row_bytes(hd_v));
     let n_tiles = split_tiles(&ub.seq[..n], tile_tokens(group), starts);
     let starts = &*starts;
-    // (the reference's kernels chosen by the micro-batch's size and the thread count; the
-    // invariant numerics take the one-chunk kernel always)
-    let tiled = ub.numerics == crate::kernels::Numerics::Reference && kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+    let tiled = kv.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
     // one token: upstream's split-KV kernel over its view when that holds 512 cells or more
-    let split = (n == 1 && ub.numerics == crate::kernels::Numerics::Reference).then(|| (kv.view_cells(kv.stream_of(ub.seq[0])), pool.n_threads()));
+    let split = (n == 1).then(|| (kv.view_cells(kv.stream_of(ub.seq[0])), pool.n_threads()));
     let n_cells = kv.shape.n_cells;
     let out = SharedOut::new(&mut att[..n * hp.n_head * hd_v]);
     let scratch = SharedOut::new(tiles);

@@ -263,20 +263,20 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     // With the indexer: its key and head weights from the same input, its queries from the
     // normed bottleneck with the main query.
     match (&layer.q, dsa.as_mut()) {
-        (Query::Direct(wq), None) => project_all(model, pool, cs.numerics, &mut cs.act, &cs.xn, n, [(wq, &mut s.q), (&layer.kv_a, &mut s.kv)]),
+        (Query::Direct(wq), None) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(wq, &mut s.q), (&layer.kv_a, &mut s.kv)]),
         (Query::Direct(_), Some(_)) => unreachable!("deepseek32 blocks always have the q bottleneck (checked at load)"),
         (Query::LowRank { a, norm, b }, mut dsa) => {
             match dsa.as_deref_mut() {
-                None => project_all(model, pool, cs.numerics, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv)]),
-                Some(x) => project_all(model, pool, cs.numerics, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv), (&x.weights.k, &mut x.scratch.k), (&x.weights.proj, &mut x.scratch.w)]),
+                None => project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv)]),
+                Some(x) => project_all(model, pool, &mut cs.act, &cs.xn, n, [(a, &mut s.qa), (&layer.kv_a, &mut s.kv), (&x.weights.k, &mut x.scratch.k), (&x.weights.proj, &mut x.scratch.w)]),
             }
             let ql = m.q_lora_rank;
             for t in 0..n {
                 rms_norm(&s.qa[t * ql..(t + 1) * ql], norm, hp.rms_eps, &mut s.qa_normed[t * ql..(t + 1) * ql]);
             }
             match dsa {
-                None => project(model, pool, cs.numerics, &mut cs.act, b, &s.qa_normed, n, &mut s.q),
-                Some(x) => project_all(model, pool, cs.numerics, &mut cs.act, &s.qa_normed, n, [(b, &mut s.q), (&x.weights.q_b, &mut x.scratch.q)]),
+                None => project(model, pool, &mut cs.act, b, &s.qa_normed, n, &mut s.q),
+                Some(x) => project_all(model, pool, &mut cs.act, &s.qa_normed, n, [(b, &mut s.q), (&x.weights.q_b, &mut x.scratch.q)]),
             }
         }
     }
@@ -309,7 +309,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         for head in 0..h {
             s.head_in[head * nope..(head + 1) * nope].copy_from_slice(&s.q[head * qk..head * qk + nope]);
         }
-        project_heads(model, pool, cs.numerics, &mut cs.act, k_b, &s.head_in, &mut s.head_out);
+        project_heads(model, pool, &mut cs.act, k_b, &s.head_in, &mut s.head_out);
         for head in 0..h {
             s.q_full[head * (c + r)..head * (c + r) + c].copy_from_slice(&s.head_out[head * c..(head + 1) * c]);
         }
@@ -320,7 +320,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
             s.head_in[t * nope..(t + 1) * nope].copy_from_slice(&s.q[src..src + nope]);
         }
         let wk = k_b.get(head);
-        project(model, pool, cs.numerics, &mut cs.act, &wk, &s.head_in, n, &mut s.head_out);
+        project(model, pool, &mut cs.act, &wk, &s.head_in, n, &mut s.head_out);
         for t in 0..n {
             let dst = (t * h + head) * (c + r);
             s.q_full[dst..dst + c].copy_from_slice(&s.head_out[t * c..(t + 1) * c]);
@@ -342,11 +342,9 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
         let per_tile = if chosen.is_some() { 1 } else { tile_tokens(part) };
         let n_tiles = split_tiles(&ub.seq[..n], per_tile, &mut s.tile_starts);
         let starts = &s.tile_starts;
-        // (the reference's kernels chosen by the micro-batch's size and the thread count; the
-        // invariant numerics take the one-chunk kernel always)
-        let tiled = ub.numerics == crate::kernels::Numerics::Reference && kvr.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
+        let tiled = kvr.tokens_per_stream(&ub.seq[..n]) >= TILED_FROM_ROWS;
         // one token: upstream's split-KV kernel over its view when that holds 512 cells or more
-        let split = (n == 1 && ub.numerics == crate::kernels::Numerics::Reference).then(|| (kvr.view_cells(kvr.stream_of(ub.seq[0])), pool.n_threads()));
+        let split = (n == 1).then(|| (kvr.view_cells(kvr.stream_of(ub.seq[0])), pool.n_threads()));
         let n_cells = kvr.shape.n_cells;
         // claimed one by one, latest tokens first (see dense::attention)
         let next = AtomicUsize::new(0);
@@ -393,7 +391,7 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
     // Decompress with W_UV per head, then the output projection.
     let v = m.v_head;
     if n == 1 {
-        project_heads(model, pool, cs.numerics, &mut cs.act, v_b, &s.o_lat, &mut s.o);
+        project_heads(model, pool, &mut cs.act, v_b, &s.o_lat, &mut s.o);
     }
     for head in (0..h).filter(|_| n > 1) {
         for t in 0..n {
@@ -401,12 +399,12 @@ pub fn forward(model: &Model, m: &MlaParams, layer: &MlaWeights, il: usize, ub: 
             s.head_in[t * c..(t + 1) * c].copy_from_slice(&s.o_lat[src..src + c]);
         }
         let wv = v_b.get(head);
-        project(model, pool, cs.numerics, &mut cs.act, &wv, &s.head_in, n, &mut s.head_out);
+        project(model, pool, &mut cs.act, &wv, &s.head_in, n, &mut s.head_out);
         for t in 0..n {
             s.o[(t * h + head) * v..(t * h + head + 1) * v].copy_from_slice(&s.head_out[t * v..(t + 1) * v]);
         }
     }
-    project(model, pool, cs.numerics, &mut cs.act, &layer.wo, &s.o, n, &mut cs.proj);
+    project(model, pool, &mut cs.act, &layer.wo, &s.o, n, &mut cs.proj);
 }
 
 
@@ -430,7 +428,7 @@ fn forward_expanded(model: &Model, m: &MlaParams, layer: &MlaWeights, kv_b: &Mat
             rope::apply(rope.mode, r, cache, &mut s.q[(t * h + head) * qk + nope..(t * h + head + 1) * qk]);
         }
     }
-    project(model, pool, cs.numerics, &mut cs.act, kv_b, &s.o_lat[..n * c], n, &mut s.kvb);
+    project(model, pool, &mut cs.act, kv_b, &s.o_lat[..n * c], n, &mut s.kvb);
     let mha = s.mha.as_mut().expect("a legacy file's expanded scratch");
     let w = nope + v;
     mha.q[..n * h * qk].copy_from_slice(&s.q[..n * h * qk]);
@@ -445,5 +443,5 @@ fn forward_expanded(model: &Model, m: &MlaParams, layer: &MlaWeights, kv_b: &Mat
         }
     }
     attn_mha::store_and_attend(hp, kv, il, ub, mha, pool, n, scale);
-    project(model, pool, cs.numerics, &mut cs.act, &layer.wo, &mha.att, n, &mut cs.proj);
+    project(model, pool, &mut cs.act, &layer.wo, &mha.att, n, &mut cs.proj);
 }

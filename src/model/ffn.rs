@@ -49,9 +49,9 @@ impl FfnScratch {
 /// SwiGLU of `c.xn` (`n` rows) into `c.proj`.
 pub fn forward(model: &Model, f: &Ffn, c: &mut Common, s: &mut FfnScratch, pool: &ThreadPool, n: usize) {
     let ff = f.gate.rows;
-    project_all(model, pool, c.numerics, &mut c.act, &c.xn, n, [(&f.gate, &mut s.gate), (&f.up, &mut s.up)]);
+    project_all(model, pool, &mut c.act, &c.xn, n, [(&f.gate, &mut s.gate), (&f.up, &mut s.up)]);
     glu(pool, &mut s.gate[..n * ff], &s.up[..n * ff], ff, f.clamp);
-    project(model, pool, c.numerics, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
+    project(model, pool, &mut c.act, &f.down, &s.gate, n, &mut c.proj);
 }
 
 /// The gated unit over rows of `row`: ggml_swiglu, or ggml_swiglu_clamp when `clamp` > 0

@@ -12,7 +12,7 @@ use crate::threads::ThreadPool;
 /// for every block).
 pub fn embed(model: &Model, ub: &UBatch<'_>, c: &mut Common, rope: &RopeParams) {
     let e = model.hp.n_embd;
-    let emb = model.mat(&model.weights.token_embd, crate::kernels::Numerics::default());
+    let emb = model.mat(&model.weights.token_embd);
     for (t, &tok) in ub.tokens.iter().enumerate() {
         quant::dequantize_row(emb.ty, emb.row(tok as usize), &mut c.x[t * e..(t + 1) * e]);
     }
@@ -68,5 +68,5 @@ pub fn output(model: &Model, ub: &UBatch<'_>, c: &mut Common, pool: &ThreadPool,
     if let Some(embd) = embd {
         embd[..n_out * e].copy_from_slice(&c.xn[..n_out * e]);
     }
-    project(model, pool, c.numerics, &mut c.act, &w.output, &c.xn, n_out, logits);
+    project(model, pool, &mut c.act, &w.output, &c.xn, n_out, logits);
 }

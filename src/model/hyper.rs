@@ -7,7 +7,6 @@
 //! The head folds the streams into one with its own weights. All f32; allocates nothing.
 
 use super::proj::project;
-use crate::kernels::Numerics;
 use super::weights::{mat, vector, Mat};
 use super::{Common, Model};
 use crate::gguf::GgufFile;
@@ -78,13 +77,13 @@ impl HcScratch {
     }
 
     /// `mixes` = w.fn_ · rms(streams) per token.
-    fn mix(&mut self, model: &Model, pool: &ThreadPool, nx: Numerics, act: &mut [u8], w: &HcWeights, n: usize) {
+    fn mix(&mut self, model: &Model, pool: &ThreadPool, act: &mut [u8], w: &HcWeights, n: usize) {
         let d = self.hc * model.hp.n_embd;
         for t in 0..n {
             self.normed[t * d..(t + 1) * d].copy_from_slice(&self.x[t * d..(t + 1) * d]);
             rms_norm_bare(&mut self.normed[t * d..(t + 1) * d], model.hp.rms_eps);
         }
-        project(model, pool, nx, act, &w.fn_, &self.normed, n, &mut self.mixes);
+        project(model, pool, act, &w.fn_, &self.normed, n, &mut self.mixes);
     }
 
     /// Before a sub-block: its input (`c.x`, n rows) = Σ_s pre_s · stream_s, and the post
@@ -92,7 +91,7 @@ impl HcScratch {
     #[allow(clippy::too_many_arguments)]
     pub fn pre(&mut self, model: &Model, pool: &ThreadPool, c: &mut Common, w: &HcWeights, eps: f32, iters: usize, n: usize) {
         let (hc, e) = (self.hc, model.hp.n_embd);
-        self.mix(model, pool, c.numerics, &mut c.act, w, n);
+        self.mix(model, pool, &mut c.act, w, n);
         let m = (2 + hc) * hc;
         let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
         for t in 0..n {
@@ -137,7 +136,7 @@ impl HcScratch {
     /// + eps) · stream_s.
     pub fn head(&mut self, model: &Model, pool: &ThreadPool, c: &mut Common, w: &HcWeights, eps: f32, n: usize) {
         let (hc, e) = (self.hc, model.hp.n_embd);
-        self.mix(model, pool, c.numerics, &mut c.act, w, n);
+        self.mix(model, pool, &mut c.act, w, n);
         for t in 0..n {
             for s in 0..hc {
                 self.pre[t * hc + s] = 1.0 / (1.0 + (-(self.mixes[t * hc + s] * w.scale[0] + w.base[s])).exp()) + eps;

@@ -52,8 +52,6 @@ pub struct UBatch<'a> {
     pub cells: &'a [usize],
     pub seq: &'a [usize],
     pub out_rows: &'a [usize],
-    /// How the forward pass sums (the context's numerics).
-    pub numerics: crate::kernels::Numerics,
 }
 
 /// The feed-forward half of a block: dense SwiGLU, or routed experts.
@@ -188,8 +186,6 @@ pub struct Common {
     pub proj: Vec<f32>,
     pub act: Vec<u8>,
     pub rope_cache: Vec<f32>,
-    /// The micro-batch's numerics (`UBatch::numerics`), set by [`Model::forward`].
-    pub numerics: crate::kernels::Numerics,
 }
 
 /// A context's buffers for its model's forward pass, sized at creation.
@@ -224,7 +220,6 @@ impl Scratch {
                 proj: try_zeroed(n * hp.n_embd, "scratch")?,
                 act: try_zeroed(act_bytes, "scratch")?,
                 rope_cache: try_zeroed(n * hp.n_rot.max(2), "scratch")?,
-                numerics: crate::kernels::Numerics::default(),
             },
             mha: None,
             mla: None,
@@ -511,13 +506,16 @@ impl Model {
         Ok(())
     }
 
-    /// A weight matrix view, summed in the order of the context's numerics (docs/NUMERICS.md):
-    /// invariant (every activation row in upstream's one-row order, whatever the batch) or the
-    /// reference's (upstream's, bit for bit, which changes with the number of rows). Every
-    /// recipe takes one of those two, never a faster order of its own: the MoE routers pick
-    /// experts on margins that a rounding can flip.
-    pub fn mat(&self, m: &Mat, numerics: crate::kernels::Numerics) -> crate::kernels::matmul::WeightMatrix<'_> {
-        let order = numerics.sum_order();
+    /// A weight matrix view. Every recipe sums its products in the reference's (upstream's)
+    /// order: the MoE routers pick experts on margins that a rounding can flip, so llama.cpp's
+    /// numerics there means its bits; and a prompt's last token then gets the same logits in a
+    /// prefill batch as decoded alone after a reused prefix (the serving engine's walkthrough
+    /// checks that on a real Q4_1 model, whose fast AVX2 panel flipped a greedy token).
+    pub fn mat(&self, m: &Mat) -> crate::kernels::matmul::WeightMatrix<'_> {
+        use crate::kernels::simd::SumOrder;
+        let order = match self.hp.arch {
+            Arch::Llama | Arch::Qwen2 | Arch::Deepseek | Arch::Deepseek2 | Arch::Deepseek32 | Arch::Deepseek4 => SumOrder::Reference,
+        };
         use crate::kernels::matmul::Layout;
         let packed = self.packed.as_ref().and_then(|p| p.get(m));
         let (data, layout) = match packed {
@@ -583,7 +581,6 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     pub fn forward(&self, ub: &UBatch<'_>, kv: &mut KvCache, s: &mut Scratch, pool: &ThreadPool, rope: &RopeParams, logits: &mut [f32], embd: Option<&mut [f32]>) {
         assert!(ub.tokens.len() <= s.common.n_ubatch);
-        s.common.numerics = ub.numerics;
         match &self.layers {
             Layers::None => unreachable!("contexts are not made from vocab-only models"),
             Layers::Llama(b) => llama::forward(self, b, ub, kv, s, pool, rope, logits, embd),

@@ -178,10 +178,9 @@ fn decode_batches_fit(moe: &Moe) -> bool {
 /// summed in selection order as [`experts`] and upstream do, so results equal the batched
 /// path's.
 fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe) {
-    let nx = c.numerics;
     let e = model.hp.n_embd;
     let (k, ffe, ffs) = (m.n_expert_used, m.n_ff_exp, moe.shared.gate.rows);
-    project(model, pool, c.numerics, &mut c.act, &moe.router, &c.xn, 1, &mut s.router);
+    project(model, pool, &mut c.act, &moe.router, &c.xn, 1, &mut s.router);
     let forced = moe.tid2eid.as_ref().map(|t| &t[s.tokens[0] as usize * k..(s.tokens[0] as usize + 1) * k]);
     route(m, moe.bias.as_deref(), forced, &mut s.router[..m.n_expert], &mut s.chosen[..k]);
     record(&mut s.trace, moe, 0, &s.router[..m.n_expert], &s.chosen[..k]);
@@ -193,8 +192,8 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
         let (g_exp, g_sh) = f.gate.split_at_mut(k * ffe);
         let (u_exp, u_sh) = f.up.split_at_mut(k * ffe);
         let experts = g_exp.chunks_exact_mut(ffe).zip(u_exp.chunks_exact_mut(ffe)).zip(chosen);
-        let products = experts.flat_map(|((g, u), &(x, _))| [Product { w: model.mat(&moe.gate.get(x), nx), act, out: g }, Product { w: model.mat(&moe.up.get(x), nx), act, out: u }]);
-        let shared = [Product { w: model.mat(&moe.shared.gate, nx), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up, nx), act, out: &mut u_sh[..ffs] }];
+        let products = experts.flat_map(|((g, u), &(x, _))| [Product { w: model.mat(&moe.gate.get(x)), act, out: g }, Product { w: model.mat(&moe.up.get(x)), act, out: u }]);
+        let shared = [Product { w: model.mat(&moe.shared.gate), act, out: &mut g_sh[..ffs] }, Product { w: model.mat(&moe.shared.up), act, out: &mut u_sh[..ffs] }];
         matmul_all(pool, 1, products.chain(shared));
     }
     // per row, as ggml's swiglu: the experts' rows of ffe, then the shared experts' row
@@ -210,8 +209,8 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
     {
         let act = &c.act[..];
         let (rows, shared_row) = s.moe_rows.split_at_mut(k * e);
-        let products = rows.chunks_exact_mut(e).zip(chosen).enumerate().map(|(i, (out, &(x, _)))| Product { w: model.mat(&moe.down.get(x), nx), act: &act[i * arb..(i + 1) * arb], out });
-        let shared = Product { w: model.mat(&moe.shared.down, nx), act: &act[k * arb..], out: &mut shared_row[..e] };
+        let products = rows.chunks_exact_mut(e).zip(chosen).enumerate().map(|(i, (out, &(x, _)))| Product { w: model.mat(&moe.down.get(x)), act: &act[i * arb..(i + 1) * arb], out });
+        let shared = Product { w: model.mat(&moe.shared.down), act: &act[k * arb..], out: &mut shared_row[..e] };
         matmul_all(pool, 1, products.chain([shared]));
     }
 
@@ -229,10 +228,9 @@ fn moe_decode(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f
 /// whose matrices share pool jobs: gate and up of the group in one, down in another.
 #[allow(clippy::too_many_arguments)]
 fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &mut FfnScratch, s: &mut MoeScratch, moe: &Moe, n: usize) {
-    let nx = c.numerics;
     let e = model.hp.n_embd;
     let (ne, ffe, k) = (m.n_expert, m.n_ff_exp, m.n_expert_used);
-    project(model, pool, c.numerics, &mut c.act, &moe.router, &c.xn, n, &mut s.router);
+    project(model, pool, &mut c.act, &moe.router, &c.xn, n, &mut s.router);
     for list in s.routed.iter_mut() {
         list.clear();
     }
@@ -274,19 +272,19 @@ fn experts(model: &Model, m: &MoeParams, pool: &ThreadPool, c: &mut Common, f: &
         // gate and up of the group's experts, each on its own rows
         let (routed, g) = (&s.routed, group.clone());
         if up_same {
-            let gates = expert_products(model, nx, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe);
-            let ups = expert_products(model, nx, &moe.up, routed, g.clone(), &c.act, arb, &mut f.up[..rows * ffe], ffe);
+            let gates = expert_products(model, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe);
+            let ups = expert_products(model, &moe.up, routed, g.clone(), &c.act, arb, &mut f.up[..rows * ffe], ffe);
             matmul_batch(pool, gates.chain(ups));
         } else {
-            matmul_batch(pool, expert_products(model, nx, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe));
+            matmul_batch(pool, expert_products(model, &moe.gate, routed, g.clone(), &c.act, arb, &mut f.gate[..rows * ffe], ffe));
             quantize_activations(pool, up_ty, &s.gather[..rows * e], e, rows, &mut c.act);
             let uarb = activation_bytes(up_ty, e, 1);
-            matmul_batch(pool, expert_products(model, nx, &moe.up, routed, g.clone(), &c.act, uarb, &mut f.up[..rows * ffe], ffe));
+            matmul_batch(pool, expert_products(model, &moe.up, routed, g.clone(), &c.act, uarb, &mut f.up[..rows * ffe], ffe));
         }
         glu(pool, &mut f.gate[..rows * ffe], &f.up[..rows * ffe], ffe, moe.clamp);
         quantize_activations(pool, down_ty, &f.gate[..rows * ffe], ffe, rows, &mut c.act);
         let darb = activation_bytes(down_ty, ffe, 1);
-        matmul_batch(pool, expert_products(model, nx, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));
+        matmul_batch(pool, expert_products(model, &moe.down, routed, g, &c.act, darb, &mut c.proj[..rows * e], e));
         let mut i = 0;
         for x in group {
             for &(ts, wt) in &s.routed[x] {
@@ -323,14 +321,14 @@ fn add_slots(slots: &[f32], out: &mut [f32]) {
 /// `act` (`arb` bytes each; the experts' rows one after the other, in `routed` order) into its
 /// rows of `out` (`width` floats each).
 #[allow(clippy::too_many_arguments)]
-fn expert_products<'a>(model: &'a Model, nx: crate::kernels::Numerics, stack: &'a Stack, routed: &'a [Vec<(usize, f32)>], group: std::ops::Range<usize>, act: &'a [u8], arb: usize, out: &'a mut [f32], width: usize) -> impl Iterator<Item = (usize, Product<'a>)> + 'a {
+fn expert_products<'a>(model: &'a Model, stack: &'a Stack, routed: &'a [Vec<(usize, f32)>], group: std::ops::Range<usize>, act: &'a [u8], arb: usize, out: &'a mut [f32], width: usize) -> impl Iterator<Item = (usize, Product<'a>)> + 'a {
     group.filter(move |&x| !routed[x].is_empty()).scan((0usize, out), move |(off, rest), x| {
         let k = routed[x].len();
         let (mine, others) = std::mem::take(rest).split_at_mut(k * width);
         *rest = others;
         let a = &act[*off * arb..(*off + k) * arb];
         *off += k;
-        Some((k, Product { w: model.mat(&stack.get(x), nx), act: a, out: mine }))
+        Some((k, Product { w: model.mat(&stack.get(x)), act: a, out: mine }))
     })
 }
 

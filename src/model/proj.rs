@@ -6,18 +6,17 @@
 use super::weights::{Mat, Stack};
 use super::Model;
 use crate::kernels::matmul::{activation_bytes, matmul, matmul_all, quantize_activations, Product};
-use crate::kernels::Numerics;
 use crate::threads::ThreadPool;
 
 /// out[n × m.rows] = input[n × m.cols] · mᵀ.
-pub fn project(model: &Model, pool: &ThreadPool, nx: Numerics, act: &mut [u8], m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
+pub fn project(model: &Model, pool: &ThreadPool, act: &mut [u8], m: &Mat, input: &[f32], n: usize, out: &mut [f32]) {
     quantize_activations(pool, m.ty, &input[..n * m.cols], m.cols, n, act);
-    matmul(pool, &model.mat(m, nx), act, n, &mut out[..n * m.rows]);
+    matmul(pool, &model.mat(m), act, n, &mut out[..n * m.rows]);
 }
 
 /// Several projections of the same input (Q, K, V; gate, up): one quantization and one pool
 /// job per activation format among the matrices (one in all when they agree).
-pub fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, nx: Numerics, act: &mut [u8], input: &[f32], n: usize, targets: [(&Mat, &mut [f32]); N]) {
+pub fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, act: &mut [u8], input: &[f32], n: usize, targets: [(&Mat, &mut [f32]); N]) {
     let mut targets = targets.map(Some);
     for i in 0..N {
         let Some((m0, _)) = &targets[i] else { continue };
@@ -26,19 +25,19 @@ pub fn project_all<const N: usize>(model: &Model, pool: &ThreadPool, nx: Numeric
         quantize_activations(pool, ty, &input[..n * cols], cols, n, act);
         let act = &*act;
         let group = targets[i..].iter_mut().filter(|t| t.as_ref().is_some_and(|(m, _)| m.ty.vec_dot_type() == vt)).map(|t| t.take().expect("filtered"));
-        matmul_all(pool, n, group.map(|(m, out)| Product { w: model.mat(m, nx), act, out: &mut out[..n * m.rows] }));
+        matmul_all(pool, n, group.map(|(m, out)| Product { w: model.mat(m), act, out: &mut out[..n * m.rows] }));
     }
 }
 
 /// One row per matrix of `stack` (`cols` each): out row x = stack[x] · input row x, in one
 /// batch (decode-time per-head products).
-pub fn project_heads(model: &Model, pool: &ThreadPool, nx: Numerics, act: &mut [u8], stack: &Stack, input: &[f32], out: &mut [f32]) {
+pub fn project_heads(model: &Model, pool: &ThreadPool, act: &mut [u8], stack: &Stack, input: &[f32], out: &mut [f32]) {
     let (w0, count) = (&stack.first, stack.count);
     let arb = activation_bytes(w0.ty, w0.cols, 1);
     quantize_activations(pool, w0.ty, &input[..count * w0.cols], w0.cols, count, act);
     let act = &*act;
     let outs = out[..count * w0.rows].chunks_exact_mut(w0.rows);
-    matmul_all(pool, 1, outs.enumerate().map(|(x, out)| Product { w: model.mat(&stack.get(x), nx), act: &act[x * arb..(x + 1) * arb], out }));
+    matmul_all(pool, 1, outs.enumerate().map(|(x, out)| Product { w: model.mat(&stack.get(x)), act: &act[x * arb..(x + 1) * arb], out }));
 }
 
 /// Activation bytes the projections of `mats` need for `n` rows.

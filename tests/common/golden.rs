@@ -8,26 +8,7 @@ use deepseek::api::context::{llama_decode, llama_free, llama_get_memory};
 use deepseek::api::memory::*;
 use deepseek::api::model::{llama_model_free, llama_model_get_vocab};
 use deepseek::api::vocab::llama_vocab_n_tokens;
-use deepseek::kernels::Numerics;
 use deepseek::model::moe::RouteRecord;
-
-thread_local! {
-    /// The numerics of the contexts this thread's scenarios make (docs/NUMERICS.md): the
-    /// reference's, whose goldens these are, unless [`with_numerics`] says otherwise.
-    static NUMERICS: std::cell::Cell<Numerics> = const { std::cell::Cell::new(Numerics::Reference) };
-}
-
-/// Runs `f` with this thread's scenarios in `numerics`.
-pub fn with_numerics<R>(numerics: Numerics, f: impl FnOnce() -> R) -> R {
-    let before = NUMERICS.with(|n| n.replace(numerics));
-    let r = f();
-    NUMERICS.with(|n| n.set(before));
-    r
-}
-
-/// The numerics a golden checks: llama.cpp's order (the goldens' own), then the default
-/// invariant order, held to the same tolerances.
-const MODES: [Numerics; 2] = [Numerics::Reference, Numerics::Invariant];
 
 /// Runs scenarios A–D and returns the produced rows in the reference's order.
 pub fn run_scenarios(model_path: &std::path::Path, g: &Json) -> Vec<Vec<f32>> {
@@ -52,7 +33,6 @@ pub fn run_scenarios_with(m: *mut deepseek::api::handles::llama_model, g: &Json,
     let c = new_context_with(m, 256, 4, 2, edit);
     // SAFETY: a live context used by this thread only.
     let ctx = |c: *mut deepseek::api::handles::llama_context| unsafe { &mut (*c).owned().ctx };
-    ctx(c).set_numerics(NUMERICS.with(|n| n.get()));
     ctx(c).trace_routing(trace);
     let mut took = |c| decodes.push(ctx(c).take_routing());
     let mem = llama_get_memory(c);
@@ -141,13 +121,10 @@ pub enum Tolerance {
     Quantized,
 }
 
-/// Holds the model's rows to the golden in both numerics ([`MODES`]).
 pub fn check_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, tol: Tolerance) {
     let g = Json::parse(&std::fs::read_to_string(json).unwrap());
-    for mode in MODES {
-        let rows = with_numerics(mode, || if g.opt("L_tokens").is_some() { run_long_scenario(gguf, &g) } else { run_scenarios(gguf, &g) });
-        check_rows(&format!("{model} ({mode:?} numerics)"), &rows, &g, f32s, tol);
-    }
+    let rows = if g.opt("L_tokens").is_some() { run_long_scenario(gguf, &g) } else { run_scenarios(gguf, &g) };
+    check_rows(model, &rows, &g, f32s, tol);
 }
 
 /// Holds `rows` to the reference rows of `f32s` with `tol`.
@@ -381,17 +358,6 @@ pub fn root_flips(history: &[(usize, usize)], ours: &[Vec<RouteRecord>], up: &Up
 /// ≤ `TIE`) reached by our router from scores that agree with upstream's (`deviation` ≤ `DEV`).
 /// A row that differs without a flip, or after a flip on scores that are not close, fails.
 pub fn check_moe_files(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path) {
-    for mode in MODES {
-        check_moe_files_in(mode, model, gguf, json, f32s, router);
-    }
-}
-
-/// [`check_moe_files`] in one numerics mode only.
-pub fn check_moe_files_in(mode: Numerics, model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path) {
-    with_numerics(mode, || check_moe_files_once(&format!("{model} ({mode:?} numerics)"), gguf, json, f32s, router));
-}
-
-fn check_moe_files_once(model: &str, gguf: &std::path::Path, json: &std::path::Path, f32s: &std::path::Path, router: &std::path::Path) {
     let g = Json::parse(&std::fs::read_to_string(json).unwrap());
     let m = load_model(gguf);
     // SAFETY: a live model handle.
@@ -489,7 +455,6 @@ pub fn run_long_scenario_traced(m: *mut deepseek::api::handles::llama_model, g: 
     p.n_threads_batch = 2;
     let c = llama_init_from_model(m, p);
     assert!(!c.is_null());
-    ctx(c).set_numerics(NUMERICS.with(|n| n.get()));
     ctx(c).trace_routing(true);
     let tokens = g.get("L_tokens").i32s();
     let wanted: Vec<i32> = g.get("L_positions").i32s();

@@ -508,15 +508,11 @@ pub fn batch_fns_repacked_at(level: Level, ty: GgmlType) -> Option<&'static Batc
 /// Q4_K) only panels bit for bit that order; for the other types upstream repacks (Q4_0,
 /// IQ4_NL, MXFP4, Q2_K: its own 8×8 kernels' order, which the reference does not follow) any
 /// panel. `Fast`: the fastest order
-/// the panels have (within 1e-5 of the reference). `Invariant` (`super::Numerics::Invariant`):
-/// every activation row in the order the product takes for one row, however many rows it has
-/// (`kernels::matmul` plans it: upstream's GEMV order for a matrix it repacks, `vec_dot`'s for
-/// every other, and only the panels and batched kernels bit for bit that order).
+/// the panels have (within 1e-5 of the reference).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SumOrder {
     Reference,
     Fast,
-    Invariant,
 }
 
 /// A Q4_K/Q5_K block's 6-bit scales and mins (`get_scale_min_k4`) from its 12 scale bytes as
@@ -595,8 +591,6 @@ pub fn panel_fns_at(level: Level, ty: GgmlType, order: SumOrder, repacked: bool)
     match order {
         SumOrder::Reference => fns.filter(|_| panel_is_exact(level, ty, repacked) || (upstream_repacks(ty) && ty != GgmlType::Q4K)),
         SumOrder::Fast => fns,
-        // only panels bit for bit the one-row order
-        SumOrder::Invariant => fns.filter(|_| panel_is_exact(level, ty, repacked)),
     }
 }
 
@@ -643,7 +637,7 @@ fn panel_fns_any(level: Level, ty: GgmlType, order: SumOrder) -> Option<&'static
             static Q4_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL_BLOCK, unpack8t_q4_0, gemm8t_q8_0);
             static Q5_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL_BLOCK, unpack8t_q5_0, gemm8t_q8_0);
             static Q8_0_EXACT: PanelFns = panel!(avx2, 8, 9, avx2::PANEL8T_Q8_0_BLOCK, unpack8t_q8_0, gemm8t_q8_0_signed);
-            let exact = order != SumOrder::Fast;
+            let exact = order == SumOrder::Reference;
             static Q4_1: PanelFns = g!(unpack8_q4_1, gemm8p_q8_1);
             static Q5_1: PanelFns = g!(unpack8_q5_1, gemm8p_q8_1);
             // from 9 activation rows, as at AVX-512: unpacking decodes scales
