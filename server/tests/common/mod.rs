@@ -16,10 +16,6 @@ pub fn model(file: &str, fetch: &str) -> PathBuf {
     model
 }
 
-pub fn smollm2() -> PathBuf {
-    model("smollm2-135m-instruct-q4_1.gguf", "smollm2")
-}
-
 /// The virtualenv's python.
 pub fn python() -> String {
     let venv = Command::new(root().join("scripts/server-venv.sh")).output().expect("scripts/server-venv.sh");
